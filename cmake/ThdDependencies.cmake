@@ -1,0 +1,51 @@
+# Required dependencies come from the system (scripts/install-deps), never vendored.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+
+# OpenBLAS provides CBLAS for GEMM. Debian ships a pkg-config file; wrap it in one
+# imported target so the rest of the build does not care how it was found.
+pkg_check_modules(THD_OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+add_library(thd_blas INTERFACE)
+target_link_libraries(thd_blas INTERFACE PkgConfig::THD_OPENBLAS)
+
+# Optional backends (see ThdOptions.cmake). Only detection lives here; each layer
+# that uses a dependency links it where it is built.
+if(NOT THD_WITH_CUDA STREQUAL "OFF" OR NOT THD_WITH_NCCL STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+endif()
+thd_resolve_option(THD_WITH_CUDA "${CUDAToolkit_FOUND}" "CUDA toolkit ${CUDAToolkit_VERSION}")
+
+set(_thd_nccl_found FALSE)
+if(NOT THD_WITH_NCCL STREQUAL "OFF" AND CUDAToolkit_FOUND)
+  find_path(THD_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(THD_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(THD_NCCL_INCLUDE_DIR AND THD_NCCL_LIBRARY)
+    set(_thd_nccl_found TRUE)
+  endif()
+endif()
+thd_resolve_option(THD_WITH_NCCL "${_thd_nccl_found}" "NCCL ${THD_NCCL_LIBRARY}")
+if(THD_WITH_NCCL_ENABLED AND NOT THD_WITH_CUDA_ENABLED)
+  message(FATAL_ERROR "THD_WITH_NCCL needs THD_WITH_CUDA; CUDA is disabled")
+endif()
+
+if(NOT THD_WITH_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS C)
+endif()
+thd_resolve_option(THD_WITH_MPI "${MPI_C_FOUND}" "MPI ${MPI_C_VERSION}")
+
+if(NOT THD_WITH_UCX STREQUAL "OFF")
+  pkg_check_modules(THD_UCX QUIET IMPORTED_TARGET ucx)
+endif()
+thd_resolve_option(THD_WITH_UCX "${THD_UCX_FOUND}" "UCX ${THD_UCX_VERSION}")
+
+if(NOT THD_WITH_LIBFABRIC STREQUAL "OFF")
+  pkg_check_modules(THD_LIBFABRIC QUIET IMPORTED_TARGET libfabric)
+endif()
+thd_resolve_option(THD_WITH_LIBFABRIC "${THD_LIBFABRIC_FOUND}" "libfabric ${THD_LIBFABRIC_VERSION}")
+
+# From here on THD_WITH_<X> reads as 0/1 (shadowing the AUTO/ON/OFF cache entry),
+# which is what config.h.in's #cmakedefine01 and later if() tests want.
+foreach(_opt CUDA NCCL MPI UCX LIBFABRIC)
+  set(THD_WITH_${_opt} ${THD_WITH_${_opt}_ENABLED})
+endforeach()

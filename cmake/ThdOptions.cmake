@@ -1,0 +1,39 @@
+# Optional backends: AUTO (on when the dependency is found), ON (fail hard when it
+# is missing), OFF. Each thd_option_* call resolves THD_WITH_<X> to 0 or 1 in
+# THD_HAVE_<X>, which config.h exports with #cmakedefine01.
+
+function(thd_tristate_option name doc)
+  set(${name} AUTO CACHE STRING "${doc} (AUTO, ON, OFF)")
+  set_property(CACHE ${name} PROPERTY STRINGS AUTO ON OFF)
+  string(TOUPPER "${${name}}" value)
+  if(NOT value MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "${name} must be AUTO, ON or OFF, got '${${name}}'")
+  endif()
+endfunction()
+
+# thd_resolve_option(<name> <found>): sets <name>_ENABLED (0/1) in the caller.
+function(thd_resolve_option name found what)
+  string(TOUPPER "${${name}}" value)
+  if(value STREQUAL "OFF")
+    set(enabled 0)
+  elseif(found)
+    set(enabled 1)
+  elseif(value STREQUAL "ON")
+    message(FATAL_ERROR "${name}=ON but ${what} was not found. Install it "
+                        "(scripts/install-deps) or configure with -D${name}=AUTO.")
+  else()
+    set(enabled 0)
+  endif()
+  set(${name}_ENABLED ${enabled} PARENT_SCOPE)
+  if(enabled)
+    message(STATUS "thd: ${name}: enabled (${what})")
+  else()
+    message(STATUS "thd: ${name}: disabled")
+  endif()
+endfunction()
+
+thd_tristate_option(THD_WITH_CUDA "Build CUDA device tensors")
+thd_tristate_option(THD_WITH_NCCL "Build the NCCL DataChannel backend")
+thd_tristate_option(THD_WITH_MPI "Build the MPI DataChannel backend")
+thd_tristate_option(THD_WITH_UCX "Build the UCX DataChannel backend")
+thd_tristate_option(THD_WITH_LIBFABRIC "Build the libfabric DataChannel backend")

@@ -1,0 +1,57 @@
+// The thd exception hierarchy. Every error thd raises derives from thd::Error and
+// carries what is known of where it happened: the op, and for distributed errors
+// the rank, node and peer involved, plus the source location that raised it.
+#pragma once
+
+#include <exception>
+#include <string>
+
+namespace thd {
+
+struct ErrorContext {
+  std::string op;      // the operation that failed ("add", "all_reduce", ...)
+  int rank = -1;       // DataChannel rank that raised it, -1 if not distributed
+  int node = -1;       // worker node involved, -1 if none
+  int peer = -1;       // remote rank involved, -1 if none
+  const char* file = nullptr;  // where in thd it was raised
+  int line = 0;
+};
+
+class Error : public std::exception {
+ public:
+  explicit Error(std::string message, ErrorContext context = {});
+
+  // "op: message [node 1, rank 2] (tensor/views.cpp:42)"
+  const char* what() const noexcept override { return what_.c_str(); }
+  // The message alone, without op or location.
+  const std::string& message() const noexcept { return message_; }
+  const ErrorContext& context() const noexcept { return context_; }
+
+ private:
+  std::string message_;
+  ErrorContext context_;
+  std::string what_;
+};
+
+// A value is outside what the op accepts (bad size, bad argument).
+class ValueError : public Error {
+  using Error::Error;
+};
+// Shapes do not fit together (broadcasting, matmul, cat, view).
+class ShapeError : public ValueError {
+  using ValueError::ValueError;
+};
+// A dtype the op does not support, or dtypes that do not fit together.
+class TypeError : public Error {
+  using Error::Error;
+};
+// An index or dimension out of range.
+class IndexError : public Error {
+  using Error::Error;
+};
+// A wait that ran past its deadline.
+class TimeoutError : public Error {
+  using Error::Error;
+};
+
+}  // namespace thd

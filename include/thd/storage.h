@@ -1,0 +1,39 @@
+// The memory behind one or more tensors. Tensors that are views of each other share
+// one Storage; it is freed when the last of them goes away.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include <thd/device.h>
+
+namespace thd {
+
+class StorageImpl {
+ public:
+  using Deleter = std::function<void(void*)>;
+
+  // Allocates nbytes (64-byte aligned) on device. Only the CPU exists so far.
+  StorageImpl(size_t nbytes, Device device);
+  // Wraps memory someone else owns; deleter (may be empty) runs when the storage dies.
+  StorageImpl(void* data, size_t nbytes, Device device, Deleter deleter);
+  ~StorageImpl();
+
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  Deleter deleter_;
+};
+
+using Storage = std::shared_ptr<StorageImpl>;
+
+}  // namespace thd

@@ -1,0 +1,86 @@
+// copy_, fill_, dtype conversion and the copies built on them.
+#include <cstring>
+
+#include "tensor/check.h"
+#include "tensor/loops.h"
+#include "tensor/op_util.h"
+#include "tensor/shape_util.h"
+
+namespace thd {
+
+using namespace detail;
+
+Tensor& Tensor::copy_(const Tensor& src_in) {
+  check_defined(*this, "copy_", "destination");
+  check_defined(src_in, "copy_", "source");
+  THD_CHECK(broadcast_shapes(shape_, src_in.shape()) == shape_, ShapeError, "copy_",
+            "source of shape {} does not broadcast to the destination's shape {}",
+            shape_str(src_in.shape()), shape_str(shape_));
+  check_writable(*this, "copy_");
+  if (same_view(*this, src_in) || numel() == 0) return *this;
+  Tensor src = unalias_input(src_in, *this);
+  if (src.dtype() == dtype_ && src.shape() == shape_ && src.is_contiguous() && is_contiguous()) {
+    const char* s = static_cast<const char*>(src.data_ptr());
+    char* d = static_cast<char*>(data_ptr());
+    const int64_t es = static_cast<int64_t>(element_size());
+    parallel_for(0, numel(), kGrainSize * 4, [&](int64_t b, int64_t e) {
+      std::memcpy(d + b * es, s + b * es, static_cast<size_t>((e - b) * es));
+    });
+    return *this;
+  }
+  dispatch_all(dtype_, "copy_", [&](auto out_tag) {
+    using Out = typename decltype(out_tag)::type;
+    dispatch_all(src.dtype(), "copy_", [&](auto in_tag) {
+      using In = typename decltype(in_tag)::type;
+      auto g = make_geometry<2>({this, &src}, shape_);
+      for_each_run<2>(g, [&](char** p, const int64_t* s, int64_t n) {
+        char* po = p[0];
+        const char* pi = p[1];
+        if (s[0] == sizeof(Out) && s[1] == sizeof(In)) {
+          Out* o = reinterpret_cast<Out*>(po);
+          const In* a = reinterpret_cast<const In*>(pi);
+          for (int64_t i = 0; i < n; ++i) o[i] = convert<Out>(a[i]);
+          return;
+        }
+        for (int64_t i = 0; i < n; ++i, po += s[0], pi += s[1]) {
+          *reinterpret_cast<Out*>(po) = convert<Out>(*reinterpret_cast<const In*>(pi));
+        }
+      });
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::fill_(Scalar value) {
+  check_defined(*this, "fill_");
+  check_writable(*this, "fill_");
+  dispatch_all(dtype_, "fill_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = scalar_to<T>(value);
+    nary_kernel<1>({this}, [v](char** p) { *reinterpret_cast<T*>(p[0]) = v; });
+  });
+  return *this;
+}
+
+Tensor Tensor::to(DType dtype, bool copy) const {
+  check_defined(*this, "to");
+  if (dtype == dtype_ && !copy) return *this;
+  Tensor out = empty(shape_, dtype, device());
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::contiguous() const {
+  check_defined(*this, "contiguous");
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  check_defined(*this, "clone");
+  Tensor out = empty(shape_, dtype_, device());
+  out.copy_(*this);
+  return out;
+}
+
+}  // namespace thd

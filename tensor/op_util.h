@@ -1,0 +1,45 @@
+// Helpers every tensor op uses: scalars as typed values, output checks, aliasing.
+#pragma once
+
+#include <thd/tensor.h>
+
+#include "tensor/dispatch.h"
+
+namespace thd::detail {
+
+// The scalar as storage type T (saturating like convert<>).
+template <typename T>
+T scalar_to(const Scalar& s) {
+  if (s.is_floating_point()) return convert<T>(s.to_double());
+  if (s.is_bool()) return convert<T>(s.to_bool());
+  return convert<T>(s.to_int64());
+}
+
+// A 0-dim tensor holding s as dtype.
+Tensor scalar_tensor(const Scalar& s, DType dtype);
+
+// torch.can_cast: may a result of dtype `from` be written into a tensor of `to`?
+// (floating into integer or bool, and integer into bool, may not.)
+bool can_cast(DType from, DType to);
+// Throws TypeError naming op unless can_cast(result, out).
+void check_can_cast(DType result, DType out, const char* op);
+
+// Throws unless t may be written elementwise: no two of its elements share memory
+// (an expanded tensor cannot be written in place).
+void check_writable(const Tensor& t, const char* op);
+
+// True when a and b address some common bytes.
+bool memory_overlaps(const Tensor& a, const Tensor& b);
+// True when a and b are the same view (same storage, offset, shape, strides, dtype).
+bool same_view(const Tensor& a, const Tensor& b);
+// An input that will be read while `out` is written: returned as is unless it shares
+// memory with out without being exactly out, in which case a copy is returned so the
+// op never reads elements it has already overwritten.
+Tensor unalias_input(const Tensor& in, const Tensor& out);
+
+// The type promotion state of torch: dimensioned tensors outrank 0-dim tensors,
+// which outrank plain scalars, unless the lower rank is of a higher category
+// (bool < integer < floating).
+DType combine_categories(DType higher, DType lower);
+
+}  // namespace thd::detail

@@ -1,0 +1,28 @@
+// Intra-op parallelism for CPU kernels: a fork-join pool shared by all ops.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace thd::detail {
+
+// Elements below which a kernel stays on the calling thread: splitting smaller work
+// costs more in wake-ups than it saves.
+inline constexpr int64_t kGrainSize = 32768;
+
+// Threads the pool runs ops on (the caller included): THD_NUM_THREADS if set, else the
+// number of cores.
+int num_threads();
+void set_num_threads(int n);
+
+// Calls fn(chunk_begin, chunk_end) over disjoint chunks covering [begin, end), each
+// at least `grain` long except possibly the last, in parallel when the range is
+// large enough. Blocks until all chunks ran; rethrows the first exception a chunk
+// threw. Nested calls (from inside a chunk) run serially.
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn);
+
+// True on a pool thread or inside a parallel_for chunk.
+bool in_parallel_region();
+
+}  // namespace thd::detail
