@@ -1,0 +1,212 @@
+// Arithmetic between two tensors, or a tensor and a scalar: add, sub, mul, div, pow,
+// maximum, minimum, in their out-of-place, in-place and operator forms.
+#include <atomic>
+#include <cmath>
+
+#include "tensor/check.h"
+#include "tensor/elementwise.h"
+#include "tensor/int_math.h"
+
+namespace thd {
+namespace {
+
+using namespace detail;
+
+// Each op is a functor over the compute type C (float for the 16-bit floats). Bool
+// arithmetic follows torch: + is or, * is and.
+struct AddOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_same_v<C, bool>) return a || b;
+    else return wrapping_add(a, b);
+  }
+};
+struct SubOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    return wrapping_sub(a, b);
+  }
+};
+struct MulOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_same_v<C, bool>) return a && b;
+    else return wrapping_mul(a, b);
+  }
+};
+struct DivOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    return a / b;
+  }
+};
+struct PowOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) return std::pow(a, b);
+    else return wrapping_pow(a, b);
+  }
+};
+// NaN wins, as torch.maximum.
+struct MaximumOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      if (std::isnan(a)) return a;
+      if (std::isnan(b)) return b;
+    }
+    return a < b ? b : a;
+  }
+};
+struct MinimumOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      if (std::isnan(a)) return a;
+      if (std::isnan(b)) return b;
+    }
+    return b < a ? b : a;
+  }
+};
+
+template <typename Op>
+constexpr unsigned allowed_dtypes() {
+  if constexpr (std::is_same_v<Op, SubOp> || std::is_same_v<Op, PowOp>) return kNumericSet;
+  else if constexpr (std::is_same_v<Op, DivOp>) return kFloatingSet;
+  else return kAllSet;
+}
+
+template <typename Op>
+void check_dtype(const char* op, DType compute) {
+  if constexpr (std::is_same_v<Op, SubOp>) {
+    THD_CHECK(compute != kBool, TypeError, op,
+              "subtraction, the `-` operator, with two bool tensors is not supported; use "
+              "the `^` or logical_xor() operator instead");
+  }
+  if (!dtype_in(compute, allowed_dtypes<Op>())) {
+    throw_unsupported_dtype(op, compute, allowed_dtypes<Op>());
+  }
+}
+
+// torch: "Integers to negative integer powers are not allowed."
+void check_integer_exponent(const Tensor& exponent, DType compute) {
+  if (!is_integral(compute)) return;
+  dispatch<kIntegerSet>(exponent.dtype(), "pow", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_signed_v<T>) {
+      std::atomic<bool> negative{false};
+      nary_kernel<1>({&exponent}, [&](char** p) {
+        if (*reinterpret_cast<const T*>(p[0]) < 0) negative.store(true, std::memory_order_relaxed);
+      });
+      THD_CHECK(!negative.load(), ValueError, "pow", "integers to negative integer powers are not allowed");
+    }
+  });
+}
+
+template <typename Op>
+Tensor run(const char* op, const Tensor& a, const Tensor& b, DType compute, DType result,
+           const Tensor* self = nullptr) {
+  check_dtype<Op>(op, compute);
+  ElementwisePlan plan = plan_elementwise(op, {a, b}, compute, result, self);
+  if constexpr (std::is_same_v<Op, PowOp>) check_integer_exponent(plan.inputs[1], compute);
+  dispatch<allowed_dtypes<Op>()>(compute, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    binary_kernel<T, T>(plan.out, plan.inputs[0], plan.inputs[1], Op{});
+  });
+  return plan.finish();
+}
+
+// The dtype an op computes in, given its operands' promoted dtype.
+template <typename Op>
+DType compute_dtype(DType promoted) {
+  if constexpr (std::is_same_v<Op, DivOp>) return is_floating_point(promoted) ? promoted : kFloat32;
+  else return promoted;
+}
+
+template <typename Op>
+Tensor tensor_tensor(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(a, op, "self");
+  check_defined(b, op, "other");
+  DType c = compute_dtype<Op>(result_type(a, b));
+  return run<Op>(op, a, b, c, c);
+}
+
+template <typename Op>
+Tensor tensor_scalar(const char* op, const Tensor& a, const Scalar& b) {
+  check_defined(a, op, "self");
+  DType c = compute_dtype<Op>(result_type(a, b));
+  return run<Op>(op, a, scalar_tensor(b, c), c, c);
+}
+
+template <typename Op>
+Tensor scalar_tensor_op(const char* op, const Scalar& a, const Tensor& b) {
+  check_defined(b, op, "other");
+  DType c = compute_dtype<Op>(result_type(b, a));
+  return run<Op>(op, scalar_tensor(a, c), b, c, c);
+}
+
+template <typename Op>
+Tensor& inplace(const char* op, Tensor& self, const Tensor& other) {
+  check_defined(self, op, "self");
+  check_defined(other, op, "other");
+  DType c = compute_dtype<Op>(result_type(self, other));
+  run<Op>(op, self, other, c, c, &self);
+  return self;
+}
+
+template <typename Op>
+Tensor& inplace(const char* op, Tensor& self, const Scalar& other) {
+  check_defined(self, op, "self");
+  DType c = compute_dtype<Op>(result_type(self, other));
+  run<Op>(op, self, scalar_tensor(other, c), c, c, &self);
+  return self;
+}
+
+}  // namespace
+
+Tensor Tensor::add(const Tensor& o) const { return tensor_tensor<AddOp>("add", *this, o); }
+Tensor Tensor::add(Scalar o) const { return tensor_scalar<AddOp>("add", *this, o); }
+Tensor& Tensor::add_(const Tensor& o) { return inplace<AddOp>("add_", *this, o); }
+Tensor& Tensor::add_(Scalar o) { return inplace<AddOp>("add_", *this, o); }
+Tensor Tensor::sub(const Tensor& o) const { return tensor_tensor<SubOp>("sub", *this, o); }
+Tensor Tensor::sub(Scalar o) const { return tensor_scalar<SubOp>("sub", *this, o); }
+Tensor& Tensor::sub_(const Tensor& o) { return inplace<SubOp>("sub_", *this, o); }
+Tensor& Tensor::sub_(Scalar o) { return inplace<SubOp>("sub_", *this, o); }
+Tensor Tensor::mul(const Tensor& o) const { return tensor_tensor<MulOp>("mul", *this, o); }
+Tensor Tensor::mul(Scalar o) const { return tensor_scalar<MulOp>("mul", *this, o); }
+Tensor& Tensor::mul_(const Tensor& o) { return inplace<MulOp>("mul_", *this, o); }
+Tensor& Tensor::mul_(Scalar o) { return inplace<MulOp>("mul_", *this, o); }
+Tensor Tensor::div(const Tensor& o) const { return tensor_tensor<DivOp>("div", *this, o); }
+Tensor Tensor::div(Scalar o) const { return tensor_scalar<DivOp>("div", *this, o); }
+Tensor& Tensor::div_(const Tensor& o) { return inplace<DivOp>("div_", *this, o); }
+Tensor& Tensor::div_(Scalar o) { return inplace<DivOp>("div_", *this, o); }
+Tensor Tensor::pow(const Tensor& e) const { return tensor_tensor<PowOp>("pow", *this, e); }
+Tensor Tensor::pow(Scalar e) const { return tensor_scalar<PowOp>("pow", *this, e); }
+Tensor& Tensor::pow_(const Tensor& e) { return inplace<PowOp>("pow_", *this, e); }
+Tensor& Tensor::pow_(Scalar e) { return inplace<PowOp>("pow_", *this, e); }
+Tensor Tensor::maximum(const Tensor& o) const { return tensor_tensor<MaximumOp>("maximum", *this, o); }
+Tensor Tensor::minimum(const Tensor& o) const { return tensor_tensor<MinimumOp>("minimum", *this, o); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return a.mul(b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return a.div(b); }
+Tensor operator+(const Tensor& a, Scalar b) { return a.add(b); }
+Tensor operator-(const Tensor& a, Scalar b) { return a.sub(b); }
+Tensor operator*(const Tensor& a, Scalar b) { return a.mul(b); }
+Tensor operator/(const Tensor& a, Scalar b) { return a.div(b); }
+Tensor operator+(Scalar a, const Tensor& b) { return scalar_tensor_op<AddOp>("add", a, b); }
+Tensor operator-(Scalar a, const Tensor& b) { return scalar_tensor_op<SubOp>("sub", a, b); }
+Tensor operator*(Scalar a, const Tensor& b) { return scalar_tensor_op<MulOp>("mul", a, b); }
+Tensor operator/(Scalar a, const Tensor& b) { return scalar_tensor_op<DivOp>("div", a, b); }
+Tensor operator-(const Tensor& a) { return a.neg(); }
+Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
+Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
+Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
+Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
+Tensor& operator+=(Tensor& a, Scalar b) { return a.add_(b); }
+Tensor& operator-=(Tensor& a, Scalar b) { return a.sub_(b); }
+Tensor& operator*=(Tensor& a, Scalar b) { return a.mul_(b); }
+Tensor& operator/=(Tensor& a, Scalar b) { return a.div_(b); }
+
+}  // namespace thd

@@ -13,7 +13,7 @@ using namespace detail;
 Tensor& Tensor::copy_(const Tensor& src_in) {
   check_defined(*this, "copy_", "destination");
   check_defined(src_in, "copy_", "source");
-  THD_CHECK(broadcast_shapes(shape_, src_in.shape()) == shape_, ShapeError, "copy_",
+  THD_CHECK(broadcast_shapes(shape_, src_in.shape(), "copy_") == shape_, ShapeError, "copy_",
             "source of shape {} does not broadcast to the destination's shape {}",
             shape_str(src_in.shape()), shape_str(shape_));
   check_writable(*this, "copy_");

@@ -83,7 +83,7 @@ Tensor Tensor::linspace(Scalar start, Scalar end, int64_t steps, DType dtype) {
     using T = typename decltype(tag)::type;
     T* p = t.data<T>();
     // Fill from both ends so the last value is exactly `end`, as torch does.
-    const int64_t half = steps / 2;
+    const int64_t half = steps == 1 ? 1 : steps / 2;
     for (int64_t i = 0; i < steps; ++i) {
       double v = i < half ? s + step * static_cast<double>(i)
                           : e - step * static_cast<double>(steps - 1 - i);

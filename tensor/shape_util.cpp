@@ -19,13 +19,19 @@ std::string shape_str(const Shape& shape) {
 std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape_str(shape); }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  return detail::broadcast_shapes(a, b, "broadcast_shapes");
+}
+
+namespace detail {
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1) {
-      THD_THROW(ShapeError, "broadcast",
+      THD_THROW(ShapeError, op,
                 "shapes {} and {} are not broadcastable: dim {} has sizes {} and {}",
                 shape_str(a), shape_str(b), i, da, db);
     }
@@ -33,8 +39,6 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   }
   return out;
 }
-
-namespace detail {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, bool scalar_ok) {
   int64_t n = (ndim == 0 && scalar_ok) ? 1 : ndim;

@@ -10,6 +10,8 @@ namespace thd::detail {
 // Maps a possibly negative dim into [0, ndim); IndexError naming op otherwise.
 // A 0-dim tensor accepts dims -1 and 0 as torch does when `scalar_ok`.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, bool scalar_ok = false);
+// broadcast_shapes whose error names `op`.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Sorted, wrapped, duplicate-free; empty means every dim.
 Dims wrap_dims(const Dims& dims, int64_t ndim, const char* op);
 // Row-major strides of a contiguous tensor of `shape`.

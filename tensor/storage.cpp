@@ -1,28 +1,25 @@
 #include <thd/storage.h>
 
-#include <cstdlib>
-#include <new>
+
+#include <thd/memory.h>
 
 #include "tensor/check.h"
+#include "tensor/cpu_allocator.h"
 
 namespace thd {
-namespace {
-// Cache-line alignment keeps vector loads aligned and avoids false sharing between
-// threads writing neighbouring tensors.
-constexpr size_t kAlignment = 64;
-}  // namespace
+
+using detail::CpuAllocator;
 
 StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   THD_CHECK(device.is_cpu(), ValueError, "allocate",
             "device {} is not available in this build (CPU only)", device.str());
-  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
-  data_ = std::aligned_alloc(kAlignment, rounded);
+  size_t allocated = 0;
+  data_ = CpuAllocator::instance().allocate(nbytes, &allocated);
   if (data_ == nullptr) {
     THD_THROW(ValueError, "allocate", "out of memory allocating {} bytes on {}", nbytes,
               device.str());
   }
-  deleter_ = [](void* p) { std::free(p); };
+  deleter_ = [allocated](void* p) { CpuAllocator::instance().deallocate(p, allocated); };
 }
 
 StorageImpl::StorageImpl(void* data, size_t nbytes, Device device, Deleter deleter)
@@ -30,6 +27,28 @@ StorageImpl::StorageImpl(void* data, size_t nbytes, Device device, Deleter delet
 
 StorageImpl::~StorageImpl() {
   if (deleter_) deleter_(data_);
+}
+
+namespace {
+void check_cpu(Device device, const char* op) {
+  THD_CHECK(device.is_cpu(), ValueError, op, "device {} is not available in this build",
+            device.str());
+}
+}  // namespace
+
+MemoryStats memory_stats(Device device) {
+  check_cpu(device, "memory_stats");
+  return CpuAllocator::instance().stats();
+}
+
+void reset_peak_memory_stats(Device device) {
+  check_cpu(device, "reset_peak_memory_stats");
+  CpuAllocator::instance().reset_peak();
+}
+
+void empty_cache(Device device) {
+  check_cpu(device, "empty_cache");
+  CpuAllocator::instance().empty_cache();
 }
 
 }  // namespace thd

@@ -1,0 +1,24 @@
+// Memory accounting of this process's tensor allocator.
+#pragma once
+
+#include <cstdint>
+
+#include <thd/device.h>
+
+namespace thd {
+
+struct MemoryStats {
+  int64_t allocated_bytes = 0;       // held by live tensors now
+  int64_t peak_allocated_bytes = 0;  // the most held at once since start or reset
+  int64_t cached_bytes = 0;          // freed by tensors, kept for reuse
+  int64_t num_allocs = 0;            // allocations served
+  int64_t num_cache_hits = 0;        // ... of them from the cache
+};
+
+MemoryStats memory_stats(Device device = Device::cpu());
+// Makes the peak equal to what is allocated now.
+void reset_peak_memory_stats(Device device = Device::cpu());
+// Returns every cached block to the operating system.
+void empty_cache(Device device = Device::cpu());
+
+}  // namespace thd

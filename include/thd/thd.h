@@ -1,0 +1,13 @@
+// The whole public API of thd.
+#pragma once
+
+#include <thd/config.h>
+#include <thd/device.h>
+#include <thd/dtype.h>
+#include <thd/error.h>
+#include <thd/generator.h>
+#include <thd/half.h>
+#include <thd/memory.h>
+#include <thd/scalar.h>
+#include <thd/storage.h>
+#include <thd/tensor.h>
