@@ -1,0 +1,171 @@
+// sort and topk: each line along `dim` is copied into a buffer of (value, position)
+// pairs, ordered with the standard algorithms, and written back; lines run in
+// parallel. Comparisons happen in compute_t (float for the 16-bit floats) and NaN
+// ranks above every other value, as in torch.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "tensor/check.h"
+#include "tensor/loops.h"
+#include "tensor/op_util.h"
+#include "tensor/shape_util.h"
+
+namespace thd {
+
+using namespace detail;
+
+namespace {
+
+template <typename C>
+bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::isnan(v);
+  } else {
+    return false;
+  }
+}
+
+// Strict weak orders on values: NaNs are equal to each other and above the rest.
+template <typename C>
+bool less_nan_last(C a, C b) {
+  return a < b || (is_nan(b) && !is_nan(a));
+}
+template <typename C>
+bool greater_nan_first(C a, C b) {
+  return a > b || (is_nan(a) && !is_nan(b));
+}
+
+// Geometry over the lines along `dim` of operands viewed with `shape` (size 1 at dim).
+template <int N>
+Geometry<N> line_geometry(const std::array<const Tensor*, N>& ops, Shape shape, int64_t dim) {
+  shape[dim] = 1;
+  std::array<Tensor, N> views;
+  std::array<const Tensor*, N> ptrs;
+  for (int k = 0; k < N; ++k) {
+    views[k] = Tensor(ops[k]->storage(), ops[k]->dtype(), shape, ops[k]->strides(),
+                      ops[k]->storage_offset());
+    ptrs[k] = &views[k];
+  }
+  return make_geometry<N>(ptrs, shape);
+}
+
+// Calls order(buffer) on every line of self along dim, where buffer holds the line's
+// (value, position) pairs, then writes the first values.size(dim) pairs to the line of
+// values and indices.
+template <typename T, typename Order>
+void for_each_sorted_line(const Tensor& self, int64_t dim, const Tensor& values,
+                          const Tensor& indices, Order order) {
+  using C = compute_t<T>;
+  const int64_t n = self.size(dim);
+  const int64_t k = values.size(dim);
+  const int64_t in_step = self.stride(dim) * static_cast<int64_t>(sizeof(T));
+  const int64_t v_step = values.stride(dim) * static_cast<int64_t>(sizeof(T));
+  const int64_t i_step = indices.stride(dim) * static_cast<int64_t>(sizeof(int64_t));
+  auto g = line_geometry<3>({&values, &indices, &self}, self.shape(), dim);
+  // A line costs about n log n; aim for kGrainSize element visits per chunk.
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1));
+  for_each_run<3>(
+      g,
+      [&](char** p, const int64_t* s, int64_t lines) {
+        std::vector<std::pair<C, int64_t>> buf(static_cast<size_t>(n));
+        char* vp = p[0];
+        char* ip = p[1];
+        const char* sp = p[2];
+        for (int64_t l = 0; l < lines; ++l, vp += s[0], ip += s[1], sp += s[2]) {
+          for (int64_t j = 0; j < n; ++j) {
+            buf[j] = {static_cast<C>(*reinterpret_cast<const T*>(sp + j * in_step)), j};
+          }
+          order(buf);
+          for (int64_t j = 0; j < k; ++j) {
+            *reinterpret_cast<T*>(vp + j * v_step) = static_cast<T>(buf[j].first);
+            *reinterpret_cast<int64_t*>(ip + j * i_step) = buf[j].second;
+          }
+        }
+      },
+      grain);
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> Tensor::sort(int64_t dim_in, bool descending) const {
+  check_defined(*this, "sort");
+  const int64_t dim = wrap_dim(dim_in, this->dim(), "sort", true);
+  Tensor values = empty(shape_, dtype_);
+  Tensor indices = empty(shape_, kInt64);
+  if (numel() == 0) return {values, indices};
+  if (this->dim() == 0) {
+    values.copy_(*this);
+    indices.fill_(0);
+    return {values, indices};
+  }
+  dispatch_all(dtype_, "sort", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Pair = std::pair<compute_t<T>, int64_t>;
+    // stable_sort keeps equal keys (and NaNs) in input order in both directions.
+    if (descending) {
+      for_each_sorted_line<T>(*this, dim, values, indices, [](std::vector<Pair>& b) {
+        std::stable_sort(b.begin(), b.end(), [](const Pair& x, const Pair& y) {
+          return greater_nan_first(x.first, y.first);
+        });
+      });
+    } else {
+      for_each_sorted_line<T>(*this, dim, values, indices, [](std::vector<Pair>& b) {
+        std::stable_sort(b.begin(), b.end(), [](const Pair& x, const Pair& y) {
+          return less_nan_last(x.first, y.first);
+        });
+      });
+    }
+  });
+  return {values, indices};
+}
+
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim_in, bool largest, bool sorted) const {
+  check_defined(*this, "topk");
+  THD_CHECK(dtype_in(dtype_, kNumericSet), TypeError, "topk",
+            "\"topk\" is not implemented for dtype {}", dtype_);
+  const int64_t dim = wrap_dim(dim_in, this->dim(), "topk", true);
+  const int64_t n = this->dim() == 0 ? 1 : shape_[dim];
+  THD_CHECK(k >= 0 && k <= n, IndexError, "topk",
+            "selected index k out of range: k = {} but dimension {} has size {}", k, dim, n);
+  if (this->dim() == 0) {
+    // A 0-dim tensor is its own top-1; its top-0 is an empty 1-D tensor.
+    if (k == 0) return {empty({0}, dtype_), empty({0}, kInt64)};
+    return {clone(), zeros({}, kInt64)};
+  }
+  Shape shape = shape_;
+  shape[dim] = k;
+  Tensor values = empty(shape, dtype_);
+  Tensor indices = empty(shape, kInt64);
+  if (values.numel() == 0) return {values, indices};
+  dispatch<kNumericSet>(dtype_, "topk", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Pair = std::pair<compute_t<T>, int64_t>;
+    // Ties go to the lower position, so the result is deterministic and, when sorted,
+    // equals the first k of a stable sort.
+    auto select = [k, n, sorted](std::vector<Pair>& b, auto before) {
+      if (k < n) std::nth_element(b.begin(), b.begin() + k, b.end(), before);
+      if (sorted) std::sort(b.begin(), b.begin() + k, before);
+    };
+    if (largest) {
+      for_each_sorted_line<T>(*this, dim, values, indices, [&](std::vector<Pair>& b) {
+        select(b, [](const Pair& x, const Pair& y) {
+          return greater_nan_first(x.first, y.first) ||
+                 (!greater_nan_first(y.first, x.first) && x.second < y.second);
+        });
+      });
+    } else {
+      for_each_sorted_line<T>(*this, dim, values, indices, [&](std::vector<Pair>& b) {
+        select(b, [](const Pair& x, const Pair& y) {
+          return less_nan_last(x.first, y.first) ||
+                 (!less_nan_last(y.first, x.first) && x.second < y.second);
+        });
+      });
+    }
+  });
+  return {values, indices};
+}
+
+}  // namespace thd
