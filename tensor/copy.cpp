@@ -54,6 +54,7 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
 Tensor& Tensor::fill_(Scalar value) {
   check_defined(*this, "fill_");
   check_writable(*this, "fill_");
+  check_value_fits(value, dtype_, "fill_");
   dispatch_all(dtype_, "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = scalar_to<T>(value);

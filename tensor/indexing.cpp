@@ -54,54 +54,6 @@ void check_index_range(const Tensor& index, int64_t size, int64_t dim, const cha
             bad_value, dim, size);
 }
 
-std::string scalar_str(const Scalar& v) {
-  if (v.is_floating_point()) return fmt::format("{}", v.to_double());
-  if (v.is_bool()) return v.to_bool() ? "True" : "False";
-  return std::to_string(v.to_int64());
-}
-
-template <typename T>
-double max_finite() {
-  if constexpr (std::is_same_v<T, Half>) {
-    return 65504.0;
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return 3.3895313892515355e38;
-  } else {
-    return static_cast<double>(std::numeric_limits<T>::max());
-  }
-}
-
-// torch (c10::checked_convert) refuses a fill value that overflows the tensor's dtype
-// instead of wrapping or saturating it; fractions are truncated, infinities fit
-// floating types, and negative integers wrap into unsigned types as two's complement.
-template <typename T>
-void check_value_fits(const Scalar& v, DType dtype, const char* op) {
-  bool ok = true;
-  if (v.is_floating_point()) {
-    const double d = v.to_double();
-    if constexpr (is_float_v<T>) {
-      ok = !std::isfinite(d) || std::abs(d) <= max_finite<T>();
-    } else {
-      const auto lo = static_cast<double>(std::numeric_limits<T>::lowest());
-      const auto hi = static_cast<double>(std::numeric_limits<T>::max());
-      ok = !std::isnan(d) && d >= lo && d <= hi;
-    }
-  } else if (v.is_integral()) {
-    const int64_t i = v.to_int64();
-    if constexpr (is_float_v<T>) {
-      ok = std::abs(static_cast<double>(i)) <= max_finite<T>();
-    } else if constexpr (std::is_unsigned_v<T>) {
-      const auto hi = static_cast<uint64_t>(std::numeric_limits<T>::max());
-      ok = i >= 0 ? static_cast<uint64_t>(i) <= hi : -static_cast<uint64_t>(i) <= hi;
-    } else {
-      ok = i >= static_cast<int64_t>(std::numeric_limits<T>::lowest()) &&
-           i <= static_cast<int64_t>(std::numeric_limits<T>::max());
-    }
-  }
-  THD_CHECK(ok, ValueError, op, "value {} cannot be converted to type {} without overflow",
-            scalar_str(v), dtype);
-}
-
 // A 0-dim tensor takes part in gather/scatter as a 1-element 1-D one (torch's
 // ensure_nonempty_dim).
 Tensor as_1d_if_scalar(const Tensor& t) { return t.dim() == 0 ? t.view({1}) : t; }
@@ -125,20 +77,6 @@ void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Ten
       *reinterpret_cast<T*>(p[0]) = *reinterpret_cast<const T*>(p[1] + i * step);
     });
   });
-}
-
-// Geometry over the lines along `dim` of operands viewed with `shape` (size 1 at dim).
-template <int N>
-Geometry<N> line_geometry(const std::array<const Tensor*, N>& ops, Shape shape, int64_t dim) {
-  shape[dim] = 1;
-  std::array<Tensor, N> views;
-  std::array<const Tensor*, N> ptrs;
-  for (int k = 0; k < N; ++k) {
-    views[k] = Tensor(ops[k]->storage(), ops[k]->dtype(), shape, ops[k]->strides(),
-                      ops[k]->storage_offset());
-    ptrs[k] = &views[k];
-  }
-  return make_geometry<N>(ptrs, shape);
 }
 
 // Validated, normalized arguments of a scatter: 0-dim operands as 1-D, index int64.
@@ -202,7 +140,7 @@ void scatter_kernel(const Tensor& self_in, const ScatterArgs& a, const Scalar& v
     const int64_t sstep = self.stride(dim) * static_cast<int64_t>(sizeof(T));
     if (a.src.defined()) {
       const int64_t vstep = a.src.stride(dim) * static_cast<int64_t>(sizeof(T));
-      auto g = line_geometry<3>({&self, &a.src, &a.index}, a.index.shape(), dim);
+      auto g = make_line_geometry<3>({&self, &a.src, &a.index}, a.index.shape(), dim);
       for_each_run<3>(
           g,
           [&](char** p, const int64_t* s, int64_t m) {
@@ -220,7 +158,7 @@ void scatter_kernel(const Tensor& self_in, const ScatterArgs& a, const Scalar& v
           grain);
     } else {
       const T v = scalar_to<T>(value);
-      auto g = line_geometry<2>({&self, &a.index}, a.index.shape(), dim);
+      auto g = make_line_geometry<2>({&self, &a.index}, a.index.shape(), dim);
       for_each_run<2>(
           g,
           [&](char** p, const int64_t* s, int64_t m) {
@@ -239,9 +177,7 @@ void scatter_kernel(const Tensor& self_in, const ScatterArgs& a, const Scalar& v
 }
 
 void check_fill_value(const Tensor& self, const Scalar& value, const char* op) {
-  dispatch_all(self.dtype(), op, [&](auto tag) {
-    check_value_fits<typename decltype(tag)::type>(value, self.dtype(), op);
-  });
+  check_value_fits(value, self.dtype(), op);
 }
 
 // Whether `from` broadcasts to exactly `to`.

@@ -78,6 +78,23 @@ Geometry<N> make_geometry(const std::array<const Tensor*, N>& ops, const Shape& 
   return g;
 }
 
+// Geometry over the lines along `dim` of operands viewed with `shape` (given size 1 at
+// dim): each "element" it visits is the start of one line, which the caller walks
+// with the operands' own strides along dim. Ops that treat a whole line at once
+// (sort, scatter) use it so one thread owns each line.
+template <int N>
+Geometry<N> make_line_geometry(const std::array<const Tensor*, N>& ops, Shape shape, int64_t dim) {
+  shape[dim] = 1;
+  std::array<Tensor, N> views;
+  std::array<const Tensor*, N> ptrs;
+  for (int k = 0; k < N; ++k) {
+    views[k] = Tensor(ops[k]->storage(), ops[k]->dtype(), shape, ops[k]->strides(),
+                      ops[k]->storage_offset());
+    ptrs[k] = &views[k];
+  }
+  return make_geometry<N>(ptrs, shape);
+}
+
 // Calls loop(char* ptrs[N], const int64_t inner_strides[N], int64_t n) over runs of the
 // innermost dim covering every element once, in parallel chunks of >= grain elements.
 template <int N, typename Loop>

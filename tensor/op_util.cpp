@@ -1,6 +1,9 @@
 #include "tensor/op_util.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
 
 #include "tensor/check.h"
 #include "tensor/shape_util.h"
@@ -15,6 +18,62 @@ Tensor scalar_tensor(const Scalar& s, DType dtype) {
     *t.data<T>() = scalar_to<T>(s);
   });
   return t;
+}
+
+namespace {
+
+std::string scalar_str(const Scalar& v) {
+  if (v.is_floating_point()) return fmt::format("{}", v.to_double());
+  if (v.is_bool()) return v.to_bool() ? "True" : "False";
+  return std::to_string(v.to_int64());
+}
+
+template <typename T>
+double max_finite() {
+  if constexpr (std::is_same_v<T, Half>) {
+    return 65504.0;
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return 3.3895313892515355e38;
+  } else {
+    return static_cast<double>(std::numeric_limits<T>::max());
+  }
+}
+
+template <typename T>
+bool value_fits(const Scalar& v) {
+  if (v.is_bool()) return true;
+  if (v.is_floating_point()) {
+    const double d = v.to_double();
+    if constexpr (is_float_v<T>) {
+      return !std::isfinite(d) || std::abs(d) <= max_finite<T>();
+    } else {
+      const auto lo = static_cast<double>(std::numeric_limits<T>::lowest());
+      const auto hi = static_cast<double>(std::numeric_limits<T>::max());
+      return !std::isnan(d) && d >= lo && d <= hi;
+    }
+  }
+  const int64_t i = v.to_int64();
+  if constexpr (is_float_v<T>) {
+    return std::abs(static_cast<double>(i)) <= max_finite<T>();
+  } else if constexpr (std::is_unsigned_v<T>) {
+    const auto hi = static_cast<uint64_t>(std::numeric_limits<T>::max());
+    return i >= 0 ? static_cast<uint64_t>(i) <= hi : -static_cast<uint64_t>(i) <= hi;
+  } else {
+    return i >= static_cast<int64_t>(std::numeric_limits<T>::lowest()) &&
+           i <= static_cast<int64_t>(std::numeric_limits<T>::max());
+  }
+}
+
+}  // namespace
+
+void check_value_fits(const Scalar& s, DType dtype, const char* op) {
+  const bool ok = dispatch_all(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) return true;
+    else return value_fits<T>(s);
+  });
+  THD_CHECK(ok, ValueError, op, "value {} cannot be converted to type {} without overflow",
+            scalar_str(s), dtype);
 }
 
 bool can_cast(DType from, DType to) {

@@ -15,6 +15,11 @@ T scalar_to(const Scalar& s) {
   return convert<T>(s.to_int64());
 }
 
+// Throws ValueError naming op when s overflows dtype, as torch's checked_convert:
+// fractions truncate, infinities fit floating types, negative integers wrap into
+// unsigned types (two's complement), any value fits bool (nonzero is true).
+void check_value_fits(const Scalar& s, DType dtype, const char* op);
+
 // A 0-dim tensor holding s as dtype.
 Tensor scalar_tensor(const Scalar& s, DType dtype);
 

@@ -38,20 +38,6 @@ bool greater_nan_first(C a, C b) {
   return a > b || (is_nan(a) && !is_nan(b));
 }
 
-// Geometry over the lines along `dim` of operands viewed with `shape` (size 1 at dim).
-template <int N>
-Geometry<N> line_geometry(const std::array<const Tensor*, N>& ops, Shape shape, int64_t dim) {
-  shape[dim] = 1;
-  std::array<Tensor, N> views;
-  std::array<const Tensor*, N> ptrs;
-  for (int k = 0; k < N; ++k) {
-    views[k] = Tensor(ops[k]->storage(), ops[k]->dtype(), shape, ops[k]->strides(),
-                      ops[k]->storage_offset());
-    ptrs[k] = &views[k];
-  }
-  return make_geometry<N>(ptrs, shape);
-}
-
 // Calls order(buffer) on every line of self along dim, where buffer holds the line's
 // (value, position) pairs, then writes the first values.size(dim) pairs to the line of
 // values and indices.
@@ -64,7 +50,7 @@ void for_each_sorted_line(const Tensor& self, int64_t dim, const Tensor& values,
   const int64_t in_step = self.stride(dim) * static_cast<int64_t>(sizeof(T));
   const int64_t v_step = values.stride(dim) * static_cast<int64_t>(sizeof(T));
   const int64_t i_step = indices.stride(dim) * static_cast<int64_t>(sizeof(int64_t));
-  auto g = line_geometry<3>({&values, &indices, &self}, self.shape(), dim);
+  auto g = make_line_geometry<3>({&values, &indices, &self}, self.shape(), dim);
   // A line costs about n log n; aim for kGrainSize element visits per chunk.
   const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1));
   for_each_run<3>(

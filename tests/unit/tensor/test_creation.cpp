@@ -41,6 +41,13 @@ TEST(Creation, FullConvertsValue) {
   EXPECT_EQ(values(Tensor::full({1}, 3, kBool)), (std::vector<double>{1}));
   EXPECT_EQ(Tensor::full({}, 7, kInt64).item<int64_t>(), 7);
   THD_EXPECT_THROW_MSG(Tensor::zeros({2, -1}), ValueError, "negative size -1");
+  // Values that overflow the dtype are refused (torch's checked_convert), and the
+  // tensor keeps its contents.
+  Tensor i8 = Tensor::zeros({2}, kInt8);
+  THD_EXPECT_THROW_MSG(i8.fill_(300), ValueError, "value 300 cannot be converted to type int8");
+  EXPECT_EQ(values(i8), (std::vector<double>{0, 0}));
+  THD_EXPECT_THROW_MSG(Tensor::full({1}, 1e6, kFloat16), ValueError, "without overflow");
+  EXPECT_EQ(values(Tensor::full({1}, -1, kUInt8)), (std::vector<double>{255}));
 }
 
 TEST(Creation, Arange) {
