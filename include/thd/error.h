@@ -53,5 +53,18 @@ class IndexError : public Error {
 class TimeoutError : public Error {
   using Error::Error;
 };
+// A connection could not be made or was broken (refused, reset, unreachable).
+class ConnectionError : public Error {
+  using Error::Error;
+};
+// A peer (context().peer) disappeared: its connection closed or it stopped
+// answering. Pending and later operations involving it fail with this.
+class PeerLost : public ConnectionError {
+  using ConnectionError::ConnectionError;
+};
+// A peer failed to prove the shared secret, or this process has none to prove.
+class AuthError : public Error {
+  using Error::Error;
+};
 
 }  // namespace thd

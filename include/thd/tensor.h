@@ -222,10 +222,12 @@ class Tensor {
   // p-norm; p may be inf (max |x|) or 0 (count of non-zeros).
   Tensor norm(double p = 2.0) const;
   Tensor norm(double p, const Dims& dims, bool keepdim = false) const;
-  // correction = 1 is the unbiased (Bessel) estimate, as torch's default.
-  Tensor var(int64_t correction = 1) const;
+  // correction = 1 is the unbiased (Bessel) estimate, as torch's default. Another
+  // correction over all elements: var(Dims{}, 0). (There is deliberately no
+  // var(int64_t): t.var({1}) must mean dim 1, not correction 1.)
+  Tensor var() const;
   Tensor var(const Dims& dims, int64_t correction = 1, bool keepdim = false) const;
-  Tensor std(int64_t correction = 1) const;
+  Tensor std() const;
   Tensor std(const Dims& dims, int64_t correction = 1, bool keepdim = false) const;
   // Bool results.
   Tensor any() const;
