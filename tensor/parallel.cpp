@@ -151,7 +151,11 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   int64_t n = end - begin;
   grain = std::max<int64_t>(grain, 1);
   int threads = t_in_parallel ? 1 : num_threads();
-  int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+  // A few chunks per thread rather than one: when another process holds a core, the
+  // free threads take over the slow thread's share instead of waiting for it.
+  constexpr int kChunksPerThread = 4;
+  int64_t chunks = threads <= 1 ? 1 : std::min<int64_t>(int64_t{threads} * kChunksPerThread,
+                                                        (n + grain - 1) / grain);
   if (chunks <= 1) {
     fn(begin, end);
     return;

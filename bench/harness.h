@@ -1,0 +1,83 @@
+// The thd-bench harness: a registry of benchmark suites and the timing loop they share.
+//
+// A suite is one .cpp file that registers itself by name (see tensor_bench.cpp):
+//   const bool registered = register_suite({"tensor", "dense CPU tensor ops", run_tensor});
+// and reports figures through Context::report, which prints one line per figure to
+// stdout, "name value unit", e.g. "tensor.add.f32.64MiB 10.52 GB/s". Nothing else goes
+// to stdout, so scripts can parse it; diagnostics go to stderr.
+#pragma once
+
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace thd::bench {
+
+enum class Statistic { Median, Min };
+
+struct Options {
+  // Tiny problem sizes and a single timed call: a smoke test of the suite and of the
+  // output format, not a measurement.
+  bool quick = false;
+  // Run only the figures whose name, or whose group's name, contains this (empty: all).
+  std::string filter;
+  // Each figure is timed in `reps` repetitions of at least `rep_seconds` each; the
+  // statistic over the repetitions is reported.
+  int reps = 5;
+  double rep_seconds = 0.2;
+  Statistic stat = Statistic::Median;
+  // Per-repetition timings on stderr.
+  bool verbose = false;
+};
+
+// One timed body, called repeatedly. It must do the whole operation being measured
+// (results may be discarded: the ops are out-of-line library calls).
+struct Case {
+  std::string name;
+  std::function<void()> body;
+};
+
+class Context {
+ public:
+  Context(Options options, std::ostream& out, std::ostream& diag);
+
+  const Options& options() const { return options_; }
+
+  // Starts a group of figures that belong together (e.g. "matmul": thd's figure, its
+  // reference and their ratio): a filter that matches the group's name keeps all of
+  // them, so `--filter matmul` also shows ref.sgemm and ratio.matmul.
+  void begin_group(std::string name) { group_ = std::move(name); }
+  // Whether a figure of this name (in the current group) passes the filter.
+  bool enabled(std::string_view name) const;
+
+  // Seconds per call of each case, in order (NaN for cases the filter skips). After a
+  // warm-up call each, the repetitions of all the cases are interleaved (rep 1 of each
+  // case, then rep 2 of each, ...) so background load on a shared machine hits the
+  // figures that get compared with each other alike.
+  std::vector<double> time(const std::vector<Case>& cases);
+
+  // Prints "name value unit" if the filter lets `name` through and value is finite.
+  void report(std::string_view name, double value, std::string_view unit);
+
+ private:
+  Options options_;
+  std::string group_;
+  std::ostream& out_;
+  std::ostream& diag_;
+};
+
+struct Suite {
+  std::string name;
+  std::string description;  // one line, for --list
+  std::function<void(Context&)> run;
+};
+
+// Adds a suite; returns true so it can initialize a namespace-scope constant. Throws
+// std::logic_error on a duplicate name.
+bool register_suite(Suite suite);
+// All registered suites, sorted by name.
+std::vector<Suite> suites();
+
+}  // namespace thd::bench
