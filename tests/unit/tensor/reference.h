@@ -29,6 +29,28 @@ inline const std::vector<DType>& float_dtypes() {
   return v;
 }
 
+inline int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+// Row-major multi-index of flat position i, and back.
+inline std::vector<int64_t> unravel(int64_t i, const Shape& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = i % shape[d];
+    i /= shape[d];
+  }
+  return idx;
+}
+
+inline int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape) {
+  int64_t off = 0;
+  for (size_t d = 0; d < shape.size(); ++d) off = off * shape[d] + idx[d];
+  return off;
+}
+
 // One element at `offset` (in elements from the storage start), as double.
 inline double read_element(const void* base, DType dtype, int64_t index) {
   const char* p = static_cast<const char*>(base) + index * static_cast<int64_t>(element_size(dtype));

@@ -8,27 +8,9 @@ namespace {
 
 using test::values;
 
-int64_t numel_of(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
-
-// Row-major multi-index of flat position i.
-std::vector<int64_t> unravel(int64_t i, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return idx;
-}
-
-int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape) {
-  int64_t off = 0;
-  for (size_t d = 0; d < shape.size(); ++d) off = off * shape[d] + idx[d];
-  return off;
-}
+using test::numel_of;
+using test::ravel;
+using test::unravel;
 
 // cat computed element by element: output[.., j, ..] comes from the input whose slot
 // along dim holds j. Inputs of shape [0] are skipped, as in torch.

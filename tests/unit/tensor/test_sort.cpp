@@ -12,26 +12,9 @@ namespace {
 
 using test::values;
 
-int64_t numel_of(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
-
-std::vector<int64_t> unravel(int64_t i, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return idx;
-}
-
-int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape) {
-  int64_t off = 0;
-  for (size_t d = 0; d < shape.size(); ++d) off = off * shape[d] + idx[d];
-  return off;
-}
+using test::numel_of;
+using test::ravel;
+using test::unravel;
 
 // Does a come strictly before b? NaN ranks above every number.
 bool before(double a, double b, bool descending) {
