@@ -2,6 +2,8 @@
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(fmt REQUIRED)
+# OpenSSL 3 for the connection handshake's HMAC-SHA256 (EVP_MAC) and nonces.
+find_package(OpenSSL 3.0 REQUIRED COMPONENTS Crypto)
 
 # OpenBLAS provides CBLAS for GEMM. Debian ships a pkg-config file; wrap it in one
 # imported target so the rest of the build does not care how it was found.

@@ -9,8 +9,9 @@ include(CMakePackageConfigHelpers)
 # its library here (and declares its headers with $<INSTALL_INTERFACE:include>, as
 # tensor/ does); `thd` is the umbrella that links all of them.
 set(THD_INSTALL_TARGETS
-  thd          # thd::thd
-  thd_tensor   # thd::tensor
+  thd              # thd::thd
+  thd_tensor       # thd::tensor
+  thd_datachannel  # thd::datachannel
 )
 
 set(THD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/thd)

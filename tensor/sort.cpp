@@ -111,7 +111,7 @@ std::pair<Tensor, Tensor> Tensor::sort(int64_t dim_in, bool descending) const {
 std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim_in, bool largest, bool sorted) const {
   check_defined(*this, "topk");
   THD_CHECK(dtype_in(dtype_, kNumericSet), TypeError, "topk",
-            "\"topk\" is not implemented for dtype {}", dtype_);
+            "topk does not support dtype {} (as torch)", dtype_);
   const int64_t dim = wrap_dim(dim_in, this->dim(), "topk", true);
   const int64_t n = this->dim() == 0 ? 1 : shape_[dim];
   THD_CHECK(k >= 0 && k <= n, IndexError, "topk",

@@ -10,4 +10,5 @@
 #include <thd/memory.h>
 #include <thd/scalar.h>
 #include <thd/storage.h>
+#include <thd/store.h>
 #include <thd/tensor.h>

@@ -1,6 +1,7 @@
 // Links the installed libthd through thd::thd and checks that what it computes is
 // right, so a package that finds the wrong headers or library fails here.
 #include <thd/config.h>
+#include <thd/store.h>
 #include <thd/tensor.h>
 
 #include <cstdio>
@@ -42,6 +43,12 @@ int main() {
     check(false, "view to a wrong size throws");
   } catch (const thd::ShapeError&) {
   }
+
+  // libthd_datachannel links and works too.
+  thd::HashStore store;
+  store.set("k", std::string("v"));
+  check(store.add("n", 2) == 2 && store.add("n", 3) == 5, "HashStore add counts");
+  check(store.num_keys() == 2, "HashStore holds two keys");
 
   if (failures) return 1;
   std::printf("consumer: OK (thd %s)\n", THD_VERSION_STRING);

@@ -1,0 +1,146 @@
+// Helpers for the DataChannel tests: temporary directories, free ports, forked
+// children that are always reaped, and a check on an exception's type and message.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <thd/error.h>
+
+#include "datachannel/net/socket.h"
+
+// EXPECT that `stmt` throws ExcType whose what() contains `needle`.
+#define EXPECT_THROW_MSG(stmt, ExcType, needle)                                      \
+  do {                                                                               \
+    try {                                                                            \
+      stmt;                                                                          \
+      ADD_FAILURE() << "expected " #ExcType " from: " #stmt;                         \
+    } catch (const ExcType& e) {                                                     \
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)              \
+          << "message '" << e.what() << "' does not mention '" << (needle) << "'";   \
+    }                                                                                \
+  } while (0)
+
+namespace thd::test {
+
+inline constexpr const char* kToken = "unit-test-token-5f2c";
+
+// Short timeouts keep the failure cases fast; long enough for a loaded CI machine.
+inline constexpr std::chrono::milliseconds kShort{300};
+inline constexpr std::chrono::milliseconds kLong{10000};
+
+inline net::Deadline in(std::chrono::milliseconds ms) { return net::deadline_after(ms); }
+
+// A fresh directory, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "thd_dc_test_XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A port nothing listens on right now: bind an ephemeral one and let it go. For the
+// tests that must name a port before its server exists (a client that starts
+// first, rendezvous where rank 0 binds the address the others were given).
+inline uint16_t free_port() {
+  net::Socket s = net::Socket::listen("127.0.0.1", 0, "test.free_port");
+  return s.local_port();
+}
+
+// Forked children, killed and reaped when this goes out of scope, so a failing
+// test never leaves processes behind.
+class Children {
+ public:
+  Children() = default;
+  Children(const Children&) = delete;
+  Children& operator=(const Children&) = delete;
+  ~Children() {
+    for (pid_t pid : pids_) {
+      ::kill(pid, SIGKILL);
+      int status;
+      ::waitpid(pid, &status, 0);
+    }
+  }
+
+  // Runs body() in a child process whose exit code is its return value; an
+  // exception is printed and exits 99. The child never returns into the test.
+  pid_t spawn(const std::function<int()>& body) {
+    std::fflush(nullptr);  // or buffered output would be written twice
+    pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      int code = 98;
+      try {
+        code = body();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child %d: %s\n", ::getpid(), e.what());
+        code = 99;
+      } catch (...) {
+        code = 97;
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    pids_.push_back(pid);
+    return pid;
+  }
+
+  // Waits for every child; their exit codes in spawn order (128 + signal for a
+  // killed one, -1 for one still running at the deadline, which is then killed).
+  std::vector<int> wait_all(std::chrono::milliseconds timeout = kLong) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::vector<int> codes;
+    for (pid_t pid : pids_) {
+      int status = 0;
+      int code = -1;
+      for (;;) {
+        pid_t r = ::waitpid(pid, &status, WNOHANG);
+        if (r == pid) {
+          code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          break;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+          ::kill(pid, SIGKILL);
+          ::waitpid(pid, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      codes.push_back(code);
+    }
+    pids_.clear();
+    return codes;
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+}  // namespace thd::test
