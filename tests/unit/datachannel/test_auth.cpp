@@ -64,12 +64,12 @@ TEST(AuthToken, EnvironmentTokenBeatsTokenFile) {
 }
 
 TEST(AuthToken, MissingTokenExplainsHowToProvideOne) {
-  EXPECT_THROW_MSG(net::resolve_auth_token(std::nullopt, "test.op", fake_env({})), AuthError, "THD_AUTH_TOKEN");
-  EXPECT_THROW_MSG(net::resolve_auth_token(std::nullopt, "test.op", fake_env({})), AuthError, "thdrun");
-  EXPECT_THROW_MSG(net::resolve_auth_token(std::nullopt, "test.op", fake_env({})), AuthError, "test.op: no auth token");
-  EXPECT_THROW_MSG(net::resolve_auth_token(std::nullopt, "test", fake_env({{"THD_AUTH_TOKEN", ""}})), AuthError,
+  THD_EXPECT_THROW_MSG(net::resolve_auth_token(std::nullopt, "test.op", fake_env({})), AuthError, "THD_AUTH_TOKEN");
+  THD_EXPECT_THROW_MSG(net::resolve_auth_token(std::nullopt, "test.op", fake_env({})), AuthError, "thdrun");
+  THD_EXPECT_THROW_MSG(net::resolve_auth_token(std::nullopt, "test.op", fake_env({})), AuthError, "test.op: no auth token");
+  THD_EXPECT_THROW_MSG(net::resolve_auth_token(std::nullopt, "test", fake_env({{"THD_AUTH_TOKEN", ""}})), AuthError,
                    "THD_AUTH_TOKEN is set but empty");
-  EXPECT_THROW_MSG(net::resolve_auth_token(std::string(), "test", fake_env({})), AuthError, "empty");
+  THD_EXPECT_THROW_MSG(net::resolve_auth_token(std::string(), "test", fake_env({})), AuthError, "empty");
 }
 
 TEST(AuthToken, FileReadableByOthersIsRefused) {
@@ -78,8 +78,8 @@ TEST(AuthToken, FileReadableByOthersIsRefused) {
     const std::string path = write_file(dir, "token", "secret", mode);
     char expected[32];
     std::snprintf(expected, sizeof(expected), "has mode %04o", static_cast<unsigned>(mode));
-    EXPECT_THROW_MSG(net::read_auth_token_file(path, "test"), AuthError, expected);
-    EXPECT_THROW_MSG(net::read_auth_token_file(path, "test"), AuthError, "chmod 600");
+    THD_EXPECT_THROW_MSG(net::read_auth_token_file(path, "test"), AuthError, expected);
+    THD_EXPECT_THROW_MSG(net::read_auth_token_file(path, "test"), AuthError, "chmod 600");
   }
   const std::string strict = write_file(dir, "strict", "secret", 0400);
   EXPECT_EQ(token_text(net::read_auth_token_file(strict, "test")), "secret");
@@ -87,20 +87,20 @@ TEST(AuthToken, FileReadableByOthersIsRefused) {
 
 TEST(AuthToken, FileMustBeARegularFileOwnedByThisUser) {
   test::TempDir dir;
-  EXPECT_THROW_MSG(net::read_auth_token_file(dir.file("absent"), "test"), AuthError, "cannot open");
+  THD_EXPECT_THROW_MSG(net::read_auth_token_file(dir.file("absent"), "test"), AuthError, "cannot open");
   ASSERT_EQ(::mkdir(dir.file("d").c_str(), 0700), 0);
-  EXPECT_THROW_MSG(net::read_auth_token_file(dir.file("d"), "test"), AuthError, "not a regular file");
+  THD_EXPECT_THROW_MSG(net::read_auth_token_file(dir.file("d"), "test"), AuthError, "not a regular file");
   // A FIFO must be refused, not block the open or the read.
   ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
-  EXPECT_THROW_MSG(net::read_auth_token_file(dir.file("fifo"), "test"), AuthError, "not a regular file");
+  THD_EXPECT_THROW_MSG(net::read_auth_token_file(dir.file("fifo"), "test"), AuthError, "not a regular file");
   const std::string empty = write_file(dir, "empty", "\n", 0600);
-  EXPECT_THROW_MSG(net::read_auth_token_file(empty, "test"), AuthError, "is empty");
+  THD_EXPECT_THROW_MSG(net::read_auth_token_file(empty, "test"), AuthError, "is empty");
   const std::string big = write_file(dir, "big", std::string(5000, 'x'), 0600);
-  EXPECT_THROW_MSG(net::read_auth_token_file(big, "test"), AuthError, "at most 4096 bytes");
+  THD_EXPECT_THROW_MSG(net::read_auth_token_file(big, "test"), AuthError, "at most 4096 bytes");
   if (::geteuid() == 0) {
     const std::string theirs = write_file(dir, "theirs", "secret", 0600);
     ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
-    EXPECT_THROW_MSG(net::read_auth_token_file(theirs, "test"), AuthError, "owned by uid 65534");
+    THD_EXPECT_THROW_MSG(net::read_auth_token_file(theirs, "test"), AuthError, "owned by uid 65534");
   }
 }
 
@@ -167,7 +167,7 @@ TEST(Handshake, WrongTokenFailsOnBothSides) {
     } catch (...) {
     }
   });
-  EXPECT_THROW_MSG(net::client_handshake(client, bad, in(test::kLong), "test.client"), AuthError,
+  THD_EXPECT_THROW_MSG(net::client_handshake(client, bad, in(test::kLong), "test.client"), AuthError,
                    "refused this process's auth token (from a test)");
   srv.join();
   EXPECT_TRUE(server_refused);
@@ -242,7 +242,7 @@ TEST(Handshake, ClientRejectsAServerThatCannotProveTheToken) {
   auto [client, server] = socket_pair();
   AuthToken token("shared", "test");
   std::thread srv([&, &server = server] { fake_server(server, server_hello(1), 0, /*prove=*/false, token); });
-  EXPECT_THROW_MSG(net::client_handshake(client, token, in(test::kLong), "test.client"), AuthError,
+  THD_EXPECT_THROW_MSG(net::client_handshake(client, token, in(test::kLong), "test.client"), AuthError,
                    "failed to prove it holds this job's auth token");
   srv.join();
 }
@@ -262,13 +262,13 @@ TEST(Handshake, ClientNamesWrongMagicAndVersion) {
     std::vector<uint8_t> http(net::kServerHelloBytes, ' ');
     std::memcpy(http.data(), "HTTP/1.1 400", 12);
     server.send_all(http, in(test::kLong), "fake");
-    EXPECT_THROW_MSG(net::client_handshake(client, token, in(test::kLong), "test.client"), ConnectionError,
+    THD_EXPECT_THROW_MSG(net::client_handshake(client, token, in(test::kLong), "test.client"), ConnectionError,
                      "is not a thd server");
   }
   {
     auto [client, server] = socket_pair();
     server.send_all(server_hello(99), in(test::kLong), "fake");
-    EXPECT_THROW_MSG(net::client_handshake(client, token, in(test::kLong), "test.client"), ConnectionError,
+    THD_EXPECT_THROW_MSG(net::client_handshake(client, token, in(test::kLong), "test.client"), ConnectionError,
                      "speaks thd handshake version 99");
   }
 }
@@ -276,7 +276,7 @@ TEST(Handshake, ClientNamesWrongMagicAndVersion) {
 TEST(Handshake, ClientTimesOutOnASilentServer) {
   auto [client, server] = socket_pair();
   AuthToken token("shared", "test");
-  EXPECT_THROW_MSG(net::client_handshake(client, token, in(100ms), "test.client"), TimeoutError, "timed out");
+  THD_EXPECT_THROW_MSG(net::client_handshake(client, token, in(100ms), "test.client"), TimeoutError, "timed out");
 }
 
 }  // namespace

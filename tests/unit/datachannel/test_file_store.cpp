@@ -31,13 +31,13 @@ TEST(FileStore, RefusesAFileThatIsNotAStore) {
   test::TempDir dir;
   const std::string path = dir.file("notes.txt");
   std::ofstream(path) << "some unrelated file\n";
-  EXPECT_THROW_MSG(FileStore{path}, ValueError, "is not a thd FileStore file");
+  THD_EXPECT_THROW_MSG(FileStore{path}, ValueError, "is not a thd FileStore file");
   // Short files too: a store would truncate a torn header, never a stranger's file.
   const std::string tiny = dir.file("tiny");
   std::ofstream(tiny) << "hi";
-  EXPECT_THROW_MSG(FileStore{tiny}, ValueError, "is not a thd FileStore file");
+  THD_EXPECT_THROW_MSG(FileStore{tiny}, ValueError, "is not a thd FileStore file");
   EXPECT_EQ(std::filesystem::file_size(tiny), 2u);
-  EXPECT_THROW_MSG(FileStore{dir.file("no/such/dir/store")}, ConnectionError, "cannot open the store file");
+  THD_EXPECT_THROW_MSG(FileStore{dir.file("no/such/dir/store")}, ConnectionError, "cannot open the store file");
 }
 
 TEST(FileStore, ATornLastRecordIsIgnoredThenCutOff) {

@@ -160,25 +160,25 @@ TEST(Rendezvous, EnvArgumentsMustAgreeWithTheEnvironment) {
 }
 
 TEST(Rendezvous, BadUrlsAreValueErrors) {
-  EXPECT_THROW_MSG(rendezvous("udp://host:1", 0, 1), ValueError, "unknown init_method scheme 'udp://'");
-  EXPECT_THROW_MSG(rendezvous("127.0.0.1:29500", 0, 1), ValueError, "is not a URL");
-  EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1", 0, 1), ValueError, "has no port");
-  EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:", 0, 1), ValueError, "has no port");
-  EXPECT_THROW_MSG(rendezvous("tcp://:29500", 0, 1), ValueError, "has no host");
-  EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:99999", 0, 1), ValueError, "port '99999'");
-  EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:0", 0, 1), ValueError, "port '0'");
-  EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:29500/path", 0, 1), ValueError, "only host:port");
-  EXPECT_THROW_MSG(rendezvous("tcp://::1:29500", 0, 1), ValueError, "in brackets");
-  EXPECT_THROW_MSG(rendezvous("file://relative/path", 0, 1), ValueError, "absolute path");
-  EXPECT_THROW_MSG(rendezvous("env://extra", 0, 1), ValueError, "takes nothing after it");
+  THD_EXPECT_THROW_MSG(rendezvous("udp://host:1", 0, 1), ValueError, "unknown init_method scheme 'udp://'");
+  THD_EXPECT_THROW_MSG(rendezvous("127.0.0.1:29500", 0, 1), ValueError, "is not a URL");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1", 0, 1), ValueError, "has no port");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:", 0, 1), ValueError, "has no port");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://:29500", 0, 1), ValueError, "has no host");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:99999", 0, 1), ValueError, "port '99999'");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:0", 0, 1), ValueError, "port '0'");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:29500/path", 0, 1), ValueError, "only host:port");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://::1:29500", 0, 1), ValueError, "in brackets");
+  THD_EXPECT_THROW_MSG(rendezvous("file://relative/path", 0, 1), ValueError, "absolute path");
+  THD_EXPECT_THROW_MSG(rendezvous("env://extra", 0, 1), ValueError, "takes nothing after it");
 }
 
 TEST(Rendezvous, RankAndWorldSizeAreChecked) {
-  EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:29500", 3, 3), ValueError, "rank in [0, 3)");
-  EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:29500", -1, 3), ValueError, "got -1");
-  EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:29500", 0, -1), ValueError, "world_size >= 1");
-  EXPECT_THROW_MSG(rendezvous("file:///tmp/x", 0, 0), ValueError, "world_size >= 1");
-  EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:29500", 0, 1, -5ms), ValueError, "timeout must be >= 0");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:29500", 3, 3), ValueError, "rank in [0, 3)");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:29500", -1, 3), ValueError, "got -1");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:29500", 0, -1), ValueError, "world_size >= 1");
+  THD_EXPECT_THROW_MSG(rendezvous("file:///tmp/x", 0, 0), ValueError, "world_size >= 1");
+  THD_EXPECT_THROW_MSG(rendezvous("tcp://127.0.0.1:29500", 0, 1, -5ms), ValueError, "timeout must be >= 0");
 }
 
 TEST(Rendezvous, ARankThatNeverArrivesIsNamed) {
@@ -226,7 +226,7 @@ TEST(Rendezvous, ARankClaimedTwiceIsRefused) {
   test::TempDir dir;
   const std::string url = "file://" + dir.file("rdzv");
   auto first = rendezvous(opts(url, 0, 1));  // world of one: completes at once
-  EXPECT_THROW_MSG(rendezvous(opts(url, 0, 1)), ValueError, "rank 0 was claimed twice");
+  THD_EXPECT_THROW_MSG(rendezvous(opts(url, 0, 1)), ValueError, "rank 0 was claimed twice");
 }
 
 TEST(Rendezvous, RanksMustAgreeOnTheWorldSize) {
@@ -240,7 +240,7 @@ TEST(Rendezvous, RanksMustAgreeOnTheWorldSize) {
     }
   });
   std::this_thread::sleep_for(50ms);
-  EXPECT_THROW_MSG(rendezvous(opts(url, 1, 3, 500ms)), ValueError,
+  THD_EXPECT_THROW_MSG(rendezvous(opts(url, 1, 3, 500ms)), ValueError,
                    "started with world_size 3, but another rank registered world_size 2");
   a.get();
 }
@@ -257,7 +257,7 @@ TEST(Rendezvous, WrongTokenIsAnAuthErrorForTheWorker) {
   std::this_thread::sleep_for(100ms);
   RendezvousOptions o = opts(url, 1, 2, 2s);
   o.token = "wrong";
-  EXPECT_THROW_MSG(rendezvous(o), AuthError, "refused this process's auth token");
+  THD_EXPECT_THROW_MSG(rendezvous(o), AuthError, "refused this process's auth token");
   master.get();
 }
 

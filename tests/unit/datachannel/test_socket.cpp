@@ -41,7 +41,7 @@ TEST(Socket, ListenOnEphemeralPortReportsIt) {
 TEST(Socket, ListenOnABusyPortNamesIt) {
   Socket first = Socket::listen("127.0.0.1", 0, "test");
   const uint16_t port = first.local_port();
-  EXPECT_THROW_MSG(Socket::listen("127.0.0.1", port, "test.listen"), ConnectionError,
+  THD_EXPECT_THROW_MSG(Socket::listen("127.0.0.1", port, "test.listen"), ConnectionError,
                    "cannot listen on 127.0.0.1:" + std::to_string(port));
 }
 
@@ -77,7 +77,7 @@ TEST(Socket, RecvTimesOutAtTheDeadline) {
   ASSERT_TRUE(server.valid());
   std::vector<uint8_t> buf(4);
   const auto start = net::Clock::now();
-  EXPECT_THROW_MSG(server.recv_exact(buf, in(100ms), "test.recv"), TimeoutError, "test.recv: timed out");
+  THD_EXPECT_THROW_MSG(server.recv_exact(buf, in(100ms), "test.recv"), TimeoutError, "test.recv: timed out");
   const auto took = net::Clock::now() - start;
   EXPECT_GE(took, 95ms);
   EXPECT_LT(took, 2s);
@@ -90,7 +90,7 @@ TEST(Socket, RecvFromAClosedPeerIsPeerLost) {
   client.send_all(two, in(test::kLong), "test");
   client.close();
   std::vector<uint8_t> buf(4);
-  EXPECT_THROW_MSG(server.recv_exact(buf, in(test::kLong), "test.recv"), PeerLost, "2 of 4 bytes received");
+  THD_EXPECT_THROW_MSG(server.recv_exact(buf, in(test::kLong), "test.recv"), PeerLost, "2 of 4 bytes received");
 }
 
 TEST(Socket, SendToAClosedPeerIsPeerLostNotSigpipe) {
@@ -123,7 +123,7 @@ TEST(Socket, ConnectRetriesUntilTheServerIsUp) {
 TEST(Socket, ConnectGivesUpAtTheDeadlineNamingTheEndpoint) {
   const uint16_t port = test::free_port();
   const auto start = net::Clock::now();
-  EXPECT_THROW_MSG(Socket::connect("127.0.0.1", port, in(200ms), "test.connect"), TimeoutError,
+  THD_EXPECT_THROW_MSG(Socket::connect("127.0.0.1", port, in(200ms), "test.connect"), TimeoutError,
                    "could not connect to 127.0.0.1:" + std::to_string(port));
   const auto took = net::Clock::now() - start;
   EXPECT_GE(took, 190ms);

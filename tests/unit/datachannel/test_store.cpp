@@ -110,14 +110,14 @@ TYPED_TEST(StoreTest, GetBlocksUntilAnotherClientSets) {
 
 TYPED_TEST(StoreTest, GetTimesOutNamingTheKey) {
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW_MSG(this->store->get("never", 100ms), TimeoutError, "never' was not set");
+  THD_EXPECT_THROW_MSG(this->store->get("never", 100ms), TimeoutError, "never' was not set");
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_GE(took, 95ms);
   EXPECT_LT(took, 2s);
   this->store->set_timeout(50ms);
   EXPECT_EQ(this->store->timeout(), 50ms);
-  EXPECT_THROW_MSG(this->store->get("never"), TimeoutError, "within 50 ms");
-  EXPECT_THROW_MSG(this->store->get("never", -1ms), ValueError, "timeout must be >= 0");
+  THD_EXPECT_THROW_MSG(this->store->get("never"), TimeoutError, "within 50 ms");
+  THD_EXPECT_THROW_MSG(this->store->get("never", -1ms), ValueError, "timeout must be >= 0");
 }
 
 TYPED_TEST(StoreTest, AddKeepsADecimalCounter) {
@@ -129,10 +129,10 @@ TYPED_TEST(StoreTest, AddKeepsADecimalCounter) {
   s.set("m", "40");
   EXPECT_EQ(s.add("m", 2), 42);
   s.set("text", "forty");
-  EXPECT_THROW_MSG(s.add("text", 1), ValueError, "not a decimal integer");
+  THD_EXPECT_THROW_MSG(s.add("text", 1), ValueError, "not a decimal integer");
   EXPECT_EQ(s.get_string("text"), "forty");  // unchanged
   s.set("big", std::to_string(INT64_MAX));
-  EXPECT_THROW_MSG(s.add("big", 1), ValueError, "overflows int64");
+  THD_EXPECT_THROW_MSG(s.add("big", 1), ValueError, "overflows int64");
   s.set("spaced", " 1");
   EXPECT_THROW(s.add("spaced", 1), ValueError);
 }

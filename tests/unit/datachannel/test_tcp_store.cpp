@@ -103,7 +103,7 @@ TEST(TCPStore, ClientStartedBeforeTheServerRetriesUntilItIsUp) {
 TEST(TCPStore, ClientWithoutAServerTimesOutNamingTheAddress) {
   const uint16_t port = test::free_port();
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW_MSG(make_client(port, test::kToken, 200ms), TimeoutError,
+  THD_EXPECT_THROW_MSG(make_client(port, test::kToken, 200ms), TimeoutError,
                    "could not connect to 127.0.0.1:" + std::to_string(port));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
 }
@@ -120,17 +120,17 @@ TEST(TCPStore, ServerWaitsForWorldSizeClients) {
   server.set("released", "1");  // only reached once both workers connected
   workers.join();
 
-  EXPECT_THROW_MSG(TCPStore(TCPStoreOptions{.port = 0, .is_server = true, .world_size = 2, .timeout = 200ms,
+  THD_EXPECT_THROW_MSG(TCPStore(TCPStoreOptions{.port = 0, .is_server = true, .world_size = 2, .timeout = 200ms,
                                             .token = test::kToken}),
                    TimeoutError, "only 1 of 2 processes connected");
 }
 
 TEST(TCPStore, OptionsAreChecked) {
-  EXPECT_THROW_MSG(TCPStore(TCPStoreOptions{.port = 0, .token = test::kToken}), ValueError,
+  THD_EXPECT_THROW_MSG(TCPStore(TCPStoreOptions{.port = 0, .token = test::kToken}), ValueError,
                    "needs the server's port");
-  EXPECT_THROW_MSG(TCPStore(TCPStoreOptions{.is_server = true, .world_size = 0, .token = test::kToken}), ValueError,
+  THD_EXPECT_THROW_MSG(TCPStore(TCPStoreOptions{.is_server = true, .world_size = 0, .token = test::kToken}), ValueError,
                    "world_size must be >= 1");
-  EXPECT_THROW_MSG(TCPStore(TCPStoreOptions{.host = "127.0.0.1", .port = 1, .timeout = -1ms}), ValueError,
+  THD_EXPECT_THROW_MSG(TCPStore(TCPStoreOptions{.host = "127.0.0.1", .port = 1, .timeout = -1ms}), ValueError,
                    "timeout must be >= 0");
 }
 
@@ -153,7 +153,7 @@ TEST(TCPStore, MissingTokenIsAnAuthError) {
 
 TEST(TCPStore, WrongTokenIsRefusedAndTheServerKeepsServing) {
   auto server = make_server();
-  EXPECT_THROW_MSG(make_client(server->port(), "not-the-token"), AuthError, "refused this process's auth token");
+  THD_EXPECT_THROW_MSG(make_client(server->port(), "not-the-token"), AuthError, "refused this process's auth token");
   expect_serving(server->port());
 }
 
@@ -330,7 +330,7 @@ TEST(TCPStore, ClientsFailFastWhenTheServerGoesAway) {
 TEST(TCPStore, MessageOverTheLimitIsRefusedBeforeSending) {
   auto server = make_server();
   std::vector<uint8_t> huge(wire::kMaxMessageBytes + 1);
-  EXPECT_THROW_MSG(server->set("huge", huge), ValueError, "at most");
+  THD_EXPECT_THROW_MSG(server->set("huge", huge), ValueError, "at most");
   EXPECT_EQ(server->num_keys(), 0);  // and the connection is still good
 }
 

@@ -21,18 +21,7 @@
 #include <thd/error.h>
 
 #include "datachannel/net/socket.h"
-
-// EXPECT that `stmt` throws ExcType whose what() contains `needle`.
-#define EXPECT_THROW_MSG(stmt, ExcType, needle)                                      \
-  do {                                                                               \
-    try {                                                                            \
-      stmt;                                                                          \
-      ADD_FAILURE() << "expected " #ExcType " from: " #stmt;                         \
-    } catch (const ExcType& e) {                                                     \
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)              \
-          << "message '" << e.what() << "' does not mention '" << (needle) << "'";   \
-    }                                                                                \
-  } while (0)
+#include "expect_throw.h"
 
 namespace thd::test {
 

@@ -12,6 +12,8 @@
 
 #include <thd/tensor.h>
 
+#include "expect_throw.h"
+
 namespace thd::test {
 
 inline const std::vector<DType>& all_dtypes() {
@@ -174,16 +176,5 @@ inline ::testing::AssertionResult close(const Tensor& got, const std::vector<dou
   return ::testing::AssertionSuccess();
 }
 
-// EXPECT_THROW that also checks the message mentions `needle`.
-#define THD_EXPECT_THROW_MSG(stmt, ExcType, needle)                                    \
-  do {                                                                                 \
-    try {                                                                              \
-      stmt;                                                                            \
-      ADD_FAILURE() << "expected " #ExcType " from: " #stmt;                           \
-    } catch (const ExcType& e) {                                                       \
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)                 \
-          << "message '" << e.what() << "' does not mention '" << (needle) << "'";     \
-    }                                                                                  \
-  } while (0)
 
 }  // namespace thd::test
