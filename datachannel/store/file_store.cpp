@@ -84,7 +84,7 @@ struct FileStore::Impl {
   std::mutex mu;
   std::optional<FileId> file_id;  // of the file `map` describes
   off_t offset = 0;                // how much of that file `map` reflects
-  std::unordered_map<std::string, Bytes> map;
+  detail::KeyMap map;
   int64_t finished = 0;
 
   Impl(std::string p, int ws) : path(std::move(p)), world_size(ws) {}
@@ -243,18 +243,10 @@ struct FileStore::Impl {
     return fn(fd.get());
   }
 
-  std::optional<Bytes> find(const std::string& key) const {
-    auto it = map.find(key);
-    if (it == map.end()) return std::nullopt;
-    return it->second;
-  }
+  std::optional<Bytes> find(const std::string& key) const { return detail::find_key(map, key); }
 
   std::vector<std::string> missing(const std::vector<std::string>& keys) const {
-    std::vector<std::string> out;
-    for (const auto& k : keys) {
-      if (!map.contains(k)) out.push_back(k);
-    }
-    return out;
+    return detail::missing_keys(map, keys);
   }
 };
 

@@ -16,19 +16,11 @@ using Clock = std::chrono::steady_clock;
 struct HashStore::Impl {
   std::mutex mu;
   std::condition_variable changed;
-  std::unordered_map<std::string, Bytes> map;
+  detail::KeyMap map;
 
-  std::optional<Bytes> find(const std::string& key) const {
-    auto it = map.find(key);
-    if (it == map.end()) return std::nullopt;
-    return it->second;
-  }
+  std::optional<Bytes> find(const std::string& key) const { return detail::find_key(map, key); }
   std::vector<std::string> missing(const std::vector<std::string>& keys) const {
-    std::vector<std::string> out;
-    for (const auto& k : keys) {
-      if (!map.contains(k)) out.push_back(k);
-    }
-    return out;
+    return detail::missing_keys(map, keys);
   }
 };
 

@@ -8,11 +8,30 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace thd::detail {
 
 using Bytes = std::vector<uint8_t>;
+// The key-value map the in-process and file stores keep.
+using KeyMap = std::unordered_map<std::string, Bytes>;
+
+// The value of key in map, if any.
+inline std::optional<Bytes> find_key(const KeyMap& map, const std::string& key) {
+  auto it = map.find(key);
+  if (it == map.end()) return std::nullopt;
+  return it->second;
+}
+
+// The keys that map does not hold, in the order given.
+inline std::vector<std::string> missing_keys(const KeyMap& map, const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  for (const auto& k : keys) {
+    if (!map.contains(k)) out.push_back(k);
+  }
+  return out;
+}
 
 // A key as it appears in messages: quoted, control and non-ASCII bytes escaped,
 // long keys shortened.
