@@ -2,12 +2,14 @@
 #pragma once
 
 #include <thd/config.h>
+#include <thd/datachannel.h>
 #include <thd/device.h>
 #include <thd/dtype.h>
 #include <thd/error.h>
 #include <thd/generator.h>
 #include <thd/half.h>
 #include <thd/memory.h>
+#include <thd/process_group.h>
 #include <thd/scalar.h>
 #include <thd/storage.h>
 #include <thd/store.h>

@@ -1,0 +1,28 @@
+// The registration line of each backend: name -> factory, under the option that
+// builds it.
+#include <thd/config.h>
+
+#include "datachannel/backends.h"
+#include "datachannel/tcp/tcp_transport.h"
+
+namespace thd::detail {
+
+const std::vector<BackendEntry>& backend_table() {
+  static const std::vector<BackendEntry> table = {
+      {"tcp", &tcp::make_transport},
+  };
+  return table;
+}
+
+// Backends thd knows but this build may leave out, and what builds them.
+const std::vector<OptionalBackend>& optional_backends() {
+  static const std::vector<OptionalBackend> table = {
+      {"mpi", "THD_WITH_MPI", "an MPI implementation (libopenmpi-dev)"},
+      {"ucx", "THD_WITH_UCX", "UCX (libucx-dev)"},
+      {"libfabric", "THD_WITH_LIBFABRIC", "libfabric (libfabric-dev)"},
+      {"nccl", "THD_WITH_NCCL", "CUDA and NCCL"},
+  };
+  return table;
+}
+
+}  // namespace thd::detail

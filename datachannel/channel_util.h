@@ -1,0 +1,41 @@
+// Argument checks and request making shared by the DataChannel's point-to-point
+// and collective calls. Every check runs before anything is posted, so a bad
+// call fails on the rank that made it and nothing reaches the network.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <thd/datachannel.h>
+
+#include "datachannel/group_state.h"
+#include "datachannel/request_state.h"
+
+namespace thd::detail {
+
+// ValueError unless this rank belongs to the group.
+void check_member(const GroupState& g, std::string_view op);
+// IndexError unless 0 <= r < size (kAnySource allowed when any_ok); `what` is
+// "destination", "source" or "root".
+void check_rank(const GroupState& g, int r, std::string_view op, std::string_view what, bool any_ok = false);
+// ValueError for an undefined or non-CPU tensor; with must_be_contiguous, also
+// for a strided one (outputs are written in place).
+void check_tensor(const GroupState& g, const Tensor& t, std::string_view op, std::string_view what,
+                  bool must_be_contiguous);
+void check_tag(const GroupState& g, int64_t tag, std::string_view op, int64_t max);
+
+std::chrono::milliseconds resolve_timeout(const GroupState& g, std::chrono::milliseconds requested);
+
+// A request for an op of this group, due at now + timeout.
+std::shared_ptr<RequestState> make_request(const GroupState& g, std::string op, std::chrono::milliseconds timeout,
+                                           Transport* engine);
+
+inline std::span<const uint8_t> bytes_of(const Tensor& t) {
+  return {static_cast<const uint8_t*>(t.numel() == 0 ? nullptr : t.data_ptr()), t.nbytes()};
+}
+inline std::span<uint8_t> writable_bytes_of(const Tensor& t) {
+  return {static_cast<uint8_t*>(t.numel() == 0 ? nullptr : t.data_ptr()), t.nbytes()};
+}
+
+}  // namespace thd::detail

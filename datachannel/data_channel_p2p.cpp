@@ -1,0 +1,92 @@
+// DataChannel point to point: checks, then one transport message.
+#include <fmt/format.h>
+
+#include <thd/datachannel.h>
+
+#include "datachannel/channel_util.h"
+#include "datachannel/check.h"
+
+namespace thd {
+
+namespace {
+
+using detail::Envelope;
+using detail::GroupState;
+using detail::MessageKind;
+using detail::MessageOp;
+
+constexpr int64_t kMaxP2PTag = INT64_MAX;
+
+MessageKind tensor_kind(const Tensor& t) {
+  return {MessageOp::P2P, static_cast<uint8_t>(t.dtype()), 0, -1, static_cast<uint64_t>(t.numel())};
+}
+MessageKind bytes_kind(size_t n) { return {MessageOp::P2P, detail::kRawBytes, 0, -1, n}; }
+
+Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind, int dst, const P2POptions& o,
+                  const Tensor* keep) {
+  detail::check_member(g, "send");
+  detail::check_rank(g, dst, "send", "destination");
+  detail::check_tag(g, o.tag, "send", kMaxP2PTag);
+  auto req = detail::make_request(g, fmt::format("send to rank {} (tag {})", dst, o.tag),
+                                  detail::resolve_timeout(g, o.timeout), g.transport.get());
+  if (keep != nullptr) req->keepalive.push_back(*keep);
+  const Envelope env{detail::p2p_context(g.id), o.tag, kind};
+  g.transport->post_send(data, (*g.world_ranks)[dst], env, req);
+  return Request(std::move(req));
+}
+
+Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int src, const P2POptions& o,
+                  const Tensor* keep) {
+  detail::check_member(g, "recv");
+  detail::check_rank(g, src, "recv", "source", /*any_ok=*/true);
+  detail::check_tag(g, o.tag, "recv", kMaxP2PTag);
+  const std::string from = src == kAnySource ? "any rank" : fmt::format("rank {}", src);
+  auto req = detail::make_request(g, fmt::format("recv from {} (tag {})", from, o.tag),
+                                  detail::resolve_timeout(g, o.timeout), g.transport.get());
+  if (keep != nullptr) req->keepalive.push_back(*keep);
+  const Envelope env{detail::p2p_context(g.id), o.tag, kind};
+  g.transport->post_recv(data, src == kAnySource ? kAnySource : (*g.world_ranks)[src], env, req);
+  return Request(std::move(req));
+}
+
+}  // namespace
+
+Request DataChannel::isend(const Tensor& tensor, int dst, const P2POptions& options) {
+  detail::check_tensor(state(), tensor, "send", "the tensor", /*must_be_contiguous=*/false);
+  // A strided tensor goes as a contiguous copy the request keeps alive.
+  const Tensor src = tensor.contiguous();
+  return post_send(state(), detail::bytes_of(src), tensor_kind(src), dst, options, &src);
+}
+
+Request DataChannel::irecv(Tensor& tensor, int src, const P2POptions& options) {
+  detail::check_tensor(state(), tensor, "recv", "the tensor", /*must_be_contiguous=*/true);
+  return post_recv(state(), detail::writable_bytes_of(tensor), tensor_kind(tensor), src, options, &tensor);
+}
+
+Request DataChannel::isend_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
+  return post_send(state(), data, bytes_kind(data.size()), dst, options, nullptr);
+}
+
+Request DataChannel::irecv_bytes(std::span<uint8_t> data, int src, const P2POptions& options) {
+  return post_recv(state(), data, bytes_kind(data.size()), src, options, nullptr);
+}
+
+void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options) { isend(tensor, dst, options).wait(); }
+
+int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
+  Request r = irecv(tensor, src, options);
+  r.wait();
+  return r.source();
+}
+
+void DataChannel::send_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
+  isend_bytes(data, dst, options).wait();
+}
+
+int DataChannel::recv_bytes(std::span<uint8_t> data, int src, const P2POptions& options) {
+  Request r = irecv_bytes(data, src, options);
+  r.wait();
+  return r.source();
+}
+
+}  // namespace thd

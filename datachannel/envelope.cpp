@@ -1,0 +1,82 @@
+#include "datachannel/envelope.h"
+
+#include <fmt/format.h>
+
+#include "datachannel/check.h"
+
+namespace thd::detail {
+
+std::string_view message_op_name(MessageOp op) {
+  switch (op) {
+    case MessageOp::P2P: return "send";
+    case MessageOp::Broadcast: return "broadcast";
+    case MessageOp::Reduce: return "reduce";
+    case MessageOp::AllReduce: return "all_reduce";
+    case MessageOp::AllGather: return "all_gather";
+    case MessageOp::ReduceScatter: return "reduce_scatter";
+    case MessageOp::Gather: return "gather";
+    case MessageOp::Scatter: return "scatter";
+    case MessageOp::AllToAll: return "all_to_all";
+    case MessageOp::Barrier: return "barrier";
+  }
+  return "unknown op";
+}
+
+namespace {
+
+bool reduces(MessageOp op) {
+  return op == MessageOp::Reduce || op == MessageOp::AllReduce || op == MessageOp::ReduceScatter;
+}
+bool rooted(MessageOp op) {
+  return op == MessageOp::Broadcast || op == MessageOp::Reduce || op == MessageOp::Gather ||
+         op == MessageOp::Scatter;
+}
+
+}  // namespace
+
+std::string describe(const MessageKind& kind) {
+  // Bytes off the wire may hold any value: name unknown codes by number.
+  const bool known_dtype = kind.dtype < kNumDTypes;
+  std::string what;
+  if (kind.op == MessageOp::Barrier) return "barrier";
+  if (kind.dtype == kRawBytes) {
+    what = fmt::format("{} bytes", kind.count);
+  } else if (known_dtype) {
+    what = fmt::format("{}, {} elements", dtype_name(static_cast<DType>(kind.dtype)), kind.count);
+  } else {
+    what = fmt::format("dtype code {}, {} elements", kind.dtype, kind.count);
+  }
+  if (reduces(kind.op)) {
+    what += kind.reduce <= static_cast<uint8_t>(ReduceOp::BXor)
+                ? fmt::format(", {}", reduce_op_name(static_cast<ReduceOp>(kind.reduce)))
+                : fmt::format(", reduce op code {}", kind.reduce);
+  }
+  if (rooted(kind.op)) what += fmt::format(", root {}", kind.root);
+  return fmt::format("{}({})", message_op_name(kind.op), what);
+}
+
+std::exception_ptr message_mismatch(int rank, int peer, const Envelope& expected, size_t expected_bytes,
+                                    const Envelope& got, size_t got_bytes) {
+  const std::string op{message_op_name(expected.kind.op)};
+  const bool p2p = expected.kind.op == MessageOp::P2P && got.kind.op == MessageOp::P2P;
+  std::string detail;
+  if (p2p) {
+    detail = fmt::format("rank {} sent {} ({} bytes) but this rank receives {} ({} bytes)", peer,
+                         describe(got.kind), got_bytes, describe(expected.kind), expected_bytes);
+  } else {
+    detail = fmt::format(
+        "collectives do not match: rank {} called {} while this rank called {}; every member of a "
+        "group must issue the same collectives in the same order with the same sizes",
+        peer, describe(got.kind), describe(expected.kind));
+  }
+  try {
+    if (expected.kind.dtype != got.kind.dtype && expected.kind.op == got.kind.op) {
+      THD_THROW_AT(TypeError, op, rank, peer, "{}", detail);
+    }
+    THD_THROW_AT(ValueError, op, rank, peer, "{}", detail);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+}  // namespace thd::detail

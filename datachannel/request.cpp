@@ -1,0 +1,115 @@
+// thd::Request: waiting on a RequestState with the op's deadline.
+#include <algorithm>
+
+#include <thd/datachannel.h>
+
+#include "datachannel/check.h"
+#include "datachannel/request_state.h"
+#include "datachannel/transport.h"
+
+namespace thd {
+
+namespace {
+
+using detail::RequestState;
+
+// A composite request (a collective) is failed by its own executor at its
+// deadline, with the error that says who was missing; a waiter only steps in
+// after this much more, in case the executor itself is stuck.
+constexpr std::chrono::milliseconds kCompositeGrace{2000};
+
+std::exception_ptr timeout_error(const RequestState& s) {
+  try {
+    THD_THROW_AT(TimeoutError, s.op, s.rank, -1, "did not complete before its deadline");
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+// Fails a request whose deadline passed; the transport withdraws it first so it
+// never touches the request's memory again.
+void expire(const std::shared_ptr<RequestState>& s) {
+  if (s->finished()) return;
+  if (s->engine != nullptr) {
+    s->engine->cancel(s, timeout_error(*s));
+  } else {
+    s->fail(timeout_error(*s));
+  }
+}
+
+// Waits until finished or `until`; true if finished.
+bool wait_until(RequestState& s, net::Deadline until) {
+  if (s.finished()) return true;
+  if (s.engine != nullptr) return s.engine->wait(s, until);
+  return s.block_until(until);
+}
+
+net::Deadline expiry(const RequestState& s) {
+  if (s.engine != nullptr || s.deadline == net::Deadline::max()) return s.deadline;
+  return s.deadline + kCompositeGrace;
+}
+
+void rethrow_if_failed(const RequestState& s) {
+  if (s.status() == RequestState::Failed) std::rethrow_exception(s.error);
+}
+
+}  // namespace
+
+bool Request::test() const {
+  if (!state_) return true;
+  if (!state_->finished() && net::Clock::now() >= expiry(*state_)) expire(state_);
+  return state_->finished();
+}
+
+void Request::wait() const {
+  if (!state_) return;
+  if (!wait_until(*state_, expiry(*state_))) expire(state_);
+  rethrow_if_failed(*state_);
+}
+
+void Request::wait(std::chrono::milliseconds timeout) const {
+  if (!state_) return;
+  const net::Deadline mine = net::deadline_after(timeout);
+  const net::Deadline own = expiry(*state_);
+  if (!wait_until(*state_, std::min(mine, own))) {
+    if (net::Clock::now() >= own) {
+      expire(state_);
+    } else {
+      THD_THROW_AT(TimeoutError, state_->op, state_->rank, -1,
+                   "not finished after waiting {} ms; the operation is still pending", timeout.count());
+    }
+  }
+  rethrow_if_failed(*state_);
+}
+
+int Request::source() const {
+  if (!state_ || state_->status() != RequestState::Done || state_->source < 0) return -1;
+  if (!state_->group_ranks) return state_->source;
+  const auto& ranks = *state_->group_ranks;
+  const auto it = std::find(ranks.begin(), ranks.end(), state_->source);
+  return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+}
+
+size_t Request::bytes() const {
+  return state_ && state_->status() == RequestState::Done ? state_->bytes : 0;
+}
+
+std::exception_ptr Request::error() const {
+  return state_ && state_->status() == RequestState::Failed ? state_->error : nullptr;
+}
+
+void wait_all(std::span<const Request> requests) {
+  std::exception_ptr first;
+  // Every request is waited for even after one fails, so none is left running
+  // with buffers the caller is about to reuse.
+  for (const Request& r : requests) {
+    try {
+      r.wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace thd

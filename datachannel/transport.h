@@ -1,0 +1,85 @@
+// The interface a DataChannel backend implements: tagged point-to-point messages
+// between world ranks, with MPI's matching rules. Groups, argument checking,
+// tensors and collectives live above it (DataChannel, collectives/), written once.
+//
+// Contract for implementations:
+// - post_send/post_recv never block and never throw for network trouble: problems
+//   fail the request (RequestState::fail) with the right thd error.
+// - Matching: a receive matches the oldest unmatched message from `src` (or any
+//   source) with the same context and tag. Messages between two ranks with the
+//   same (context, tag) match in send order. Before writing any payload byte, the
+//   transport checks the message with check_match() and fails the receive with
+//   that error (discarding the payload) when it does not agree.
+// - A message that arrives before its receive is posted is kept (backends may
+//   bound how much they keep per peer and stop reading beyond that).
+// - A peer that is lost (connection closed or reset, or the backend's own failure
+//   detection) fails every pending request that needs it and every later one with
+//   thd::PeerLost naming its rank; peer_error() reports it from then on.
+// - The memory a request points at stays valid until it is finished; the request's
+//   keepalive holds what guarantees that.
+// - Every method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <thd/datachannel.h>
+
+#include "datachannel/envelope.h"
+#include "datachannel/request_state.h"
+
+namespace thd::detail {
+
+class Transport {
+ public:
+  Transport(int rank, int size) : rank_(rank), size_(size) {}
+  virtual ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  virtual std::string_view name() const noexcept = 0;
+
+  // dst: a world rank other than rank() is not required: a rank may message itself.
+  virtual void post_send(std::span<const uint8_t> data, int dst, const Envelope& envelope,
+                         const std::shared_ptr<RequestState>& request) = 0;
+  // src: a world rank or kAnySource. The request completes with the source rank
+  // and data.size() bytes.
+  virtual void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
+                         const std::shared_ptr<RequestState>& request) = 0;
+
+  // Withdraws a pending request and fails it with `why` (a waiter calls this when
+  // the request's deadline passed). Afterwards the transport no longer touches the
+  // request's memory: a receive not yet matched is unposted, a receive mid-payload
+  // discards the rest; a send already on the wire is finished from the request's
+  // keepalive or, when it cannot be, the connection to that peer is closed. A
+  // finished request is left alone.
+  virtual void cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) = 0;
+
+  // Waits until `request` is finished or `until` passes; true if finished. The
+  // default blocks on the request; backends override it to spin on their own
+  // progress first (latency) and then block (no core burnt while idle).
+  virtual bool wait(RequestState& request, net::Deadline until);
+
+  // The PeerLost error of a world rank this transport has lost, nullptr while it
+  // is healthy.
+  virtual std::exception_ptr peer_error(int world_rank) const = 0;
+
+ private:
+  int rank_;
+  int size_;
+};
+
+// How a backend is made: the world's rank and size, the store under a prefix of
+// its own, the token and the timeouts are in `options`.
+using TransportFactory = std::function<std::shared_ptr<Transport>(const DataChannelOptions& options)>;
+
+}  // namespace thd::detail
