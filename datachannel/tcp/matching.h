@@ -1,0 +1,102 @@
+// MPI's matching rules for the tcp backend's receive side: the receives posted and
+// not yet matched, and the messages that arrived before any receive took them
+// ("unexpected" messages).
+//
+// Both are kept per (context, tag) key, in order. An arriving message goes to the
+// earliest-posted receive whose source is its sender or kAnySource; a new receive
+// takes the oldest unexpected message from its source (or from anyone, for
+// kAnySource). So messages from one sender with one key are received in send
+// order, and any-source and specific receives mixed on one key are served in the
+// order they were posted. Invariant: no unexpected message matches a posted
+// receive (whichever of the two came second was matched on arrival).
+//
+// Not thread-safe: the transport's engine lock guards it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "datachannel/envelope.h"
+#include "datachannel/request_state.h"
+#include "datachannel/tcp/wire.h"
+
+namespace thd::detail::tcp {
+
+struct PostedRecv {
+  std::shared_ptr<RequestState> request;
+  std::span<uint8_t> data;
+  int source = -1;  // a world rank or kAnySource
+  Envelope envelope;
+};
+
+// A message that arrived before a receive for it was posted. Its payload is read
+// into `payload` as it arrives, or, while `parked`, left in the socket (the
+// sender's connection is then not read until a receive takes it or there is room
+// to buffer it).
+struct UnexpectedMessage {
+  int source = -1;
+  FrameHeader header;
+  std::unique_ptr<uint8_t[]> payload;  // null while parked and for empty messages
+  size_t arrived = 0;                  // payload bytes in `payload`
+  size_t charged = 0;                  // bytes counted against its sender's budget
+  bool parked = false;
+
+  bool complete() const noexcept { return !parked && arrived == header.payload_bytes; }
+};
+
+class MatchQueues {
+ public:
+  // The earliest-posted receive that takes a message from `source` with this
+  // envelope's key, removed from the queue; nullopt when there is none. Receives
+  // whose request already finished (failed by someone else) are dropped on the way.
+  std::optional<PostedRecv> take_posted(int source, const Envelope& envelope);
+  void post(PostedRecv recv);
+  // Removes the still unmatched receive of `request`, if it is posted here.
+  std::optional<PostedRecv> withdraw(const RequestState* request);
+  // Removes and returns every posted receive for which `pred` is true.
+  std::vector<PostedRecv> withdraw_if(const std::function<bool(const PostedRecv&)>& pred);
+
+  // The oldest unexpected message that a receive from `source` (a rank or
+  // kAnySource) with this envelope's key takes; nullptr when none. The pointer
+  // stays valid until the message is erased.
+  UnexpectedMessage* find_unexpected(int source, const Envelope& envelope);
+  UnexpectedMessage* add_unexpected(UnexpectedMessage message);
+  void erase_unexpected(const UnexpectedMessage* message);
+  // Erases every unexpected message for which `pred` is true.
+  void erase_unexpected_if(const std::function<bool(const UnexpectedMessage&)>& pred);
+
+  size_t posted_count() const noexcept { return posted_keys_.size(); }
+  size_t unexpected_count() const noexcept { return unexpected_count_; }
+
+ private:
+  struct Key {
+    uint32_t context = 0;
+    int64_t tag = 0;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const noexcept {
+      return std::hash<uint64_t>{}(static_cast<uint64_t>(k.tag) * 0x9e3779b97f4a7c15ULL ^ k.context);
+    }
+  };
+  struct Bucket {
+    std::list<PostedRecv> posted;
+    std::list<UnexpectedMessage> unexpected;  // a list: pointers stay valid
+  };
+  static Key key_of(const Envelope& e) noexcept { return {e.context, e.tag}; }
+  // Collective tags carry a sequence number, so keys come and go: empty buckets go.
+  void drop_if_empty(std::unordered_map<Key, Bucket, KeyHash>::iterator it);
+
+  std::unordered_map<Key, Bucket, KeyHash> buckets_;
+  std::unordered_map<const RequestState*, Key> posted_keys_;
+  size_t unexpected_count_ = 0;
+};
+
+}  // namespace thd::detail::tcp

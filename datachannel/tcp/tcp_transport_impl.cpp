@@ -1,0 +1,342 @@
+#include "datachannel/tcp/tcp_transport_impl.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <system_error>
+
+#include "datachannel/check.h"
+#include "tensor/log.h"
+
+namespace thd::detail::tcp {
+
+using net::Clock;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string errno_text(int err) { return std::system_category().message(err); }
+
+}  // namespace
+
+TcpTransport::TcpTransport(int rank, int size, Mesh mesh, const Tuning& tuning)
+    : Transport(rank, size),
+      tuning_(tuning),
+      spin_(tuning.spin_budget, tuning.oversubscribed),
+      run_queue_(tuning.cpus),
+      peers_(static_cast<size_t>(size)),
+      lost_flags_(static_cast<size_t>(size)),
+      lost_errors_(static_cast<size_t>(size)) {
+  epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  THD_CHECK(epoll_.valid(), ConnectionError, "tcp backend", "epoll_create1 failed: {}", errno_text(errno));
+  wake_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  THD_CHECK(wake_.valid(), ConnectionError, "tcp backend", "eventfd failed: {}", errno_text(errno));
+  auto add = [&](int fd, uint32_t events, uint64_t id) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = id;
+    THD_CHECK(::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) == 0, ConnectionError, "tcp backend",
+              "epoll_ctl failed: {}", errno_text(errno));
+  };
+  kick_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  THD_CHECK(kick_.valid(), ConnectionError, "tcp backend", "eventfd failed: {}", errno_text(errno));
+  add(wake_.get(), EPOLLIN, kWakeId);
+  add(kick_.get(), EPOLLIN, kKickId);
+  for (int r = 0; r < size; ++r) {
+    Peer& p = peers_[static_cast<size_t>(r)];
+    p.rank = r;
+    if (r == rank) continue;
+    p.socket = std::move(mesh.peers[static_cast<size_t>(r)]);
+    p.rbuf = std::make_unique_for_overwrite<uint8_t[]>(kReadBufferBytes);
+    p.interest = EPOLLIN | EPOLLRDHUP;
+    add(p.socket.fd(), p.interest, static_cast<uint64_t>(r));
+  }
+  progress_ = std::thread([this] { progress_loop(); });
+}
+
+TcpTransport::~TcpTransport() {
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;  // posts from now on fail
+  }
+  // Queued sends get a bounded time to reach the kernel; the progress thread (not
+  // parked: nobody spins any more) keeps reading meanwhile, so two ranks closing
+  // at once both drain.
+  const auto linger_end = Clock::now() + tuning_.close_linger;
+  wake_progress_thread();
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      const bool drained = std::all_of(peers_.begin(), peers_.end(), [](const Peer& p) { return p.sends.empty(); });
+      if (drained) break;
+    }
+    if (Clock::now() >= linger_end) {
+      THD_LOG_WARN("tcp backend (rank {}): closing with sends still queued after {} ms; they are dropped", rank(),
+                   tuning_.close_linger.count());
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  // Then until this rank's kernel has transmitted what it still holds: closing a
+  // socket with unread input resets the connection and drops output not yet sent,
+  // which would lose messages whose sends have already completed. (Transmitted is
+  // enough: a reset does not take back what the peer's kernel has received.)
+  for (;;) {
+    bool transmitted = true;
+    {
+      std::lock_guard lock(mu_);
+      for (const Peer& p : peers_) {
+        int unsent = 0;
+        if (!p.lost && p.socket.valid() && ::ioctl(p.socket.fd(), SIOCOUTQNSD, &unsent) == 0 && unsent > 0) {
+          transmitted = false;
+        }
+      }
+    }
+    if (transmitted || Clock::now() >= linger_end) break;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  stop_.store(true);
+  const uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_.get(), &one, sizeof(one));
+  wake_progress_thread();
+  progress_.join();
+
+  std::lock_guard lock(mu_);
+  for (const PostedRecv& r : queues_.withdraw_if([](const PostedRecv&) { return true; })) {
+    r.request->fail(closed_error(r.request->op));
+  }
+  for (Peer& p : peers_) {
+    if (p.rx == Rx::IntoRecv) p.target.request->fail(closed_error(p.target.request->op));
+    for (SendOp& op : p.sends) op.request->fail(closed_error(op.request->op));
+    p.sends.clear();
+  }
+  // The sockets close with peers_.
+}
+
+// ---- public operations -------------------------------------------------------------
+
+void TcpTransport::post_send(std::span<const uint8_t> data, int dst, const Envelope& envelope,
+                             const std::shared_ptr<RequestState>& request) {
+  std::unique_lock lock(mu_);
+  if (closing_) {
+    request->fail(closed_error(request->op));
+    return;
+  }
+  if (dst < 0 || dst >= size() || data.size() > kMaxPayloadBytes) {
+    try {
+      THD_THROW_AT(ValueError, request->op, rank(), dst, "cannot send {} bytes to rank {} of a world of {}",
+                   data.size(), dst, size());
+    } catch (...) {
+      request->fail(std::current_exception());
+    }
+    return;
+  }
+  if (dst == rank()) {
+    send_to_self(data, envelope, request);  // may finish the poller's receive
+    lock.unlock();
+    kick_poller_if_done();
+    return;
+  }
+  Peer& p = peers_[static_cast<size_t>(dst)];
+  if (p.lost) {
+    request->fail(lost_error(p, request->op));
+    return;
+  }
+  SendOp op;
+  op.request = request;
+  op.header = encode_frame_header(envelope, data.size());
+  op.payload = data;
+  op.nbytes = data.size();
+  p.sends.push_back(std::move(op));
+  // An empty queue means nothing is waiting for EPOLLOUT: write now, from this
+  // thread. Otherwise the frame joins the queue and leaves with the others.
+  if (p.sends.size() == 1) write_to(p);
+}
+
+void TcpTransport::post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
+                             const std::shared_ptr<RequestState>& request) {
+  std::lock_guard lock(mu_);
+  if (closing_) {
+    request->fail(closed_error(request->op));
+    return;
+  }
+  if (src != kAnySource && (src < 0 || src >= size())) {
+    try {
+      THD_THROW_AT(ValueError, request->op, rank(), src, "cannot receive from rank {} of a world of {}", src,
+                   size());
+    } catch (...) {
+      request->fail(std::current_exception());
+    }
+    return;
+  }
+  PostedRecv recv{request, data, src, envelope};
+  if (UnexpectedMessage* m = queues_.find_unexpected(src, envelope)) {
+    take_unexpected(m, std::move(recv));
+    return;
+  }
+  // Messages a lost peer sent before it went are still delivered (above); nothing
+  // more will come from it.
+  if (src != kAnySource && src != rank() && peers_[static_cast<size_t>(src)].lost) {
+    request->fail(lost_error(peers_[static_cast<size_t>(src)], request->op));
+    return;
+  }
+  queues_.post(std::move(recv));
+}
+
+void TcpTransport::cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) {
+  cancel_locked(request, std::move(why));
+  kick_poller_if_done();  // the request cancelled may be the one the poller waits for
+}
+
+void TcpTransport::cancel_locked(const std::shared_ptr<RequestState>& request, std::exception_ptr why) {
+  std::lock_guard lock(mu_);
+  if (request->finished()) return;
+  if (auto posted = queues_.withdraw(request.get())) {
+    request->fail(why);
+    return;
+  }
+  for (Peer& p : peers_) {
+    if (p.rx == Rx::IntoRecv && p.target.request == request) {
+      // Mid-payload: the rest of the message goes nowhere, the stream stays in step.
+      p.discard_left = p.frame.payload_bytes - p.target_done;
+      p.target = {};
+      p.rx = Rx::Discard;
+      request->fail(why);
+      return;
+    }
+    if (cancel_send(p, request, why)) return;
+  }
+  request->fail(why);
+}
+
+bool TcpTransport::cancel_send(Peer& p, const std::shared_ptr<RequestState>& request, const std::exception_ptr& why) {
+  // A frame larger than this that was cancelled mid-write closes the connection
+  // instead of being copied to finish it.
+  constexpr size_t kMaxCancelCopy = size_t{64} << 20;
+  auto it = std::find_if(p.sends.begin(), p.sends.end(), [&](const SendOp& op) { return op.request == request; });
+  if (it == p.sends.end()) return false;
+  if (it->header_sent == 0) {
+    p.sends.erase(it);
+    request->fail(why);
+    update_interest(p);
+    return true;
+  }
+  // Part of the frame is on the wire: the rest must follow or the stream breaks.
+  // A request whose keepalive holds its memory is finished from there; raw memory
+  // (the caller's to free once the request fails) is copied first.
+  if (request->keepalive.empty()) {
+    const auto rest = it->payload.subspan(it->payload_sent);
+    if (rest.size() > kMaxCancelCopy) {
+      request->fail(why);
+      lose_peer(p,
+                fmt::format("a send of {} bytes to it was cancelled mid-message and is too large to finish "
+                            "from a copy; the connection was closed to keep the stream in step",
+                            it->nbytes),
+                /*warn=*/true);
+      return true;
+    }
+    it->owned = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(rest.size(), 1));
+    std::copy(rest.begin(), rest.end(), it->owned.get());
+    it->payload = std::span<const uint8_t>(it->owned.get(), rest.size());
+    it->payload_sent = 0;
+  }
+  request->fail(why);
+  return true;
+}
+
+std::exception_ptr TcpTransport::peer_error(int world_rank) const {
+  if (world_rank < 0 || world_rank >= size()) return nullptr;
+  if (!lost_flags_[static_cast<size_t>(world_rank)].load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard lock(lost_mu_);
+  return lost_errors_[static_cast<size_t>(world_rank)];
+}
+
+size_t TcpTransport::unexpected_bytes(int world_rank) const {
+  if (world_rank < 0 || world_rank >= size()) return 0;
+  std::lock_guard lock(mu_);
+  return peers_[static_cast<size_t>(world_rank)].buffered;
+}
+
+// ---- faults ----------------------------------------------------------------------------
+
+std::exception_ptr TcpTransport::lost_error(const Peer& p, const std::string& op) const {
+  try {
+    THD_THROW_AT(PeerLost, op, rank(), p.rank, "rank {} is lost: {}", p.rank, p.lost_why);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+std::exception_ptr TcpTransport::closed_error(const std::string& op) const {
+  try {
+    THD_THROW_AT(ConnectionError, op, rank(), -1, "channel closed (the tcp transport was destroyed)");
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+void TcpTransport::lose_peer(Peer& p, std::string why, bool warn) {
+  if (p.lost) return;
+  p.lost_why = std::move(why);
+  p.lost = lost_error(p, "tcp backend");
+  if (warn) {
+    THD_LOG_WARN("tcp backend (rank {}): dropped rank {}: {}", rank(), p.rank, p.lost_why);
+  } else {
+    THD_LOG_DEBUG("tcp backend (rank {}): lost rank {}: {}", rank(), p.rank, p.lost_why);
+  }
+  {
+    std::lock_guard lock(lost_mu_);
+    lost_errors_[static_cast<size_t>(p.rank)] = p.lost;
+  }
+  lost_flags_[static_cast<size_t>(p.rank)].store(true, std::memory_order_release);
+  if (p.socket.valid()) {
+    epoll_event unused{};
+    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p.socket.fd(), &unused);
+    p.socket.close();
+  }
+  // Everything that needs this peer fails; messages it finished sending stay
+  // receivable, and any-source receives wait for other senders.
+  if (p.rx == Rx::IntoRecv) p.target.request->fail(lost_error(p, p.target.request->op));
+  p.target = {};
+  p.entry = nullptr;
+  p.rx = Rx::Header;
+  p.rbegin = p.rend = 0;
+  const int lost_rank = p.rank;
+  queues_.erase_unexpected_if(
+      [&](const UnexpectedMessage& m) { return m.source == lost_rank && !m.complete(); });
+  for (const PostedRecv& r : queues_.withdraw_if([&](const PostedRecv& r) { return r.source == lost_rank; })) {
+    r.request->fail(lost_error(p, r.request->op));
+  }
+  for (SendOp& op : p.sends) op.request->fail(lost_error(p, op.request->op));
+  p.sends.clear();
+}
+
+// ---- construction ------------------------------------------------------------------------
+
+namespace {
+
+bool is_loopback(const std::string& host) {
+  return host.starts_with("127.") || host == "localhost" || host == "::1" || host == "[::1]";
+}
+
+}  // namespace
+
+Tuning tuning_for(const DataChannelOptions& options, const net::EnvLookup& env) {
+  Tuning t;
+  t.spin_budget = parse_spin_us(env("THD_TCP_SPIN_US")).value_or(kDefaultSpinBudget);
+  const int cpus = usable_cpus();
+  t.cpus = cpus;
+  // On one core a spinner only delays the thread it waits for.
+  if (cpus < 2) t.spin_budget = microseconds{0};
+  // Loopback: every rank of the world is on this host.
+  t.oversubscribed = is_loopback(options.bind_host) && options.world_size > cpus;
+  t.handshake_timeout = std::min<milliseconds>(net::kDefaultHandshakeTimeout, options.timeout);
+  return t;
+}
+
+}  // namespace thd::detail::tcp

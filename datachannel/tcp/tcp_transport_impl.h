@@ -1,0 +1,231 @@
+// The tcp backend's Transport: the mesh's sockets, driven by one epoll engine
+// (docs/tcp_backend.md has the whole design).
+//
+// Threading. One engine lock (mu_) guards every socket, queue and match list.
+// Whoever holds it makes progress: the progress thread (an epoll loop), a thread
+// posting a send (it writes at once when the peer's queue is empty, saving a
+// wake-up), or a thread in wait(). A waiter first spins, if the spin policy says
+// it pays (it try-locks the engine and tries the sockets itself); then the first
+// waiter to block blocks in
+// epoll_wait itself, as the poller, so the message it waits for wakes it directly;
+// other waiters block on their requests. While a waiter spins or polls the
+// progress thread stands down (it parks instead of taking the lock), so two
+// threads never fight over the same events; when the last driving waiter leaves
+// and others are blocked, the progress thread takes over at once.
+// Nothing holds the lock across a blocking call: every socket is nonblocking.
+//
+// Receive path per peer: a 64 KiB read buffer for headers and small payloads;
+// larger payloads are read straight into the posted receive's memory (or the
+// unexpected message's buffer). Send path per peer: a queue of frames written with
+// sendmsg() over an iovec of (header, payload) pairs straight from the caller's
+// memory, as many queued frames per call as fit, so small messages that pile up
+// go out together.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "datachannel/net/fd.h"
+#include "datachannel/tcp/matching.h"
+#include "datachannel/tcp/mesh.h"
+#include "datachannel/tcp/spin_policy.h"
+#include "datachannel/tcp/wire.h"
+#include "datachannel/transport.h"
+
+struct epoll_event;
+
+namespace thd::detail::tcp {
+
+// The knobs of one transport; make_transport fills them from the defaults and the
+// environment, tests set them directly.
+struct Tuning {
+  // Unexpected payload bytes buffered per peer before its connection is no longer
+  // read (TCP backpressure) until receives take them.
+  size_t unexpected_limit = size_t{256} << 20;
+  // The spin budget (THD_TCP_SPIN_US); zero never spins.
+  std::chrono::microseconds spin_budget = kDefaultSpinBudget;
+  // More ranks on this host than usable cores: start with spinning paused.
+  bool oversubscribed = false;
+  // The cores this process may use (its affinity mask).
+  int cpus = 1;
+  // How long destruction waits for queued sends to reach the kernel.
+  std::chrono::milliseconds close_linger{2000};
+  // Per incoming connection at set-up.
+  std::chrono::milliseconds handshake_timeout = net::kDefaultHandshakeTimeout;
+};
+
+// The defaults, THD_TCP_SPIN_US and this host's cores applied for these options.
+// ValueError for a malformed THD_TCP_SPIN_US.
+Tuning tuning_for(const DataChannelOptions& options, const net::EnvLookup& env = net::process_env);
+
+// make_transport with explicit tuning.
+std::shared_ptr<Transport> make_transport(const DataChannelOptions& options, const Tuning& tuning);
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(int rank, int size, Mesh mesh, const Tuning& tuning);
+  // Gives queued sends up to close_linger to leave, stops the progress thread,
+  // fails every pending request with ConnectionError("channel closed"), closes.
+  ~TcpTransport() override;
+
+  std::string_view name() const noexcept override { return "tcp"; }
+  void post_send(std::span<const uint8_t> data, int dst, const Envelope& envelope,
+                 const std::shared_ptr<RequestState>& request) override;
+  void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
+                 const std::shared_ptr<RequestState>& request) override;
+  void cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) override;
+  bool wait(RequestState& request, net::Deadline until) override;
+  std::exception_ptr peer_error(int world_rank) const override;
+
+  const Tuning& tuning() const noexcept { return tuning_; }
+  const SpinPolicy& spin_policy() const noexcept { return spin_; }
+  // Payload bytes of unexpected messages from `world_rank` buffered now (never
+  // more than tuning().unexpected_limit); for tests and statistics.
+  size_t unexpected_bytes(int world_rank) const;
+
+ private:
+  struct SendOp {
+    std::shared_ptr<RequestState> request;
+    FrameHeaderBytes header{};
+    size_t header_sent = 0;
+    std::span<const uint8_t> payload;  // the caller's memory, or `owned`
+    size_t payload_sent = 0;
+    size_t nbytes = 0;                   // the message's size, for completion
+    std::unique_ptr<uint8_t[]> owned;    // the unsent rest of a send cancelled mid-frame
+  };
+
+  // epoll ids besides the peers' ranks.
+  static constexpr uint64_t kWakeId = UINT64_MAX;      // stop: written once, never drained
+  static constexpr uint64_t kKickId = UINT64_MAX - 1;  // wakes the poller
+  // Per peer: headers and small payloads are read through this buffer.
+  static constexpr size_t kReadBufferBytes = size_t{64} << 10;
+  // What each unexpected message costs its sender's budget besides its payload.
+  static constexpr size_t kUnexpectedOverheadBytes = 256;
+
+  enum class Rx {
+    Header,      // between frames
+    IntoRecv,    // the current payload goes to a posted receive
+    IntoBuffer,  // ... to an unexpected message's buffer
+    Discard,     // ... nowhere (its receive failed or was cancelled)
+    Parked,      // an unexpected message with no room to buffer it: not reading
+  };
+
+  struct Peer {
+    int rank = -1;
+    net::Socket socket;
+    uint32_t interest = 0;  // the epoll events registered now
+    std::exception_ptr lost;
+    std::string lost_why;
+
+    std::deque<SendOp> sends;
+
+    Rx rx = Rx::Header;
+    std::unique_ptr<uint8_t[]> rbuf;
+    size_t rbegin = 0;  // unparsed bytes of rbuf: [rbegin, rend)
+    size_t rend = 0;
+    FrameHeader frame;                    // the frame being received (rx != Header)
+    PostedRecv target;                    // IntoRecv
+    size_t target_done = 0;               // IntoRecv: payload bytes in place
+    UnexpectedMessage* entry = nullptr;   // IntoBuffer, Parked
+    uint64_t discard_left = 0;            // Discard
+    size_t buffered = 0;                  // bytes charged for its unexpected messages
+  };
+
+  // ---- progress and waiting (progress.cpp) ----
+  void progress_loop() noexcept;
+  // Parks the progress thread while a waiter drives progress, and for a moment
+  // after (the next wait of a ping-pong comes soon).
+  void stand_down_while_driven();
+  void wake_progress_thread();
+  // Handles ready events under mu_; returns the bytes moved. The poller alone may
+  // consume its kick.
+  size_t dispatch(const epoll_event* events, int n, bool as_poller);
+  // One nonblocking pass over the sockets for a spinning waiter; the bytes moved.
+  size_t poll_locked();
+  // Drives progress from the waiting thread until the request finishes, the
+  // budget passes with no byte moved, or the thread is found descheduled.
+  SpinPolicy::Outcome spin(RequestState& request, net::Deadline until, std::chrono::nanoseconds budget);
+  // As the poller: blocks in epoll_wait, handling what comes, until the request
+  // finishes or `until`.
+  bool poll_until(RequestState& request, net::Deadline until);
+  bool block_on(RequestState& request, net::Deadline until);
+  void stop_driving();
+  // After finishing requests on a thread other than the poller: wakes the poller
+  // if its request is done (no socket event would).
+  void kick_poller_if_done();
+  void drain_kick() noexcept;
+  void cancel_locked(const std::shared_ptr<RequestState>& request, std::exception_ptr why);
+
+  // ---- faults ----
+  void lose_peer(Peer& p, std::string why, bool warn);
+  std::exception_ptr lost_error(const Peer& p, const std::string& op) const;
+  std::exception_ptr closed_error(const std::string& op) const;
+
+  // ---- I/O (peer_io.cpp), all under mu_ ----
+  size_t read_from(Peer& p);
+  // After a parked peer may read again: watch its socket, and process what its
+  // read buffer already holds.
+  void resume_reading(Peer& p);
+  size_t write_to(Peer& p);
+  // One recv() into the read buffer; false when nothing came (would block, or the
+  // peer is lost). *emptied: the read took less than it asked for.
+  bool fill_read_buffer(Peer& p, size_t* moved, bool* emptied);
+  void start_frame(Peer& p);
+  // The payload bytes the current frame still needs and where they go (null: discard).
+  uint64_t payload_left(const Peer& p, uint8_t** dst) const;
+  // Counts n payload bytes in place; closes the frame when it is complete.
+  void advance_payload(Peer& p, size_t n);
+  void finish_frame(Peer& p);
+  void receive_into(Peer& p, PostedRecv recv);
+  bool try_buffer(Peer& p, UnexpectedMessage& message);
+  void release_buffer(Peer& p, size_t bytes);
+  void take_unexpected(UnexpectedMessage* message, PostedRecv recv);
+  void send_to_self(std::span<const uint8_t> data, const Envelope& envelope,
+                    const std::shared_ptr<RequestState>& request);
+  void update_interest(Peer& p);
+  bool cancel_send(Peer& p, const std::shared_ptr<RequestState>& request, const std::exception_ptr& why);
+
+  const Tuning tuning_;
+  SpinPolicy spin_;
+  RunQueue run_queue_;
+
+  mutable std::mutex mu_;  // the engine lock
+  bool closing_ = false;
+  std::vector<Peer> peers_;  // by world rank; this rank's entry unused
+  MatchQueues queues_;
+  net::UniqueFd epoll_;
+  net::UniqueFd wake_;  // written once, at stop: never drained
+
+  // peer_error() without the engine lock: a flag per rank, the error under lost_mu_.
+  std::vector<std::atomic<bool>> lost_flags_;
+  mutable std::mutex lost_mu_;
+  std::vector<std::exception_ptr> lost_errors_;
+
+  // Who drives progress: the progress thread, unless a waiter does (spinning, or
+  // blocked in epoll_wait as the poller).
+  std::atomic<bool> stop_{false};
+  std::atomic<int> drivers_{0};   // spinners and the poller
+  std::atomic<int> blockers_{0};  // waiters blocked on their request
+  std::atomic<int64_t> last_spin_end_ns_{0};
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  bool handoff_ = false;  // under park_mu_: a waiter blocked, resume now
+  std::atomic<bool> poller_active_{false};
+  std::mutex poll_mu_;
+  RequestState* poll_target_ = nullptr;  // under poll_mu_: the poller's request
+  net::UniqueFd kick_;                   // wakes the poller; drained by it
+  std::atomic<bool> kicked_{false};      // kick_ has been written and not drained
+  std::thread progress_;
+};
+
+}  // namespace thd::detail::tcp

@@ -1,0 +1,927 @@
+// The tcp backend's Transport: mesh set-up (and strangers during it), matching,
+// sizes, unexpected messages and backpressure, cancellation, lost peers. Ranks run
+// as threads over a HashStore, or as forked processes over a FileStore or TCPStore.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <signal.h>
+
+#include <atomic>
+#include <set>
+#include <tuple>
+#include <cstring>
+#include <thread>
+
+#include <thd/store.h>
+
+#include "datachannel/net/auth.h"
+#include "datachannel/tcp/mesh.h"
+#include "datachannel/tcp/tcp_transport.h"
+#include "datachannel/tcp/tcp_transport_impl.h"
+#include "datachannel/tcp/wire.h"
+#include "datachannel/transport_test_util.h"
+
+namespace thd {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::Envelope;
+using detail::RequestState;
+using detail::tcp::Tuning;
+using net::Socket;
+using test::in;
+using test::RequestPtr;
+using test::Transport;
+using TransportPtr = std::shared_ptr<Transport>;
+namespace tcp = detail::tcp;
+
+DataChannelOptions options_for(std::shared_ptr<Store> store, int rank, int world,
+                               std::chrono::milliseconds timeout = test::kLong, std::string token = test::kToken) {
+  DataChannelOptions o;
+  o.store = std::move(store);
+  o.rank = rank;
+  o.world_size = world;
+  o.timeout = timeout;
+  o.token = std::move(token);
+  return o;
+}
+
+// Tuning for tests: the defaults for this host, with a receiver budget that can be
+// made small to exercise backpressure.
+Tuning tuning(int world, size_t unexpected_limit = size_t{256} << 20) {
+  DataChannelOptions o;
+  o.world_size = world;
+  Tuning t = tcp::tuning_for(o, [](const char*) { return std::nullopt; });
+  t.unexpected_limit = unexpected_limit;
+  t.close_linger = 500ms;
+  return t;
+}
+
+// A world of transports, one thread per rank making its own (their constructors
+// wait for each other), over one in-memory store.
+std::vector<TransportPtr> thread_world(int world, size_t unexpected_limit = size_t{256} << 20,
+                                       std::optional<std::chrono::microseconds> spin = std::nullopt) {
+  auto store = std::make_shared<HashStore>(test::kLong);
+  std::vector<TransportPtr> t(static_cast<size_t>(world));
+  Tuning tune = tuning(world, unexpected_limit);
+  if (spin) tune.spin_budget = *spin;
+  test::run_ranks(world, [&](int r) {
+    t[static_cast<size_t>(r)] = tcp::make_transport(options_for(store, r, world), tune);
+  });
+  return t;
+}
+
+std::span<const uint8_t> bytes_of(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+
+// A zero-byte message on its own tag: "go on" between ranks.
+constexpr int64_t kSignalTag = 1 << 30;
+void signal(Transport& t, int dst) { test::wait_ok(t, *test::isend(t, {}, dst, kSignalTag)); }
+void await_signal(Transport& t, int src) { test::wait_ok(t, *test::irecv(t, {}, src, kSignalTag)); }
+
+// ---- set-up --------------------------------------------------------------------------
+
+TEST(TcpTransport, MeshOfOneTwoThreeAndFiveRanksReachesEveryRank) {
+  for (int world : {1, 2, 3, 5}) {
+    SCOPED_TRACE(world);
+    auto ts = thread_world(world);
+    test::run_ranks(world, [&](int r) {
+      Transport& t = *ts[static_cast<size_t>(r)];
+      EXPECT_EQ(t.rank(), r);
+      EXPECT_EQ(t.size(), world);
+      EXPECT_EQ(t.name(), "tcp");
+      std::vector<std::vector<uint8_t>> out, got;
+      std::vector<RequestPtr> sends, recvs;
+      for (int peer = 0; peer < world; ++peer) {  // itself included
+        out.push_back(test::pattern(100 + static_cast<size_t>(peer), static_cast<uint32_t>(r * 31 + peer)));
+        got.emplace_back(100 + static_cast<size_t>(r));
+      }
+      for (int peer = 0; peer < world; ++peer) recvs.push_back(test::irecv(t, got[static_cast<size_t>(peer)], peer, 5));
+      for (int peer = 0; peer < world; ++peer) sends.push_back(test::isend(t, out[static_cast<size_t>(peer)], peer, 5));
+      for (auto& s : sends) test::wait_ok(t, *s);
+      for (int peer = 0; peer < world; ++peer) {
+        RequestState& rq = *recvs[static_cast<size_t>(peer)];
+        if (!test::wait_ok(t, rq)) continue;
+        EXPECT_EQ(rq.source, peer);
+        EXPECT_EQ(rq.bytes, 100u + static_cast<size_t>(r));
+        EXPECT_EQ(got[static_cast<size_t>(peer)], test::pattern(100 + static_cast<size_t>(r),
+                                                                static_cast<uint32_t>(peer * 31 + r)));
+      }
+      for (int peer = 0; peer < world; ++peer) EXPECT_EQ(t.peer_error(peer), nullptr);
+    });
+  }
+}
+
+TEST(TcpTransport, InvalidOptionsAreValueErrors) {
+  auto store = std::make_shared<HashStore>(test::kShort);
+  THD_EXPECT_THROW_MSG(tcp::make_transport(options_for(store, 2, 2)), ValueError, "rank 2 is out of range");
+  THD_EXPECT_THROW_MSG(tcp::make_transport(options_for(store, -1, 2)), ValueError, "out of range");
+  THD_EXPECT_THROW_MSG(tcp::make_transport(options_for(store, 0, 0)), ValueError, "world_size");
+  THD_EXPECT_THROW_MSG(tcp::make_transport(options_for(nullptr, 0, 1)), ValueError, "store");
+  const auto env = [](const char* name) -> std::optional<std::string> {
+    if (std::string(name) == "THD_TCP_SPIN_US") return "fast";
+    return std::nullopt;
+  };
+  THD_EXPECT_THROW_MSG(tcp::tuning_for(options_for(store, 0, 1), env), ValueError, "THD_TCP_SPIN_US");
+  const auto spin7 = [](const char* name) -> std::optional<std::string> {
+    if (std::string(name) == "THD_TCP_SPIN_US") return "7";
+    return std::nullopt;
+  };
+  if (tcp::usable_cpus() > 1) {
+    EXPECT_EQ(tcp::tuning_for(options_for(store, 0, 1), spin7).spin_budget, 7us);
+  }
+}
+
+TEST(TcpTransport, MissingRankTimesOutNamingIt) {
+  auto store = std::make_shared<HashStore>(test::kLong);
+  test::run_ranks(2, [&](int r) {
+    THD_EXPECT_THROW_MSG(tcp::make_transport(options_for(store, r, 3, test::kShort), tuning(3)), TimeoutError,
+                         "rank 2");
+  });
+}
+
+TEST(TcpTransport, RankWithAnotherTokenIsRefusedAndNamedByTheTimeout) {
+  auto store = std::make_shared<HashStore>(test::kLong);
+  test::run_ranks(2, [&](int r) {
+    if (r == 0) {
+      THD_EXPECT_THROW_MSG(tcp::make_transport(options_for(store, 0, 2, 600ms), tuning(2)), TimeoutError,
+                           "rank 1");
+    } else {
+      THD_EXPECT_THROW_MSG(tcp::make_transport(options_for(store, 1, 2, 600ms, "another-token"), tuning(2)),
+                           AuthError, "token");
+    }
+  });
+}
+
+// True once the far end has closed `s`.
+bool closed_by_peer(Socket& s, std::chrono::milliseconds within = test::kLong) {
+  const auto deadline = in(within);
+  uint8_t buf[256];
+  for (;;) {
+    net::IoResult r = s.recv_some(buf);
+    if (r.status == net::IoResult::Status::Eof || r.status == net::IoResult::Status::Error) return true;
+    if (r.status == net::IoResult::Status::WouldBlock) {
+      pollfd p{s.fd(), POLLIN, 0};
+      if (::poll(&p, 1, net::poll_timeout_ms(deadline)) == 0) return false;
+    }
+  }
+}
+
+// Connects to rank 0's published address.
+Socket connect_to_rank0(Store& store) {
+  const std::string endpoint = store.get_string("addr/0");
+  std::string host;
+  uint16_t port = 0;
+  EXPECT_TRUE(tcp::parse_endpoint(endpoint, &host, &port)) << endpoint;
+  return Socket::connect(host, port, in(test::kLong), "test.connect");
+}
+
+tcp::ChannelId channel_of(Store& store) {
+  const auto v = store.get("channel_id");
+  tcp::ChannelId id{};
+  std::copy(v.begin(), v.end(), id.begin());
+  return id;
+}
+
+// Authenticates and introduces itself; returns the peer's Hello bytes read back
+// (empty when the peer hung up instead).
+std::vector<uint8_t> introduce(Socket& s, const tcp::Hello& hello) {
+  net::client_handshake(s, net::AuthToken(test::kToken, "test"), in(test::kLong), "test");
+  s.send_all(tcp::encode_hello(hello), in(test::kLong), "test");
+  tcp::HelloBytes reply{};
+  try {
+    s.recv_exact(reply, in(test::kLong), "test");
+  } catch (const PeerLost&) {
+    return {};
+  }
+  return {reply.begin(), reply.end()};
+}
+
+TEST(TcpTransport, StrangersDuringSetUpAreRefusedAndSetUpCompletes) {
+  auto store = std::make_shared<HashStore>(test::kLong);
+  TransportPtr rank0;
+  std::thread t0([&] { rank0 = tcp::make_transport(options_for(store, 0, 2), tuning(2)); });
+
+  // A silent connection: it must not hold anyone up.
+  Socket silent = connect_to_rank0(*store);
+  // Garbage instead of a ClientHello.
+  Socket garbage = connect_to_rank0(*store);
+  std::vector<uint8_t> junk(net::kClientHelloBytes, 0x5a);
+  garbage.send_all(junk, in(test::kLong), "test");
+  // The wrong token.
+  Socket wrong = connect_to_rank0(*store);
+  THD_EXPECT_THROW_MSG(net::client_handshake(wrong, net::AuthToken("not-the-token", "test"), in(test::kLong), "test"),
+                       AuthError, "refused");
+  // The right token, but another channel / a wrong world size / a rank it does not accept.
+  const tcp::ChannelId channel = channel_of(*store);
+  tcp::ChannelId other = channel;
+  other[0] ^= 1;
+  Socket foreign = connect_to_rank0(*store);
+  EXPECT_TRUE(introduce(foreign, {1, 2, other}).empty());
+  Socket bad_world = connect_to_rank0(*store);
+  EXPECT_TRUE(introduce(bad_world, {1, 3, channel}).empty());
+  Socket bad_rank = connect_to_rank0(*store);
+  EXPECT_TRUE(introduce(bad_rank, {0, 2, channel}).empty());
+  EXPECT_TRUE(closed_by_peer(garbage));
+  EXPECT_TRUE(closed_by_peer(foreign));
+
+  // The real rank 1 gets through all the same.
+  TransportPtr rank1 = tcp::make_transport(options_for(store, 1, 2), tuning(2));
+  t0.join();
+  ASSERT_NE(rank0, nullptr);
+  std::vector<uint8_t> got(5);
+  auto r = test::irecv(*rank0, got, 1, 3);
+  test::wait_ok(*rank1, *test::isend(*rank1, bytes_of("hello"), 0, 3));
+  test::wait_ok(*rank0, *r);
+  EXPECT_EQ(std::string(got.begin(), got.end()), "hello");
+  // Nothing listens once the mesh is made: the silent stranger was cut off too.
+  EXPECT_TRUE(closed_by_peer(silent));
+}
+
+// ---- sizes, matching, unexpected messages ------------------------------------------------
+
+TEST(TcpTransport, SizesFromZeroBytesTo64MiBArriveIntactPostedFirstOrUnexpected) {
+  const std::vector<size_t> sizes = {0, 1, 7, (size_t{1} << 20) + 13, size_t{64} << 20};
+  std::vector<std::vector<uint8_t>> data;
+  for (size_t n : sizes) data.push_back(test::pattern(n, static_cast<uint32_t>(n)));
+  auto ts = thread_world(2);
+  test::run_ranks(2, [&](int r) {
+    Transport& t = *ts[static_cast<size_t>(r)];
+    int64_t tag = 0;
+    for (const auto& message : data) {
+      const size_t n = message.size();
+      for (bool posted_first : {true, false}) {
+        ++tag;
+        if (r == 0) {
+          if (posted_first) await_signal(t, 1);
+          test::wait_ok(t, *test::isend(t, message, 1, tag));  // unexpected: done once buffered there
+          if (!posted_first) signal(t, 1);
+        } else {
+          std::vector<uint8_t> got(n, 0xee);
+          RequestPtr rq;
+          if (posted_first) {
+            rq = test::irecv(t, got, 0, tag);
+            signal(t, 0);
+          } else {
+            await_signal(t, 0);  // behind the message on the same stream: it is here
+            rq = test::irecv(t, got, 0, tag);
+          }
+          if (test::wait_ok(t, *rq)) {
+            EXPECT_EQ(rq->bytes, n);
+            EXPECT_EQ(rq->source, 0);
+            EXPECT_TRUE(got == message) << n << " bytes, posted first: " << posted_first;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(TcpTransport, TagsAndContextsMatchSeparatelyAndEachIsFifo) {
+  auto ts = thread_world(2);
+  Transport& a = *ts[0];
+  Transport& b = *ts[1];
+  auto msg = [](int v) { return std::vector<uint8_t>{static_cast<uint8_t>(v), 0, 0, 0, 0, 0, 0, 0}; };
+  std::vector<std::vector<uint8_t>> sent;
+  std::vector<RequestPtr> sends;
+  // (tag, value): tag 1 carries 10, 11, 12; tag 2 carries 20, 21; context 7, tag 1 carries 70.
+  for (auto [context, tag, value] : std::vector<std::tuple<uint32_t, int64_t, int>>{
+           {0, 1, 10}, {0, 2, 20}, {7, 1, 70}, {0, 1, 11}, {0, 2, 21}, {0, 1, 12}}) {
+    sent.push_back(msg(value));
+    sends.push_back(test::isend(a, sent.back(), 1, test::raw_envelope(tag, 8, context)));
+  }
+  for (auto& s : sends) test::wait_ok(a, *s);
+  auto recv_value = [&](int64_t tag, uint32_t context = 0) {
+    std::vector<uint8_t> got(8);
+    auto r = test::irecv(b, got, 0, test::raw_envelope(tag, 8, context));
+    return test::wait_ok(b, *r) ? got[0] : -1;
+  };
+  EXPECT_EQ(recv_value(2), 20);
+  EXPECT_EQ(recv_value(1), 10);
+  EXPECT_EQ(recv_value(1, 7), 70);
+  EXPECT_EQ(recv_value(2), 21);
+  EXPECT_EQ(recv_value(1), 11);
+  EXPECT_EQ(recv_value(1), 12);
+}
+
+TEST(TcpTransport, ManySmallUnexpectedMessagesKeepTheirOrder) {
+  auto ts = thread_world(2);
+  constexpr int kCount = 2000;
+  std::vector<uint32_t> values(kCount);
+  std::vector<RequestPtr> sends;
+  for (int i = 0; i < kCount; ++i) {
+    values[static_cast<size_t>(i)] = static_cast<uint32_t>(i * 7 + 1);
+    sends.push_back(test::isend(*ts[0], {reinterpret_cast<const uint8_t*>(&values[static_cast<size_t>(i)]), 4}, 1, 4));
+  }
+  for (auto& s : sends) test::wait_ok(*ts[0], *s);
+  for (int i = 0; i < kCount; ++i) {
+    uint32_t got = 0;
+    auto r = test::irecv(*ts[1], {reinterpret_cast<uint8_t*>(&got), 4}, 0, 4);
+    ASSERT_TRUE(test::wait_ok(*ts[1], *r));
+    ASSERT_EQ(got, static_cast<uint32_t>(i * 7 + 1)) << "message " << i;
+  }
+}
+
+TEST(TcpTransport, AnySourceAndSpecificReceivesAreServedInPostingOrder) {
+  auto ts = thread_world(3);
+  test::run_ranks(3, [&](int r) {
+    Transport& t = *ts[static_cast<size_t>(r)];
+    if (r == 0) {
+      std::vector<std::vector<uint8_t>> got(4, std::vector<uint8_t>(1));
+      auto a = test::irecv(t, got[0], kAnySource, 7);
+      auto b = test::irecv(t, got[1], 1, 7);
+      auto c = test::irecv(t, got[2], kAnySource, 7);
+      auto d = test::irecv(t, got[3], 2, 7);
+      signal(t, 1);  // rank 1 sends two: the first goes to a (posted first), the second to b
+      test::wait_ok(t, *a);
+      test::wait_ok(t, *b);
+      EXPECT_EQ(a->source, 1);
+      EXPECT_EQ(got[0][0], 'x');
+      EXPECT_EQ(got[1][0], 'y');
+      EXPECT_FALSE(c->finished());
+      signal(t, 2);  // rank 2 sends two: c then d
+      test::wait_ok(t, *c);
+      test::wait_ok(t, *d);
+      EXPECT_EQ(c->source, 2);
+      EXPECT_EQ(got[2][0], 'p');
+      EXPECT_EQ(got[3][0], 'q');
+      // Unexpected messages from both, then any-source receives take both.
+      await_signal(t, 1);
+      await_signal(t, 2);
+      std::vector<uint8_t> one(1), two(1);
+      auto e = test::irecv(t, one, kAnySource, 8);
+      auto f = test::irecv(t, two, kAnySource, 8);
+      test::wait_ok(t, *e);
+      test::wait_ok(t, *f);
+      EXPECT_EQ(std::set<int>({e->source, f->source}), std::set<int>({1, 2}));
+      EXPECT_EQ(one[0] - '0', e->source);
+      EXPECT_EQ(two[0] - '0', f->source);
+    } else {
+      await_signal(t, 0);
+      test::wait_ok(t, *test::isend(t, bytes_of(r == 1 ? "x" : "p"), 0, 7));
+      test::wait_ok(t, *test::isend(t, bytes_of(r == 1 ? "y" : "q"), 0, 7));
+      test::wait_ok(t, *test::isend(t, bytes_of(r == 1 ? "1" : "2"), 0, 8));
+      signal(t, 0);
+    }
+  });
+}
+
+TEST(TcpTransport, SelfSendWorksPostedFirstAndUnexpected) {
+  for (int world : {1, 2}) {
+    auto ts = thread_world(world);
+    Transport& t = *ts[0];
+    const auto data = test::pattern(1000, 3);
+    std::vector<uint8_t> got(1000);
+    auto r = test::irecv(t, got, 0, 1);
+    test::wait_ok(t, *test::isend(t, data, 0, 1));
+    ASSERT_TRUE(test::wait_ok(t, *r));
+    EXPECT_EQ(got, data);
+    EXPECT_EQ(r->source, 0);
+    // Unexpected: a blocking send to oneself returns before the receive exists.
+    std::vector<uint8_t> copy = data;
+    test::wait_ok(t, *test::isend(t, copy, 0, 2));
+    std::fill(copy.begin(), copy.end(), 0);  // the message was kept as a copy
+    std::vector<uint8_t> got2(1000);
+    auto r2 = test::irecv(t, got2, kAnySource, 2);
+    ASSERT_TRUE(test::wait_ok(t, *r2));
+    EXPECT_EQ(got2, data);
+    // A size mismatch fails the receive, not the sender.
+    test::wait_ok(t, *test::isend(t, data, 0, 3));
+    std::vector<uint8_t> small(10);
+    THD_EXPECT_THROW_MSG(std::rethrow_exception(test::wait_error(t, *test::irecv(t, small, 0, 3))), ValueError,
+                         "1000 bytes");
+  }
+}
+
+TEST(TcpTransport, MismatchedSizeOrKindFailsTheReceiveAndTheStreamGoesOn) {
+  auto ts = thread_world(2);
+  Transport& a = *ts[0];
+  Transport& b = *ts[1];
+  // Posted first (the payload is discarded off the wire) and unexpected (its buffer is dropped).
+  const auto big = test::pattern(size_t{1} << 20, 1);
+  std::vector<uint8_t> too_small(100);
+  auto posted = test::irecv(b, too_small, 0, 1);
+  Envelope floats = test::raw_envelope(2, 8);
+  floats.kind.dtype = static_cast<uint8_t>(DType::Float32);
+  floats.kind.count = 2;
+  Envelope ints = floats;
+  ints.kind.dtype = static_cast<uint8_t>(DType::Int32);
+  const auto eight = test::pattern(8, 2);
+  test::wait_ok(a, *test::isend(a, big, 1, 1));
+  test::wait_ok(a, *test::isend(a, eight, 1, floats));
+  test::wait_ok(a, *test::isend(a, bytes_of("after"), 1, 3));
+
+  std::string message;
+  ErrorContext ctx;
+  EXPECT_TRUE(test::holds<ValueError>(test::wait_error(b, *posted), &message, &ctx)) << message;
+  EXPECT_NE(message.find("rank 0 sent send(1048576 bytes)"), std::string::npos) << message;
+  EXPECT_EQ(ctx.peer, 0);
+  std::vector<uint8_t> got8(8);
+  EXPECT_TRUE(test::holds<TypeError>(test::wait_error(b, *test::irecv(b, got8, 0, ints)), &message)) << message;
+  EXPECT_NE(message.find("float32"), std::string::npos) << message;
+  std::vector<uint8_t> after(5);
+  ASSERT_TRUE(test::wait_ok(b, *test::irecv(b, after, 0, 3)));
+  EXPECT_EQ(std::string(after.begin(), after.end()), "after");
+}
+
+TEST(TcpTransport, ConcurrentSendersAndReceiversOnSeveralThreads) {
+  auto ts = thread_world(2);
+  constexpr int kThreads = 4;
+  constexpr int kMessages = 300;
+  std::vector<std::thread> threads;
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([&, th] {
+      for (int i = 0; i < kMessages; ++i) {
+        const auto data = test::pattern(8 + static_cast<size_t>(i % 57), static_cast<uint32_t>(th * 1000 + i));
+        test::wait_ok(*ts[0], *test::isend(*ts[0], data, 1, th));
+      }
+    });
+    threads.emplace_back([&, th] {
+      for (int i = 0; i < kMessages; ++i) {
+        std::vector<uint8_t> got(8 + static_cast<size_t>(i % 57));
+        auto r = test::irecv(*ts[1], got, 0, th);
+        if (!test::wait_ok(*ts[1], *r)) return;
+        EXPECT_EQ(got, test::pattern(got.size(), static_cast<uint32_t>(th * 1000 + i))) << th << "/" << i;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// ---- waiting -----------------------------------------------------------------------------
+
+TEST(TcpTransport, WaitersThatBlockAreAllWokenWhateverFinishesTheirRequests) {
+  // No spinning: the first waiter blocks in epoll_wait as the poller, the others on
+  // their requests. Requests finished by socket events, by another thread's send to
+  // itself and by another thread's cancel all wake their waiters promptly.
+  for (auto spin : {0us, 20us}) {
+    SCOPED_TRACE(spin.count());
+    auto ts = thread_world(2, size_t{256} << 20, spin);
+    Transport& t = *ts[0];
+    constexpr int kWaiters = 4;
+    std::vector<std::vector<uint8_t>> got(kWaiters, std::vector<uint8_t>(1));
+    std::vector<RequestPtr> from_peer, from_self;
+    for (int i = 0; i < kWaiters; ++i) from_peer.push_back(test::irecv(t, got[static_cast<size_t>(i)], 1, i));
+    std::vector<uint8_t> self_got(1), never(1);
+    auto self = test::irecv(t, self_got, 0, 100);
+    auto cancelled = test::irecv(t, never, 1, 101);
+    std::vector<std::thread> waiters;
+    std::atomic<int> done{0};
+    for (int i = 0; i < kWaiters; ++i) {
+      waiters.emplace_back([&, i] {
+        if (test::wait_ok(t, *from_peer[static_cast<size_t>(i)])) ++done;
+      });
+    }
+    waiters.emplace_back([&] {
+      if (test::wait_ok(t, *self)) ++done;
+    });
+    waiters.emplace_back([&] {
+      if (test::holds<ValueError>(test::wait_error(t, *cancelled))) ++done;
+    });
+    std::this_thread::sleep_for(20ms);  // everyone is waiting now
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = kWaiters - 1; i >= 0; --i) {
+      const uint8_t v = static_cast<uint8_t>(i);
+      test::wait_ok(*ts[1], *test::isend(*ts[1], {&v, 1}, 0, i));
+    }
+    std::thread([&] { test::wait_ok(t, *test::isend(t, bytes_of("s"), 0, 100)); }).join();
+    std::thread([&] { t.cancel(cancelled, std::make_exception_ptr(ValueError("cancelled"))); }).join();
+    for (auto& w : waiters) w.join();
+    EXPECT_EQ(done.load(), kWaiters + 2);
+    // Well inside the poller's own 100 ms safety wake-up: nobody waited for it.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 90ms);
+    for (int i = 0; i < kWaiters; ++i) EXPECT_EQ(got[static_cast<size_t>(i)][0], i);
+  }
+}
+
+TEST(TcpTransport, PollerIsWokenWhenAnotherThreadFinishesItsRequest) {
+  // A lone waiter ends up blocked in epoll_wait; no socket event comes for a
+  // receive from itself or for a cancel, so the thread that finishes it must wake it.
+  auto ts = thread_world(1, size_t{256} << 20, 0us);
+  Transport& t = *ts[0];
+  for (bool by_cancel : {false, true}) {
+    std::vector<uint8_t> got(1);
+    auto r = test::irecv(t, got, 0, 1);
+    std::chrono::steady_clock::time_point finished_at;
+    std::thread other([&] {
+      std::this_thread::sleep_for(20ms);
+      finished_at = std::chrono::steady_clock::now();
+      if (by_cancel) {
+        t.cancel(r, std::make_exception_ptr(ValueError("cancelled")));
+      } else {
+        test::wait_ok(t, *test::isend(t, bytes_of("x"), 0, 1));
+      }
+    });
+    const std::exception_ptr e = test::wait_error(t, *r);
+    const auto woke_at = std::chrono::steady_clock::now();
+    other.join();
+    EXPECT_EQ(test::holds<ValueError>(e), by_cancel) << test::what(e);
+    EXPECT_LT(woke_at - finished_at, 50ms) << "by cancel: " << by_cancel;
+  }
+}
+
+TEST(TcpTransport, SpinningPausesWhileItCostsOthersTheirCpu) {
+  using Outcome = tcp::SpinPolicy::Outcome;
+  constexpr int kMaxPause = tcp::SpinPolicy::kMaxPause;
+  auto spins_in = [](tcp::SpinPolicy& p, int waits) {
+    int spins = 0;
+    for (int i = 0; i < waits; ++i) spins += p.budget().count() > 0;
+    return spins;
+  };
+  tcp::SpinPolicy policy(40us, /*oversubscribed=*/false);
+  EXPECT_EQ(spins_in(policy, 100), 100);
+  EXPECT_EQ(policy.budget(), 40us);
+  // Spins that complete, or run out on an idle machine, change nothing.
+  for (int i = 0; i < 5; ++i) {
+    policy.record_spin(Outcome::Completed, true);
+    policy.record_spin(Outcome::RanOut, false);
+  }
+  EXPECT_EQ(policy.pause(), 0);
+  // Spinners descheduled, or running out while threads wait for a core: pause
+  // spinning, longer each time.
+  policy.record_spin(Outcome::Descheduled, false);
+  policy.record_spin(Outcome::RanOut, true);
+  policy.record_spin(Outcome::Descheduled, false);
+  EXPECT_EQ(policy.pause(), 7);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(policy.budget(), 0us) << i;
+  EXPECT_EQ(policy.budget(), 40us);  // the probe
+  // Probes that complete shorten the pause until spinning resumes.
+  policy.record_spin(Outcome::Completed, false);
+  EXPECT_EQ(policy.pause(), 3);
+  policy.record_spin(Outcome::Completed, false);
+  policy.record_spin(Outcome::Completed, false);
+  EXPECT_EQ(spins_in(policy, 10), 10);
+  for (int i = 0; i < 20; ++i) policy.record_spin(Outcome::Descheduled, false);
+  EXPECT_EQ(policy.pause(), kMaxPause);
+
+  // Oversubscribed: paused from the start, probing once per pause.
+  tcp::SpinPolicy crowded(40us, /*oversubscribed=*/true);
+  EXPECT_EQ(spins_in(crowded, kMaxPause), 1);
+  tcp::SpinPolicy never(0us, false);
+  EXPECT_EQ(spins_in(never, 100), 0);
+  // More ranks on loopback than cores counts as oversubscribed.
+  DataChannelOptions o;
+  o.world_size = tcp::usable_cpus() + 1;
+  EXPECT_TRUE(tcp::tuning_for(o, [](const char*) { return std::nullopt; }).oversubscribed);
+  o.world_size = 1;
+  EXPECT_FALSE(tcp::tuning_for(o, [](const char*) { return std::nullopt; }).oversubscribed);
+
+  // The runnable-thread count of /proc/loadavg.
+  EXPECT_EQ(tcp::parse_runnable("0.52 0.58 0.59 3/257 12345\n"), 3);
+  EXPECT_EQ(tcp::parse_runnable("1.00 2.00 3.00 17/900 1"), 17);
+  for (const char* bad : {"", "0.52 0.58 0.59", "0.52 0.58 0.59 /257 1", "0.52 0.58 0.59 x/257 1", "a b c -1/2 3"}) {
+    EXPECT_EQ(tcp::parse_runnable(bad), -1) << bad;
+  }
+  tcp::RunQueue huge(1 << 20);
+  EXPECT_FALSE(huge.busy());  // this machine has fewer runnable threads than a million cores
+  tcp::RunQueue none(0);
+  EXPECT_TRUE(none.busy());  // and at least one: this one
+}
+
+// ---- wire format ---------------------------------------------------------------------------
+
+TEST(TcpTransport, FrameHeadersRoundTripAndBadOnesAreRefused) {
+  Envelope e = test::raw_envelope(int64_t{1} << 40, 12, 77);
+  e.kind.op = detail::MessageOp::Reduce;
+  e.kind.dtype = static_cast<uint8_t>(DType::Float64);
+  e.kind.reduce = static_cast<uint8_t>(ReduceOp::Max);
+  e.kind.root = 3;
+  tcp::FrameHeaderBytes bytes = tcp::encode_frame_header(e, 96);
+  tcp::FrameHeader h;
+  std::string why;
+  ASSERT_TRUE(tcp::decode_frame_header(bytes, &h, &why)) << why;
+  EXPECT_EQ(h.envelope.context, 77u);
+  EXPECT_EQ(h.envelope.tag, int64_t{1} << 40);
+  EXPECT_EQ(h.envelope.kind, e.kind);
+  EXPECT_EQ(h.payload_bytes, 96u);
+  EXPECT_EQ(bytes[8], 0);  // little-endian tag: 2^40 is byte 5
+  EXPECT_EQ(bytes[13], 1);
+  auto refused = [&](auto mutate, const std::string& needle) {
+    tcp::FrameHeaderBytes b = bytes;
+    mutate(b);
+    std::string reason;
+    EXPECT_FALSE(tcp::decode_frame_header(b, &h, &reason)) << needle;
+    EXPECT_NE(reason.find(needle), std::string::npos) << reason;
+  };
+  refused([](auto& b) { b[1] = 'X'; }, "magic");
+  refused([](auto& b) { b[15] = 0x80; }, "negative tag");
+  refused([](auto& b) { b[23] = 0x01; }, "payload");
+  refused([](auto& b) { b[36] = 10; }, "op code 10");
+  refused([](auto& b) { b[39] = 1; }, "reserved");
+
+  tcp::Hello hello{5, 9, {}};
+  hello.channel[3] = 42;
+  tcp::Hello back;
+  ASSERT_TRUE(tcp::decode_hello(tcp::encode_hello(hello), &back, &why)) << why;
+  EXPECT_EQ(back.rank, 5);
+  EXPECT_EQ(back.world_size, 9);
+  EXPECT_EQ(back.channel, hello.channel);
+  tcp::HelloBytes wrong = tcp::encode_hello(hello);
+  wrong[4] = 2;  // another wire version
+  EXPECT_FALSE(tcp::decode_hello(wrong, &back, &why));
+  EXPECT_NE(why.find("version 2"), std::string::npos) << why;
+}
+
+TEST(TcpTransport, PublishedEndpointsParseBack) {
+  std::string host;
+  uint16_t port = 0;
+  ASSERT_TRUE(tcp::parse_endpoint("127.0.0.1:29500", &host, &port));
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 29500);
+  ASSERT_TRUE(tcp::parse_endpoint("[::1]:7", &host, &port));
+  EXPECT_EQ(host, "::1");
+  EXPECT_EQ(port, 7);
+  for (const char* bad : {"", "host", "host:", ":5", "host:0", "host:65536", "host:5x", "[::1]5", "[::1"}) {
+    EXPECT_FALSE(tcp::parse_endpoint(bad, &host, &port)) << bad;
+  }
+  EXPECT_EQ(tcp::published_host("10.1.2.3"), "10.1.2.3");
+  EXPECT_NE(tcp::published_host("0.0.0.0"), "0.0.0.0");  // a wildcard is not an address to reach
+}
+
+// ---- flow control ------------------------------------------------------------------------
+
+TEST(TcpTransport, FullUnexpectedBudgetStopsReadingUntilReceivesDrainIt) {
+  // Rank 1 buffers at most 1 MiB from rank 0: the rest waits in the socket (and in
+  // rank 0's queue) until receives take what is buffered.
+  auto ts = thread_world(2, size_t{1} << 20);
+  constexpr int kSmall = 8;
+  const size_t small = 512 << 10;
+  // Over the whole budget (received straight from the socket), and more than the
+  // kernel's socket buffers hold (up to 4 + 32 MiB here).
+  const size_t large = size_t{64} << 20;
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<RequestPtr> sends;
+  for (int i = 0; i < kSmall; ++i) {
+    data.push_back(test::pattern(small, static_cast<uint32_t>(i)));
+    sends.push_back(test::isend(*ts[0], data.back(), 1, i));
+  }
+  data.push_back(test::pattern(large, 99));
+  sends.push_back(test::isend(*ts[0], data.back(), 1, 99));
+  EXPECT_FALSE(ts[0]->wait(*sends.back(), in(100ms)));  // held back by rank 1's budget
+  auto& receiver = dynamic_cast<tcp::TcpTransport&>(*ts[1]);
+  EXPECT_GE(receiver.unexpected_bytes(0), small);
+  EXPECT_LE(receiver.unexpected_bytes(0), size_t{1} << 20);
+  // The large one goes straight from the socket into its receive once the stream
+  // reaches it. The small ones are taken in pairs, second first: one is buffered,
+  // the other still parked in the socket (the stream is not read past it, so
+  // receives must take what is buffered for the rest to come).
+  std::vector<uint8_t> got(large);
+  auto big = test::irecv(*ts[1], got, 0, 99);
+  for (int i : {1, 0, 3, 2, 5, 4, 7, 6}) {
+    std::vector<uint8_t> g(small);
+    ASSERT_TRUE(test::wait_ok(*ts[1], *test::irecv(*ts[1], g, 0, i)));
+    EXPECT_EQ(g, data[static_cast<size_t>(i)]) << i;
+  }
+  ASSERT_TRUE(test::wait_ok(*ts[1], *big));
+  EXPECT_EQ(got, data.back());
+  for (auto& s : sends) test::wait_ok(*ts[0], *s);
+}
+
+// ---- cancellation ------------------------------------------------------------------------
+
+TEST(TcpTransport, CancelledReceiveIsWithdrawnAndTheMessageGoesToTheNextOne) {
+  auto ts = thread_world(2);
+  std::vector<uint8_t> first(4), second(4);
+  auto r = test::irecv(*ts[1], first, 0, 9);
+  EXPECT_FALSE(ts[1]->wait(*r, in(20ms)));
+  auto why = std::make_exception_ptr(TimeoutError("deadline passed"));
+  ts[1]->cancel(r, why);
+  ASSERT_EQ(r->status(), RequestState::Failed);
+  EXPECT_EQ(r->error, why);
+  test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("abcd"), 1, 9));
+  ASSERT_TRUE(test::wait_ok(*ts[1], *test::irecv(*ts[1], second, 0, 9)));
+  EXPECT_EQ(std::string(second.begin(), second.end()), "abcd");
+  EXPECT_EQ(std::string(first.begin(), first.end()), std::string(4, '\0'));
+  ts[1]->cancel(r, why);  // finished: left alone
+}
+
+TEST(TcpTransport, ReceiveCancelledWhileItsPayloadArrivesKeepsTheStreamInStep) {
+  // Cancelled before, during or after its payload arrives (the timing varies by
+  // round): whichever it was, the receive's memory is not touched after cancel()
+  // returns, and the next message on the stream arrives intact.
+  auto ts = thread_world(2);
+  const auto data = test::pattern(size_t{16} << 20, 5);
+  int round = 0;
+  for (auto delay : {0us, 200us, 1000us, 3000us}) {
+    ++round;
+    std::vector<uint8_t> got(data.size());
+    auto r = test::irecv(*ts[1], got, 0, 10 + round);
+    auto s = test::isend(*ts[0], data, 1, 10 + round);
+    std::this_thread::sleep_for(delay);
+    ts[1]->cancel(r, std::make_exception_ptr(TimeoutError("cancelled")));
+    EXPECT_TRUE(r->finished());
+    const std::vector<uint8_t> at_cancel = got;
+    test::wait_ok(*ts[0], *s);
+    std::vector<uint8_t> after(6);
+    auto marker = test::irecv(*ts[1], after, 0, 2);
+    test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("marker"), 1, 2));
+    ASSERT_TRUE(test::wait_ok(*ts[1], *marker)) << "round " << round;
+    EXPECT_EQ(std::string(after.begin(), after.end()), "marker");
+    EXPECT_TRUE(got == at_cancel) << "round " << round << ": written after cancel";
+  }
+}
+
+TEST(TcpTransport, SendCancelledMidMessageIsFinishedFromACopy) {
+  auto ts = thread_world(2, size_t{1} << 20);  // rank 1 does not read the 64 MiB until asked
+  const auto original = test::pattern(size_t{64} << 20, 8);  // more than the socket buffers hold
+  auto buffer = std::make_unique<std::vector<uint8_t>>(original);
+  auto s = test::isend(*ts[0], *buffer, 1, 1);
+  EXPECT_FALSE(ts[0]->wait(*s, in(100ms)));
+  ts[0]->cancel(s, std::make_exception_ptr(TimeoutError("send timed out")));
+  EXPECT_EQ(s->status(), RequestState::Failed);
+  buffer.reset();  // the caller may free its memory once the send has failed
+  std::vector<uint8_t> got(original.size());
+  ASSERT_TRUE(test::wait_ok(*ts[1], *test::irecv(*ts[1], got, 0, 1)));
+  EXPECT_TRUE(got == original);
+  std::vector<uint8_t> after(2);
+  auto r = test::irecv(*ts[1], after, 0, 2);
+  test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("ok"), 1, 2));
+  ASSERT_TRUE(test::wait_ok(*ts[1], *r));
+}
+
+// ---- faults ------------------------------------------------------------------------------
+
+TEST(TcpTransport, DestroyingFailsPendingRequestsAndThePeerSeesItLost) {
+  auto ts = thread_world(2);
+  std::vector<uint8_t> a(4), b(4);
+  auto mine = test::irecv(*ts[0], a, 1, 1);
+  auto theirs = test::irecv(*ts[1], b, 0, 1);
+  auto any = test::irecv(*ts[1], b, kAnySource, 2);
+  const auto start = std::chrono::steady_clock::now();
+  ts[0].reset();
+  std::string message;
+  EXPECT_TRUE(test::holds<ConnectionError>(mine->error, &message)) << test::what(mine->error);
+  EXPECT_NE(message.find("channel closed"), std::string::npos) << message;
+  ErrorContext ctx;
+  EXPECT_TRUE(test::holds<PeerLost>(test::wait_error(*ts[1], *theirs, 2s), &message, &ctx)) << message;
+  EXPECT_EQ(ctx.peer, 0);
+  EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_NE(ts[1]->peer_error(0), nullptr);
+  EXPECT_FALSE(any->finished());  // one lost peer does not fail an any-source receive
+  // Later operations with the lost rank fail at once.
+  auto late = test::isend(*ts[1], b, 0, 3);
+  EXPECT_TRUE(test::holds<PeerLost>(late->error));
+  EXPECT_TRUE(test::holds<PeerLost>(test::irecv(*ts[1], b, 0, 3)->error));
+  ts[1]->cancel(any, std::make_exception_ptr(TimeoutError("done")));
+}
+
+// Plays rank 1 of a world of 2 by hand against a real rank 0, to send what a thd
+// rank never would.
+struct FakeRank1 {
+  std::shared_ptr<HashStore> store = std::make_shared<HashStore>(test::kLong);
+  TransportPtr rank0;
+  Socket sock;
+
+  explicit FakeRank1(size_t unexpected_limit = size_t{256} << 20) {
+    std::thread t0([&] { rank0 = tcp::make_transport(options_for(store, 0, 2), tuning(2, unexpected_limit)); });
+    sock = connect_to_rank0(*store);
+    EXPECT_EQ(introduce(sock, {1, 2, channel_of(*store)}).size(), tcp::kHelloBytes);
+    t0.join();
+  }
+  void send(std::span<const uint8_t> bytes) { sock.send_all(bytes, in(test::kLong), "test"); }
+};
+
+TEST(TcpTransport, MalformedFrameFromAnAuthenticatedPeerDropsOnlyThatPeer) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    FakeRank1 fake;
+    ASSERT_NE(fake.rank0, nullptr);
+    Transport& t = *fake.rank0;
+    // A well-formed frame first: the fake speaks the protocol.
+    std::vector<uint8_t> got(3);
+    auto ok = test::irecv(t, got, 1, 4);
+    fake.send(tcp::encode_frame_header(test::raw_envelope(4, 3), 3));
+    fake.send(bytes_of("abc"));
+    ASSERT_TRUE(test::wait_ok(t, *ok));
+    EXPECT_EQ(std::string(got.begin(), got.end()), "abc");
+
+    auto pending = test::irecv(t, got, 1, 5);
+    tcp::FrameHeaderBytes bad = tcp::encode_frame_header(test::raw_envelope(5, 3), 3);
+    if (variant == 0) bad[0] = 'X';                                        // magic
+    if (variant == 1) bad = tcp::encode_frame_header(test::raw_envelope(5, 3), uint64_t{1} << 60);  // size
+    if (variant == 2) bad[36] = 200;                                       // op
+    fake.send(bad);
+    std::string message;
+    ErrorContext ctx;
+    EXPECT_TRUE(test::holds<PeerLost>(test::wait_error(t, *pending, 2s), &message, &ctx)) << message;
+    EXPECT_NE(message.find("malformed"), std::string::npos) << message;
+    EXPECT_EQ(ctx.peer, 1);
+    EXPECT_NE(t.peer_error(1), nullptr);
+    EXPECT_TRUE(closed_by_peer(fake.sock));
+    // The transport itself carries on.
+    std::vector<uint8_t> self(2);
+    auto r = test::irecv(t, self, 0, 1);
+    test::wait_ok(t, *test::isend(t, bytes_of("hi"), 0, 1));
+    EXPECT_TRUE(test::wait_ok(t, *r));
+  }
+}
+
+TEST(TcpTransport, ParkedMessageAlreadyInTheReadBufferIsDeliveredOnceUnparked) {
+  // Three 1 KiB frames in one segment; rank 0 buffers at most 2 KiB from rank 1,
+  // so the second is parked with its payload, and the third frame, already read.
+  for (bool take_parked_first : {false, true}) {
+    SCOPED_TRACE(take_parked_first);
+    FakeRank1 fake(2048);
+    ASSERT_NE(fake.rank0, nullptr);
+    Transport& t = *fake.rank0;
+    std::vector<uint8_t> frames;
+    for (int tag = 0; tag < 3; ++tag) {
+      const auto header = tcp::encode_frame_header(test::raw_envelope(tag, 1024), 1024);
+      const auto payload = test::pattern(1024, static_cast<uint32_t>(tag));
+      frames.insert(frames.end(), header.begin(), header.end());
+      frames.insert(frames.end(), payload.begin(), payload.end());
+    }
+    std::vector<uint8_t> got2(1024);
+    auto third = test::irecv(t, got2, 1, 2);
+    fake.send(frames);
+    std::this_thread::sleep_for(20ms);  // read and parked by now
+    EXPECT_FALSE(third->finished());
+    std::vector<uint8_t> got0(1024), got1(1024);
+    auto first = take_parked_first ? test::irecv(t, got1, 1, 1) : test::irecv(t, got0, 1, 0);
+    ASSERT_TRUE(test::wait_ok(t, *first));
+    ASSERT_TRUE(test::wait_ok(t, *third, 2s));
+    EXPECT_EQ(got2, test::pattern(1024, 2));
+    auto second = take_parked_first ? test::irecv(t, got0, 1, 0) : test::irecv(t, got1, 1, 1);
+    ASSERT_TRUE(test::wait_ok(t, *second));
+    EXPECT_EQ(got0, test::pattern(1024, 0));
+    EXPECT_EQ(got1, test::pattern(1024, 1));
+  }
+}
+
+TEST(TcpTransport, PeerKilledWithSigkillFailsPendingReceivesWithPeerLost) {
+  test::TempDir dir;
+  const std::string path = dir.file("store");
+  constexpr int kWorld = 3;
+  auto make = [&](int rank) {
+    auto store = std::make_shared<FileStore>(path, kWorld, test::kLong);
+    return tcp::make_transport(options_for(store, rank, kWorld), tuning(kWorld));
+  };
+  test::Children children;
+  children.spawn([&] {  // rank 1: answers rank 0 once asked, then waits to be let go
+    auto t = make(1);
+    await_signal(*t, 0);
+    test::wait_ok(*t, *test::isend(*t, bytes_of("1"), 0, 2));
+    await_signal(*t, 0);
+    return ::testing::Test::HasFailure() ? 1 : 0;
+  });
+  const pid_t victim = children.spawn([&] {  // rank 2: says it is ready, then hangs until killed
+    auto t = make(2);
+    signal(*t, 0);
+    std::this_thread::sleep_for(test::kLong);
+    return 2;
+  });
+  auto t = make(0);
+  await_signal(*t, 2);
+  std::vector<uint8_t> from2(4), from_any(1);
+  auto pending = test::irecv(*t, from2, 2, 1);
+  auto any = test::irecv(*t, from_any, kAnySource, 2);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  std::string message;
+  ErrorContext ctx;
+  EXPECT_TRUE(test::holds<PeerLost>(test::wait_error(*t, *pending, 3s), &message, &ctx)) << message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(ctx.peer, 2);
+  EXPECT_NE(message.find("rank 2"), std::string::npos) << message;
+  EXPECT_NE(t->peer_error(2), nullptr);
+  EXPECT_EQ(t->peer_error(1), nullptr);
+  EXPECT_TRUE(test::holds<PeerLost>(test::isend(*t, from2, 2, 1)->error));
+  // The any-source receive is still open, and rank 1 can still fill it.
+  EXPECT_FALSE(any->finished());
+  signal(*t, 1);
+  ASSERT_TRUE(test::wait_ok(*t, *any));
+  EXPECT_EQ(any->source, 1);
+  signal(*t, 1);
+  const auto codes = children.wait_all();
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 128 + SIGKILL);
+}
+
+TEST(TcpTransport, ForkedRanksOverATCPStorePassMessagesAroundARing) {
+  constexpr int kWorld = 3;
+  const uint16_t port = test::free_port();
+  auto ring = [&](int rank) {
+    auto store = std::make_shared<TCPStore>(TCPStoreOptions{
+        .port = port, .is_server = rank == 0, .world_size = kWorld, .timeout = test::kLong, .token = test::kToken});
+    auto t = tcp::make_transport(options_for(std::make_shared<PrefixStore>("tcp", store), rank, kWorld),
+                                 tuning(kWorld));
+    const size_t n = (size_t{1} << 20) + 3;
+    const auto mine = test::pattern(n, static_cast<uint32_t>(rank));
+    std::vector<uint8_t> got(n);
+    auto r = test::irecv(*t, got, (rank + kWorld - 1) % kWorld, 1);
+    auto s = test::isend(*t, mine, (rank + 1) % kWorld, 1);
+    const bool ok = test::wait_ok(*t, *s) && test::wait_ok(*t, *r) &&
+                    got == test::pattern(n, static_cast<uint32_t>((rank + kWorld - 1) % kWorld));
+    return std::pair(ok ? 0 : 1, store);
+  };
+  test::Children children;
+  children.spawn([&] { return ring(1).first; });
+  children.spawn([&] { return ring(2).first; });
+  auto [code, server] = ring(0);
+  EXPECT_EQ(code, 0);
+  // The store (and its server) outlives the children's use of it.
+  EXPECT_EQ(children.wait_all(), std::vector<int>({0, 0}));
+}
+
+}  // namespace
+}  // namespace thd
