@@ -1,0 +1,79 @@
+// Watching the ranks of a running job: reaping them, forwarding signals to them,
+// stopping them all when one fails, and copying their tagged output. The loop
+// does not know how the ranks were started (launch.cpp) or what they run.
+//
+// Policy (docs/thdrun.md):
+// - The first rank to exit non-zero or by a signal is reported on stderr
+//   ("thdrun: rank 1 (pid 4242) exited with status 3"); the others get SIGTERM,
+//   then SIGKILL after the grace period. The job's status is that rank's (128 +
+//   signal for a signal). Later failures, of ranks stopped by the launcher or
+//   not, are not reported.
+// - SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to every running rank's
+//   process group; a second SIGINT sends SIGKILL instead. A job that was
+//   interrupted and whose ranks all exit 0 ends with 128 + the first signal.
+// - Every rank is reaped before wait() returns: no zombies, no orphans.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tools/thdrun/signals.h"
+#include "tools/thdrun/spawn.h"
+#include "tools/thdrun/tagged_output.h"
+
+namespace thd::launch {
+
+struct SupervisorOptions {
+  // SIGTERM -> SIGKILL when stopping the job after a failure.
+  std::chrono::milliseconds kill_grace{5000};
+};
+
+class Supervisor {
+ public:
+  Supervisor(SignalEvents& signals, SupervisorOptions options);
+  // Destroying it kills (SIGKILL) and reaps every rank still running.
+  ~Supervisor() = default;
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Takes a started rank, and the pipes carrying its output when tagged.
+  void add(int rank, ChildProcess process, std::vector<TaggedOutput> outputs);
+
+  // Supervises until every rank has been reaped and returns the job's exit status.
+  // Waits as long as the job runs (a launcher has no business timing out a job);
+  // once it stops the job, SIGKILL follows SIGTERM after the grace period.
+  int wait();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct Rank {
+    int rank;
+    ChildProcess process;
+    std::vector<TaggedOutput> outputs;
+  };
+
+  int running() const;
+  void reap();
+  void on_exit(Rank& r, int wait_status);
+  void on_signal(int sig);
+  void begin_stop();
+  void kill_remaining(const std::string& why);
+  int poll_timeout_ms() const;
+  int exit_status() const;
+
+  SignalEvents& signals_;
+  SupervisorOptions options_;
+  std::vector<Rank> ranks_;
+
+  std::optional<int> first_failure_;   // its exit status; later failures do not count
+  std::optional<int> interrupted_by_;  // the first signal forwarded
+  bool sigint_seen_ = false;
+  std::optional<Clock::time_point> kill_at_;  // set while stopping, until SIGKILL is sent
+};
+
+}  // namespace thd::launch
