@@ -1,0 +1,269 @@
+// Point to point: send/recv/isend/irecv of tensors and bytes, tags, kAnySource,
+// the non-overtaking rule, Request semantics, and receive timeouts.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "backends.h"
+#include "checks.h"
+#include "op_checks.h"
+#include "rank_threads.h"
+#include "tensors.h"
+
+namespace thd::conformance {
+namespace {
+
+using std::chrono::milliseconds;
+
+class P2P : public BackendTest {};
+
+std::span<const uint8_t> bytes_of(const Tensor& t) {
+  return {static_cast<const uint8_t*>(t.numel() ? t.data_ptr() : nullptr), t.nbytes()};
+}
+std::span<uint8_t> writable_bytes_of(Tensor& t) {
+  return {static_cast<uint8_t*>(t.numel() ? t.data_ptr() : nullptr), t.nbytes()};
+}
+
+TEST_P(P2P, TensorsOfEveryDtypeAndSize) {
+  run_world(backend(), 3, [](RankEnv& env) {
+    int64_t tag = 0;  // a tag (and data) of its own for every case
+    for (DType dtype : all_dtypes()) {
+      for (int64_t numel : kSmallSizes) {
+        ++tag;
+        check_send_recv_ring(env.dc, dtype, numel, tag, 10 + tag);
+      }
+    }
+    ++tag;
+    check_send_recv_ring(env.dc, kFloat32, large_numel(kFloat32), tag, 10 + tag);
+    ++tag;
+    check_send_recv_ring(env.dc, kUInt8, large_numel(kUInt8), tag, 10 + tag);
+  });
+}
+
+TEST_P(P2P, BytesOfEverySize) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    int64_t tag = 0;
+    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{(1u << 20) + 3}}) {
+      ++tag;
+      check_bytes_ring(env.dc, n, tag, 50 + tag);
+    }
+  });
+}
+
+TEST_P(P2P, AnySourceReportsEachSender) {
+  for (int n : {3, 5}) {
+    run_world(backend(), n, [](RankEnv& env) {
+      for (int64_t round = 0; round < 3; ++round) check_any_source(env.dc, 20 + round, 90 + round);
+      // The async and byte forms say who sent through Request::source().
+      if (env.rank != 0) {
+        const Tensor mine = pattern(kUInt8, 3, seed_of(env.rank, 99));
+        env.dc.send_bytes(bytes_of(mine), 0, {.tag = 30});
+        return;
+      }
+      std::set<int> seen;
+      for (int i = 1; i < env.size; ++i) {
+        Tensor got = sentinel(kUInt8, {3});
+        Request r = env.dc.irecv_bytes(writable_bytes_of(got), kAnySource, {.tag = 30});
+        r.wait();
+        const int source = r.source();
+        require(source >= 1 && source < env.size && seen.insert(source).second,
+                "irecv_bytes from kAnySource: Request::source() is " + std::to_string(source));
+        require(r.bytes() == 3, "irecv_bytes from kAnySource: Request::bytes() is " + std::to_string(r.bytes()));
+        require_same(got, pattern(kUInt8, 3, seed_of(source, 99)), "irecv_bytes from kAnySource");
+      }
+    });
+  }
+}
+
+TEST_P(P2P, TagsMatchMessagesWhateverTheOrder) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    if (env.rank == 0) {
+      std::vector<Request> sent;
+      for (int64_t tag : {1, 2, 3}) sent.push_back(env.dc.isend(Tensor::full({4}, tag * 10, kInt64), 1, {.tag = tag}));
+      wait_all(sent);
+      return;
+    }
+    for (int64_t tag : {3, 1, 2}) {
+      Tensor got = sentinel(kInt64, {4});
+      env.dc.recv(got, 0, {.tag = tag});
+      require_same(got, Tensor::full({4}, tag * 10, kInt64), "recv with tag " + std::to_string(tag));
+    }
+  });
+}
+
+TEST_P(P2P, MessagesWithOneTagArriveInSendOrder) {
+  constexpr int kMessages = 24;
+  // Small and large messages alternate: a large one must not be overtaken by the
+  // small one sent after it.
+  auto numel_of = [](int i) -> int64_t { return i % 2 == 0 ? 1 : 65536 + i; };
+  run_world(backend(), 2, [&](RankEnv& env) {
+    if (env.rank == 0) {
+      std::vector<Request> sent;
+      for (int i = 0; i < kMessages; ++i) sent.push_back(env.dc.isend(Tensor::full({numel_of(i)}, i, kInt32), 1));
+      wait_all(sent);
+      return;
+    }
+    std::vector<Tensor> got;
+    std::vector<Request> received;
+    for (int i = 0; i < kMessages; ++i) {
+      got.push_back(sentinel(kInt32, {numel_of(i)}));
+      received.push_back(env.dc.irecv(got.back(), 0));
+    }
+    wait_all(received);
+    for (int i = 0; i < kMessages; ++i) {
+      require_same(got[static_cast<size_t>(i)], Tensor::full({numel_of(i)}, i, kInt32),
+                   "message " + std::to_string(i) + " of " + std::to_string(kMessages) + " with tag 0");
+    }
+  });
+}
+
+TEST_P(P2P, StridedTensorTravelsInRowMajorOrder) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    const Tensor base = pattern(kFloat64, 12, 5).reshape({3, 4});
+    if (env.rank == 0) {
+      env.dc.send(base.transpose(0, 1), 1);
+    } else {
+      Tensor got = sentinel(kFloat64, {12});
+      env.dc.recv(got, 0);
+      require_same(got, base.transpose(0, 1).contiguous(), "recv of a sent transposed tensor");
+    }
+  });
+}
+
+TEST_P(P2P, AsyncSendKeepsItsTensorAlive) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    if (env.rank == 0) {
+      // The only handle to the tensor is the one the Request keeps.
+      Request r = env.dc.isend(pattern(kFloat32, 100000, 6), 1, {.tag = 4});
+      env.sync.arrive_and_wait();
+      r.wait();
+      return;
+    }
+    env.sync.arrive_and_wait();  // the receive is posted after the sender dropped its handle
+    Tensor got = sentinel(kFloat32, {100000});
+    env.dc.recv(got, 0, {.tag = 4});
+    require_same(got, pattern(kFloat32, 100000, 6), "isend of a temporary tensor");
+  });
+}
+
+TEST_P(P2P, RecvTimesOutAndTheTagStaysUsable) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    if (env.rank == 1) {
+      Tensor got = sentinel(kInt64, {3});
+      const milliseconds took = time_of([&] {
+        require_throws<TimeoutError>([&] { env.dc.recv(got, 0, {.tag = 1, .timeout = milliseconds(200)}); },
+                                     {"recv"}, "recv with no sender and a 200 ms timeout");
+      });
+      require(took >= milliseconds(150) && took < milliseconds(5000),
+              "recv with a 200 ms timeout failed after " + std::to_string(took.count()) + " ms");
+      require_same(got, sentinel(kInt64, {3}), "the buffer of a recv that timed out");
+    }
+    env.sync.arrive_and_wait();
+    // A message sent after the timed-out receive is not swallowed by it.
+    if (env.rank == 0) {
+      env.dc.send(Tensor::full({3}, 42, kInt64), 1, {.tag = 1});
+    } else {
+      Tensor got = sentinel(kInt64, {3});
+      env.dc.recv(got, 0, {.tag = 1});
+      require_same(got, Tensor::full({3}, 42, kInt64), "recv on the tag of an earlier timed-out recv");
+    }
+  });
+}
+
+TEST_P(P2P, PendingIrecvCanBeWaitedForWithATimeoutAndAgain) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    const Tensor payload = pattern(kInt32, 9, 7);
+    if (env.rank == 0) {
+      env.sync.arrive_and_wait();  // until rank 1 has seen its receive pending
+      env.dc.send(payload, 1, {.tag = 2});
+      return;
+    }
+    Tensor got = sentinel(kInt32, {9});
+    Request r = env.dc.irecv(got, 0, {.tag = 2});
+    require(!r.test(), "Request::test() of an irecv with no sender yet is true");
+    require_throws<TimeoutError>([&] { r.wait(milliseconds(50)); }, {}, "Request::wait(50 ms) of a pending irecv");
+    require(!r.test(), "Request::test() is true after wait(timeout) gave up, though nothing was sent");
+    require(r.error() == nullptr, "Request::error() of a pending irecv is set after wait(timeout) gave up");
+    env.sync.arrive_and_wait();
+    r.wait();
+    require(r.test(), "Request::test() is false after wait() returned");
+    require(r.error() == nullptr, "Request::error() is set on a request that succeeded");
+    require(r.source() == 0, "Request::source() is " + std::to_string(r.source()) + ", expected 0");
+    require(r.bytes() == payload.nbytes(), "Request::bytes() is " + std::to_string(r.bytes()) + ", expected " +
+                                               std::to_string(payload.nbytes()));
+    require_same(got, payload, "irecv waited for again after a wait(timeout)");
+  });
+}
+
+TEST_P(P2P, FailedRequestReportsItsErrorWithoutThrowingFromTest) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    if (env.rank == 0) return;
+    Tensor got = sentinel(kInt64, {2});
+    Request r = env.dc.irecv(got, 0, {.tag = 3, .timeout = milliseconds(100)});
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!r.test()) {
+      require(std::chrono::steady_clock::now() < give_up, "an irecv with a 100 ms timeout is pending after 5 s");
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    require_error<TimeoutError>(r.error(), {}, "Request::error() of an irecv that timed out");
+    require_throws<TimeoutError>([&] { r.wait(); }, {}, "Request::wait() of an irecv that timed out");
+    require_throws<TimeoutError>([&] { r.wait(milliseconds(10)); }, {},
+                                 "Request::wait(10 ms) of an irecv that timed out");
+    require(r.source() == -1 && r.bytes() == 0, "a failed irecv reports a source or byte count");
+  });
+}
+
+TEST_P(P2P, WaitAllWaitsForEveryRequestAndThrowsTheFirstError) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    if (env.rank == 0) {
+      env.dc.send(Tensor::full({2}, 5, kInt32), 1, {.tag = 2});
+      return;
+    }
+    Tensor never = sentinel(kInt32, {2});
+    Tensor arrives = sentinel(kInt32, {2});
+    std::vector<Request> reqs{env.dc.irecv(never, 0, {.tag = 1, .timeout = milliseconds(150)}),
+                              env.dc.irecv(arrives, 0, {.tag = 2})};
+    require_throws<TimeoutError>([&] { wait_all(reqs); }, {}, "wait_all over a receive that times out");
+    require(reqs[1].test() && reqs[1].error() == nullptr,
+            "wait_all threw before waiting for the request after the failed one");
+    require_same(arrives, Tensor::full({2}, 5, kInt32), "the receive wait_all waited for after a failure");
+  });
+}
+
+TEST_P(P2P, ManyThreadsShareOneChannel) {
+  constexpr int kThreads = 4;
+  constexpr int kMessages = 10;
+  run_world(backend(), 2, [](RankEnv& env) {
+    std::vector<std::exception_ptr> errors(kThreads);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < kThreads; ++k) {
+      threads.emplace_back([&, k] {
+        try {
+          const int peer = 1 - env.rank;
+          for (int i = 0; i < kMessages; ++i) {
+            // Each thread its own tag; ranks alternate who goes first.
+            const Tensor mine = Tensor::full({5}, env.rank * 1000 + k * 100 + i, kInt64);
+            Request sent = env.dc.isend(mine, peer, {.tag = k});
+            Tensor got = sentinel(kInt64, {5});
+            env.dc.recv(got, peer, {.tag = k});
+            sent.wait();
+            require_same(got, Tensor::full({5}, peer * 1000 + k * 100 + i, kInt64),
+                         "thread " + std::to_string(k) + " message " + std::to_string(i));
+          }
+        } catch (...) {
+          errors[static_cast<size_t>(k)] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+  });
+}
+
+THD_CONFORMANCE_BACKENDS(P2P);
+
+}  // namespace
+}  // namespace thd::conformance
