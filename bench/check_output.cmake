@@ -31,9 +31,9 @@ function(check_lines text names_var)
   set(${names_var} "${names}" PARENT_SCOPE)
 endfunction()
 
-# --list names the tensor suite.
+# --list names every suite.
 run_bench(out rc err --list)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "(^|\n)tensor ")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "(^|\n)tensor " OR NOT out MATCHES "(^|\n)datachannel ")
   message(FATAL_ERROR "thd-bench --list failed (exit ${rc}):\n${out}${err}")
 endif()
 
@@ -74,4 +74,57 @@ endforeach()
 run_bench(out rc err no-such-suite)
 if(rc EQUAL 0 OR NOT err MATCHES "available suites: .*tensor")
   message(FATAL_ERROR "unknown suite: expected an error listing 'tensor', got exit ${rc}:\n${err}")
+endif()
+
+# The datachannel suite in tiny mode: thd-bench launches two ranks of itself, rank 0
+# measures, the launcher prints. No MPI reference under --quick.
+run_bench(out rc err datachannel --quick -n 2)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "thd-bench datachannel --quick -n 2 exited with ${rc}:\n${out}${err}")
+endif()
+check_lines("${out}" names)
+foreach(required
+        "dc\\.tcp\\.p2p\\.rtt\\.8B" "ref\\.tcp\\.p2p\\.rtt\\.8B" "ratio\\.dc\\.tcp\\.p2p\\.rtt"
+        "dc\\.tcp\\.p2p\\.bw\\.[0-9]+[KM]iB" "ref\\.tcp\\.p2p\\.bw\\.[0-9]+[KM]iB"
+        "ratio\\.dc\\.tcp\\.p2p\\.bw"
+        "dc\\.tcp\\.broadcast\\.n2\\.[0-9]+[KM]iB\\.busbw")
+  if(NOT out MATCHES "(^|\n)${required} ")
+    message(FATAL_ERROR "datachannel --quick: no figure matching '${required}' in:\n${out}")
+  endif()
+endforeach()
+# all_reduce at three sizes.
+string(REGEX MATCHALL "(^|\n)dc\\.tcp\\.allreduce\\.n2\\.[0-9]+[KM]iB\\.busbw " allreduce_lines "${out}")
+list(LENGTH allreduce_lines allreduce_count)
+if(NOT allreduce_count EQUAL 3)
+  message(FATAL_ERROR "datachannel --quick: expected 3 all_reduce figures, got ${allreduce_count}:\n${out}")
+endif()
+if(out MATCHES "mpi")
+  message(FATAL_ERROR "datachannel --quick ran the MPI reference:\n${out}")
+endif()
+
+# --filter reaches the ranks: only the broadcast figure.
+run_bench(out rc err datachannel --quick -n 2 --filter broadcast)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "^dc\\.tcp\\.broadcast\\.n2\\.[0-9]+[KM]iB\\.busbw [0-9.]+ GB/s\n$")
+  message(FATAL_ERROR "datachannel --quick --filter broadcast (exit ${rc}): expected the broadcast figure "
+                      "alone, got:\n${out}${err}")
+endif()
+
+# A rank that fails (here: every rank, on a backend that does not exist) fails the
+# run, and the launcher names the rank.
+run_bench(out rc err datachannel --quick -n 2 --backend no-such-backend)
+if(rc EQUAL 0 OR NOT err MATCHES "rank [01] of 2 exited with code [1-9]")
+  message(FATAL_ERROR "datachannel with a bad backend: expected a failure naming a rank, got exit ${rc}:\n"
+                      "${out}${err}")
+endif()
+
+# Suite options are checked: one rank is not a job.
+run_bench(out rc err datachannel --quick -n 1)
+if(rc EQUAL 0 OR NOT err MATCHES "-n must be an integer in 2\\.\\.")
+  message(FATAL_ERROR "datachannel -n 1: expected an error, got exit ${rc}:\n${err}")
+endif()
+
+# An option of another suite is an error.
+run_bench(out rc err tensor --quick -n 2)
+if(rc EQUAL 0 OR NOT err MATCHES "unknown option '-n'")
+  message(FATAL_ERROR "tensor -n 2: expected an unknown-option error, got exit ${rc}:\n${err}")
 endif()

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,12 @@ struct Options {
   Statistic stat = Statistic::Median;
   // Per-repetition timings on stderr.
   bool verbose = false;
+  // The values of the chosen suite's own options (Suite::options), by flag, e.g.
+  // {"--backend", "tcp"}; a flag given twice keeps the last value.
+  std::map<std::string, std::string> suite_args;
+  // Every argument after the suite name, as given: for a suite that re-runs this
+  // binary in other processes with the same options (the datachannel suite's ranks).
+  std::vector<std::string> args;
 };
 
 // One timed body, called repeatedly. It must do the whole operation being measured
@@ -68,10 +75,20 @@ class Context {
   std::ostream& diag_;
 };
 
+// An option only one suite takes, e.g. the datachannel suite's `--backend tcp`. Each
+// takes one value; main() parses it into Options::suite_args.
+struct SuiteOption {
+  std::string flag;        // "--backend", "-n"
+  std::string value_name;  // "NAME", for --help
+  // One line for --help; empty: an internal option that --help does not list.
+  std::string help;
+};
+
 struct Suite {
   std::string name;
   std::string description;  // one line, for --list
   std::function<void(Context&)> run;
+  std::vector<SuiteOption> options = {};
 };
 
 // Adds a suite; returns true so it can initialize a namespace-scope constant. Throws

@@ -2,7 +2,7 @@
 //
 //   thd-bench --list
 //   thd-bench <suite> [--filter TEXT] [--quick] [--reps N] [--min-time SECONDS]
-//                     [--stat median|min] [--verbose]
+//                     [--stat median|min] [--verbose] [suite options]
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -38,10 +38,26 @@ void print_usage(std::ostream& os) {
         "  --reps N           repetitions per figure (default 5)\n"
         "  --min-time SEC     minimum duration of one repetition (default 0.2)\n"
         "  --stat median|min  statistic over the repetitions (default median)\n"
-        "  --verbose          per-repetition timings on stderr\n"
-        "\n"
+        "  --verbose          per-repetition timings on stderr\n";
+  for (const auto& suite : thd::bench::suites()) {
+    bool heading = false;
+    for (const auto& option : suite.options) {
+      if (option.help.empty()) continue;  // internal
+      if (!heading) os << "\n" << suite.name << " options:\n";
+      heading = true;
+      os << fmt::format("  {:<18} {}\n", option.flag + " " + option.value_name, option.help);
+    }
+  }
+  os << "\n"
         "suites: "
      << suite_names() << "\n";
+}
+
+const thd::bench::SuiteOption* find_option(const thd::bench::Suite& suite, std::string_view flag) {
+  for (const auto& option : suite.options) {
+    if (option.flag == flag) return &option;
+  }
+  return nullptr;
 }
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -78,6 +94,7 @@ int main(int argc, char** argv) {
   }
 
   Options opt;
+  opt.args.assign(argv + 2, argv + argc);
   for (int i = 2; i < argc; ++i) {
     const std::string_view arg = argv[i];
     auto value = [&]() -> std::string {
@@ -106,8 +123,10 @@ int main(int argc, char** argv) {
         } else {
           usage_error("--stat must be median or min, got '" + s + "'");
         }
+      } else if (find_option(*chosen, arg) != nullptr) {
+        opt.suite_args[std::string(arg)] = value();
       } else {
-        usage_error("unknown option '" + std::string(arg) + "'");
+        usage_error("unknown option '" + std::string(arg) + "' for suite " + chosen->name);
       }
     } catch (const std::logic_error&) {  // stoi / stod on a non-number
       usage_error("bad value for " + std::string(argv[i - 1]) + ": '" + argv[i] + "'");

@@ -1,0 +1,276 @@
+#include "bench/datachannel/rank.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include <thd/datachannel.h>
+#include <thd/store.h>
+#include <thd/tensor.h>
+
+#include "bench/datachannel/dist_timer.h"
+#include "bench/datachannel/raw_tcp.h"
+#include "bench/datachannel/sizes.h"
+
+namespace thd::bench::dc {
+namespace {
+
+constexpr double kGiga = 1e9;
+constexpr int64_t kDataTag = 1;
+constexpr int64_t kAckTag = 2;
+
+// Rank 0's figures go to the launcher through stdout, at full precision: the
+// launcher prints them rounded and computes the MPI ratio from them.
+class Figures {
+ public:
+  Figures(const Context& ctx, int rank) : ctx_(ctx), rank_(rank) {}
+  void emit(const std::string& name, double value, std::string_view unit) const {
+    if (rank_ != 0 || !ctx_.enabled(name) || !std::isfinite(value)) return;
+    fmt::print(stdout, "{} {:.17g} {}\n", name, value, unit);
+    std::fflush(stdout);
+  }
+
+ private:
+  const Context& ctx_;
+  int rank_;
+};
+
+// A launcher that dies (even by SIGKILL) takes its ranks with it.
+void die_with_parent(pid_t parent) {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) throw std::runtime_error("prctl(PR_SET_PDEATHSIG) failed");
+  // It may have died before the prctl took effect.
+  if (::getppid() != parent) throw std::runtime_error("the launcher is gone");
+}
+
+// Deterministic values every element of which a receiver can check.
+float pattern(int64_t i) { return static_cast<float>(i % 8191) - 4095.0f; }
+
+void fill_pattern(Tensor& t) {
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = pattern(i);
+}
+
+void check_elements(const Tensor& t, const std::function<float(int64_t)>& expected, const std::string& what) {
+  const float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (p[i] != expected(i)) {
+      throw std::runtime_error(fmt::format("{} gave element {} = {}, expected {}", what, i, p[i], expected(i)));
+    }
+  }
+}
+
+class RankBench {
+ public:
+  RankBench(Context& ctx, const RankSettings& s, std::shared_ptr<Store> store)
+      : ctx_(ctx),
+        s_(s),
+        store_(std::move(store)),
+        sizes_(ctx.options().quick),
+        figures_(ctx, s.rank),
+        timer_(store_, s.rank, s.world_size, ctx.options(), std::cerr) {}
+
+  void run() {
+    channel_ = DataChannel::create(
+        s_.backend, {.store = store_, .rank = s_.rank, .world_size = s_.world_size, .timeout = s_.timeout});
+    connect_raw_tcp();
+    p2p_rtt();
+    p2p_bandwidth();
+    all_reduce();
+    broadcast();
+    timer_.barrier();  // every rank's last operation is done
+    channel_.reset();
+  }
+
+ private:
+  std::string dc(const std::string& rest) const { return "dc." + s_.backend + "." + rest; }
+  // The plain-socket reference is TCP whatever the backend compared with it.
+  static std::string ref(const std::string& rest) { return "ref.tcp." + rest; }
+  std::string ratio(const std::string& rest) const { return "ratio.dc." + s_.backend + "." + rest; }
+  int rank() const { return s_.rank; }
+
+  void connect_raw_tcp() {
+    constexpr const char* kKey = "bench/raw_tcp";
+    if (rank() == 1) raw_ = std::make_unique<RawTcpConnection>(RawTcpConnection::listen(*store_, kKey, s_.timeout));
+    if (rank() == 0) raw_ = std::make_unique<RawTcpConnection>(RawTcpConnection::connect(*store_, kKey, s_.timeout));
+  }
+
+  // One round trip of 8 bytes between ranks 0 and 1 per call.
+  void p2p_rtt() {
+    ctx_group("p2p.rtt");
+    const std::string size = size_label(sizes_.rtt_bytes);
+    std::vector<uint8_t> ping(static_cast<size_t>(sizes_.rtt_bytes), 1), pong(ping.size(), 2);
+    const std::vector<double> t = timer_.time(ctx_, {
+        {dc("p2p.rtt." + size),
+         [&](int64_t calls) {
+           for (int64_t i = 0; i < calls; ++i) {
+             if (rank() == 0) {
+               channel_->send_bytes(ping, 1);
+               channel_->recv_bytes(pong, 1);
+             } else if (rank() == 1) {
+               channel_->recv_bytes(ping, 0);
+               channel_->send_bytes(pong, 0);
+             }
+           }
+         }},
+        {ref("p2p.rtt." + size),
+         [&](int64_t calls) {
+           for (int64_t i = 0; i < calls; ++i) {
+             if (rank() == 0) {
+               raw_->send_all(ping);
+               raw_->recv_all(pong);
+             } else if (rank() == 1) {
+               raw_->recv_all(ping);
+               raw_->send_all(pong);
+             }
+           }
+         }},
+    });
+    figures_.emit(dc("p2p.rtt." + size), t[0] * 1e6, "us");
+    figures_.emit(ref("p2p.rtt." + size), t[1] * 1e6, "us");
+    // Of times, not rates: below 1 the channel is faster.
+    figures_.emit(ratio("p2p.rtt"), t[0] / t[1], "x");
+  }
+
+  // Rank 0 sends `calls` tensors to rank 1, which acknowledges the last one.
+  void p2p_bandwidth() {
+    ctx_group("p2p.bw");
+    const int64_t bytes = sizes_.bw_bytes;
+    const std::string size = size_label(bytes);
+    Tensor data = Tensor::empty({bytes / 4}, kFloat32);
+    std::vector<uint8_t> ack(1, 0);
+    auto raw_bytes = [&] { return std::span<uint8_t>(static_cast<uint8_t*>(data.data_ptr()), data.nbytes()); };
+    if (rank() == 0) fill_pattern(data);
+
+    auto dc_send = [&](int64_t calls) {
+      for (int64_t i = 0; i < calls; ++i) {
+        if (rank() == 0) channel_->send(data, 1, {.tag = kDataTag});
+        if (rank() == 1) channel_->recv(data, 0, {.tag = kDataTag});
+      }
+      if (rank() == 0) channel_->recv_bytes(ack, 1, {.tag = kAckTag});
+      if (rank() == 1) channel_->send_bytes(ack, 0, {.tag = kAckTag});
+    };
+    auto ref_send = [&](int64_t calls) {
+      for (int64_t i = 0; i < calls; ++i) {
+        if (rank() == 0) raw_->send_all(raw_bytes());
+        if (rank() == 1) raw_->recv_all(raw_bytes());
+      }
+      if (rank() == 0) raw_->recv_all(ack);
+      if (rank() == 1) raw_->send_all(ack);
+    };
+    const std::string dc_name = dc("p2p.bw." + size), ref_name = ref("p2p.bw." + size);
+    if (ctx_.enabled(dc_name)) verify_p2p(data, dc_send, "send/recv");
+    if (ctx_.enabled(ref_name)) verify_p2p(data, ref_send, "the raw tcp reference");
+    const std::vector<double> t = timer_.time(ctx_, {{dc_name, dc_send}, {ref_name, ref_send}});
+    const double dc_rate = static_cast<double>(bytes) / t[0] / kGiga;
+    const double ref_rate = static_cast<double>(bytes) / t[1] / kGiga;
+    figures_.emit(dc_name, dc_rate, "GB/s");
+    figures_.emit(ref_name, ref_rate, "GB/s");
+    figures_.emit(ratio("p2p.bw"), dc_rate / ref_rate, "x");
+  }
+
+  // One transfer whose every element rank 1 checks.
+  void verify_p2p(Tensor& data, const std::function<void(int64_t)>& transfer, const std::string& what) {
+    if (rank() == 1) data.fill_(0);
+    transfer(1);
+    if (rank() == 1) check_elements(data, pattern, what + " of " + size_label(static_cast<int64_t>(data.nbytes())));
+  }
+
+  void all_reduce() {
+    ctx_group("allreduce");
+    const int n = s_.world_size;
+    std::vector<Tensor> tensors;
+    std::vector<DistCase> cases;
+    for (int64_t bytes : sizes_.allreduce_bytes) tensors.push_back(Tensor::empty({bytes / 4}, kFloat32));
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      Tensor& t = tensors[k];
+      const std::string name = dc(fmt::format("allreduce.n{}.{}.busbw", n, size_label(sizes_.allreduce_bytes[k])));
+      if (!ctx_.enabled(name)) {
+        cases.push_back({name, nullptr});
+        continue;
+      }
+      // Every rank contributes rank + 1: each element must sum to n(n+1)/2.
+      t.fill_(rank() + 1);
+      channel_->all_reduce(t);
+      const float expected = static_cast<float>(n * (n + 1) / 2);
+      check_elements(t, [&](int64_t) { return expected; }, "all_reduce of " + size_label(sizes_.allreduce_bytes[k]));
+      // Zeros stay zeros: repeated sums neither overflow nor go denormal.
+      t.fill_(0);
+      cases.push_back({name, [this, tensor = &t](int64_t calls) {
+                         for (int64_t i = 0; i < calls; ++i) channel_->all_reduce(*tensor);
+                       }});
+    }
+    const std::vector<double> t = timer_.time(ctx_, cases);
+    for (size_t k = 0; k < cases.size(); ++k) {
+      // nccl-tests' bus bandwidth: what each rank's link carries in a ring algorithm.
+      const double algbw = static_cast<double>(sizes_.allreduce_bytes[k]) / t[k] / kGiga;
+      figures_.emit(cases[k].name, algbw * 2.0 * (n - 1) / n, "GB/s");
+    }
+  }
+
+  void broadcast() {
+    ctx_group("broadcast");
+    const int64_t bytes = sizes_.broadcast_bytes;
+    const std::string name = dc(fmt::format("broadcast.n{}.{}.busbw", s_.world_size, size_label(bytes)));
+    if (!ctx_.enabled(name)) return;
+    Tensor t = Tensor::empty({bytes / 4}, kFloat32);
+    if (rank() == 0) {
+      fill_pattern(t);
+    } else {
+      t.fill_(0);
+    }
+    channel_->broadcast(t, 0);
+    check_elements(t, pattern, "broadcast of " + size_label(bytes));
+    auto run = [&](int64_t calls) {
+      for (int64_t i = 0; i < calls; ++i) channel_->broadcast(t, 0);
+    };
+    const std::vector<double> time = timer_.time(ctx_, {{name, run}});
+    // nccl-tests: a broadcast's bus bandwidth is its algorithm bandwidth.
+    figures_.emit(name, static_cast<double>(bytes) / time[0] / kGiga, "GB/s");
+  }
+
+  // The group the filter also matches on (see Context::begin_group).
+  void ctx_group(const std::string& group) { ctx_.begin_group(group); }
+
+  Context& ctx_;
+  RankSettings s_;
+  std::shared_ptr<Store> store_;
+  Sizes sizes_;
+  Figures figures_;
+  DistTimer timer_;
+  std::shared_ptr<DataChannel> channel_;
+  std::unique_ptr<RawTcpConnection> raw_;
+};
+
+// Rank 0 hosts the store: it may leave only after every other rank is done with it.
+void leave(Store& store, int rank, int world_size) {
+  if (rank != 0) {
+    if (store.add("bench/left", 1) == world_size - 1) store.set("bench/left/all", std::string_view("1"));
+    return;
+  }
+  if (world_size > 1) store.wait({"bench/left/all"});
+}
+
+}  // namespace
+
+void run_rank(Context& ctx, const RankSettings& settings) {
+  die_with_parent(settings.parent_pid);
+  RendezvousResult job = rendezvous(fmt::format("tcp://127.0.0.1:{}", settings.master_port), settings.rank,
+                                    settings.world_size, settings.timeout);
+  {
+    RankBench bench(ctx, settings, job.store);
+    bench.run();
+  }
+  leave(*job.store, settings.rank, settings.world_size);
+}
+
+}  // namespace thd::bench::dc

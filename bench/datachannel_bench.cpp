@@ -1,0 +1,168 @@
+// The "datachannel" suite: DataChannel point-to-point and collectives among N local
+// processes, next to plain TCP sockets and MPI doing the same on the same machine.
+//
+//   thd-bench datachannel [--backend tcp] [-n 4] [--timeout 600] [harness options]
+//
+// This process is the launcher: it starts N copies of itself as the ranks of one job
+// (bench/datachannel/launcher.h), prints the figures rank 0 measured, then runs the
+// MPI reference. Figures (sizes shrink under --quick; names say the size used; <b>
+// is the backend, <N> the number of ranks):
+//   dc.<b>.p2p.rtt.8B                 ping-pong of 8 bytes, ranks 0 <-> 1, one round trip    us
+//   ref.tcp.p2p.rtt.8B                the same over a plain loopback TCP socket, busy-polled us
+//   ratio.dc.<b>.p2p.rtt              dc / ref time (below 1: the channel is faster)         x
+//   dc.<b>.p2p.bw.64MiB               tensors sent 0 -> 1, one 1-byte ack per repetition    GB/s
+//   ref.tcp.p2p.bw.64MiB              the same over the plain socket                         GB/s
+//   ratio.dc.<b>.p2p.bw               dc / ref rate                                          x
+//   dc.<b>.allreduce.n<N>.<size>.busbw  all_reduce float32 sum, 4KiB, 1MiB, 64MiB           GB/s (nccl-tests busbw)
+//   dc.<b>.broadcast.n<N>.64MiB.busbw   broadcast from rank 0                                GB/s (busbw = algbw)
+//   ref.mpi.allreduce.n<N>.64MiB.busbw  MPI_Allreduce under Open MPI over TCP (full runs)    GB/s
+//   ratio.dc.<b>.allreduce.n<N>.64MiB.vs_mpi  dc / MPI bus bandwidth                         x
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "bench/datachannel/launcher.h"
+#include "bench/datachannel/mpi_reference.h"
+#include "bench/datachannel/rank.h"
+#include "bench/datachannel/sizes.h"
+#include "bench/harness.h"
+
+namespace thd::bench {
+namespace {
+
+constexpr const char* kSuite = "datachannel";
+constexpr int kMaxRanks = 64;
+
+// A whole job's deadline, and each rank's for rendezvous and every operation.
+constexpr std::chrono::seconds kJobTimeout{600};
+constexpr std::chrono::seconds kQuickJobTimeout{60};
+constexpr std::chrono::seconds kRankTimeout{120};
+constexpr std::chrono::seconds kQuickRankTimeout{20};
+
+int64_t integer_arg(const Options& opt, const std::string& flag, int64_t fallback, int64_t lo, int64_t hi) {
+  const auto it = opt.suite_args.find(flag);
+  if (it == opt.suite_args.end()) return fallback;
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(it->second, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size() || v < lo || v > hi) {
+    throw std::invalid_argument(fmt::format("{} must be an integer in {}..{}, got '{}'", flag, lo, hi, it->second));
+  }
+  return v;
+}
+
+std::string backend_arg(const Options& opt) {
+  const auto it = opt.suite_args.find("--backend");
+  return it == opt.suite_args.end() ? "tcp" : it->second;
+}
+
+// One "name value unit" line from rank 0.
+struct Figure {
+  std::string name;
+  double value = 0;
+  std::string unit;
+};
+
+std::optional<Figure> parse_figure(const std::string& line) {
+  std::istringstream in(line);
+  Figure f;
+  if (!(in >> f.name >> f.value >> f.unit) || !(in >> std::ws).eof()) return std::nullopt;
+  return f;
+}
+
+void run_mpi_reference(Context& ctx, const std::string& backend, int world_size, std::chrono::seconds timeout,
+                       const std::map<std::string, double>& measured) {
+  ctx.begin_group("allreduce");
+  const std::string size = dc::size_label(dc::Sizes::kMpiAllreduceBytes);
+  const std::string ref_name = fmt::format("ref.mpi.allreduce.n{}.{}.busbw", world_size, size);
+  const std::string dc_name = fmt::format("dc.{}.allreduce.n{}.{}.busbw", backend, world_size, size);
+  const std::string ratio_name = fmt::format("ratio.dc.{}.allreduce.n{}.{}.vs_mpi", backend, world_size, size);
+  if (ctx.options().quick || !(ctx.enabled(ref_name) || ctx.enabled(ratio_name))) return;
+  if (!dc::mpi_reference_built()) {
+    std::cerr << "thd-bench datachannel: note: MPI or mpirun was not found at build time; no " << ref_name
+              << " (install openmpi-bin and libopenmpi-dev and re-run cmake)\n";
+    return;
+  }
+  const double mpi = dc::run_mpi_allreduce({.figure_name = ref_name,
+                                            .world_size = world_size,
+                                            .bytes = dc::Sizes::kMpiAllreduceBytes,
+                                            .reps = ctx.options().reps,
+                                            .rep_seconds = ctx.options().rep_seconds,
+                                            .timeout = timeout});
+  ctx.report(ref_name, mpi, "GB/s");
+  if (const auto it = measured.find(dc_name); it != measured.end()) ctx.report(ratio_name, it->second / mpi, "x");
+}
+
+void launch(Context& ctx) {
+  const Options& opt = ctx.options();
+  const std::string backend = backend_arg(opt);
+  const int world_size = static_cast<int>(integer_arg(opt, "-n", opt.quick ? 2 : 4, 2, kMaxRanks));
+  const auto timeout = std::chrono::seconds(
+      integer_arg(opt, "--timeout", (opt.quick ? kQuickJobTimeout : kJobTimeout).count(), 1, 86400));
+
+  // Rank 0 applied the filter; its groups' names are part of every figure's name,
+  // so the same filter here lets the same lines through.
+  ctx.begin_group("");
+  std::map<std::string, double> measured;
+  dc::launch_ranks({.suite = kSuite, .args = opt.args, .world_size = world_size, .timeout = timeout},
+                   [&](const std::string& line) {
+                     const auto f = parse_figure(line);
+                     if (!f) throw std::runtime_error("rank 0 printed a malformed figure line: '" + line + "'");
+                     measured[f->name] = f->value;
+                     ctx.report(f->name, f->value, f->unit);
+                   });
+  // After the job, so MPI's ranks do not compete with ours for the cores.
+  run_mpi_reference(ctx, backend, world_size, timeout, measured);
+}
+
+void run_datachannel(Context& ctx) {
+  const Options& opt = ctx.options();
+  if (!opt.suite_args.contains(dc::kRankFlag)) {
+    launch(ctx);
+    return;
+  }
+  dc::RankSettings s;
+  s.backend = backend_arg(opt);
+  s.world_size = static_cast<int>(integer_arg(opt, dc::kWorldSizeFlag, -1, 2, kMaxRanks));
+  s.rank = static_cast<int>(integer_arg(opt, dc::kRankFlag, -1, 0, s.world_size - 1));
+  s.master_port = static_cast<uint16_t>(integer_arg(opt, dc::kMasterPortFlag, -1, 1, 65535));
+  s.parent_pid = static_cast<pid_t>(integer_arg(opt, dc::kParentPidFlag, -1, 1, INT32_MAX));
+  s.timeout = opt.quick ? kQuickRankTimeout : kRankTimeout;
+  try {
+    dc::run_rank(ctx, s);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("rank {}: {}", s.rank, e.what()));
+  }
+}
+
+[[maybe_unused]] const bool registered = register_suite({
+    kSuite,
+    "DataChannel p2p and collectives among local processes, vs plain TCP and MPI",
+    run_datachannel,
+    {
+        {"--backend", "NAME", "the DataChannel backend (default tcp)"},
+        {"-n", "N", "ranks to launch (default 4; 2 with --quick)"},
+        {"--timeout", "SEC", "deadline of the ranks' job, and of the MPI run (default 600; 60 with --quick)"},
+        // Internal: what the launcher passes to the ranks it starts.
+        {dc::kRankFlag, "R", ""},
+        {dc::kWorldSizeFlag, "N", ""},
+        {dc::kMasterPortFlag, "PORT", ""},
+        {dc::kParentPidFlag, "PID", ""},
+    },
+});
+
+}  // namespace
+}  // namespace thd::bench
