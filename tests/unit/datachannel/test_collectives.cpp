@@ -40,13 +40,7 @@ using detail::MessageOp;
 using test::InprocTransport;
 using test::InprocWorld;
 
-// Text for failure messages (the test binary does not link fmt).
-template <typename... Parts>
-std::string cat(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
-}
+using test::cat;
 
 constexpr int kSizes[] = {1, 2, 3, 4, 5, 7};
 // Empty, one element, fewer than most group sizes, uneven, and several 256 KiB

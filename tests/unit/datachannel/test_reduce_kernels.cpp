@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "datachannel/collectives/reduce_kernels.h"
+#include "datachannel/test_util.h"
 #include "expect_throw.h"
 #include "tensor/dispatch.h"
 
@@ -24,13 +25,7 @@ using detail::check_reduce_op;
 using detail::finish_reduce;
 using detail::reduce_into;
 
-// Text for failure messages (the test binary does not link fmt).
-template <typename... Parts>
-std::string cat(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
-}
+using test::cat;
 
 constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max,
                                 ReduceOp::Avg, ReduceOp::BAnd, ReduceOp::BOr, ReduceOp::BXor};

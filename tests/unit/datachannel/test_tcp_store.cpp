@@ -45,19 +45,6 @@ Socket authenticated(uint16_t port) {
   return s;
 }
 
-// True once the server has closed `s`: reads (and discards) until EOF or an error.
-bool closed_by_server(Socket& s, std::chrono::milliseconds within = test::kLong) {
-  const auto deadline = in(within);
-  uint8_t buf[256];
-  for (;;) {
-    net::IoResult r = s.recv_some(buf);
-    if (r.status == net::IoResult::Status::Eof || r.status == net::IoResult::Status::Error) return true;
-    if (r.status == net::IoResult::Status::WouldBlock) {
-      pollfd p{s.fd(), POLLIN, 0};
-      if (::poll(&p, 1, net::poll_timeout_ms(deadline)) == 0) return false;
-    }
-  }
-}
 
 // The server keeps answering well-behaved clients.
 void expect_serving(uint16_t port) {
@@ -162,7 +149,7 @@ TEST(TCPStore, GarbageInsteadOfAHandshakeIsDropped) {
   Socket raw = raw_connect(server->port());
   const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(200, 'A');
   raw.send_all({reinterpret_cast<const uint8_t*>(http.data()), http.size()}, in(test::kLong), "test");
-  EXPECT_TRUE(closed_by_server(raw));
+  EXPECT_TRUE(test::closed_by_peer(raw));
   expect_serving(server->port());
 }
 
@@ -191,7 +178,7 @@ TEST(TCPStore, ReplayedHandshakeIsRefused) {
   replay.send_all(recorded, in(test::kLong), "test");
   replay.recv_exact(finish, in(test::kLong), "test");
   EXPECT_EQ(finish[0], static_cast<uint8_t>(net::HandshakeStatus::BadProof));
-  EXPECT_TRUE(closed_by_server(replay));
+  EXPECT_TRUE(test::closed_by_peer(replay));
   expect_serving(server->port());
 }
 
@@ -202,8 +189,8 @@ TEST(TCPStore, SilentClientIsDroppedAtTheHandshakeDeadlineWithoutStallingOthers)
   // Others are served while the silent one holds its connection open.
   expect_serving(server->port());
   EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);
-  EXPECT_FALSE(closed_by_server(silent, 0ms)) << "dropped before its deadline";
-  EXPECT_TRUE(closed_by_server(silent, 3s));
+  EXPECT_FALSE(test::closed_by_peer(silent, 0ms)) << "dropped before its deadline";
+  EXPECT_TRUE(test::closed_by_peer(silent, 3s));
   EXPECT_GE(std::chrono::steady_clock::now() - start, 1000ms);
   // Its handshake now fails cleanly instead of hanging.
   EXPECT_THROW(net::client_handshake(silent, net::AuthToken(test::kToken, "test"), in(1s), "test"), Error);
@@ -217,7 +204,7 @@ TEST(TCPStore, OversizedFrameDropsOnlyThatClient) {
   uint8_t prefix[4];
   for (int i = 0; i < 4; ++i) prefix[i] = static_cast<uint8_t>(too_big >> (8 * i));
   bad.send_all(prefix, in(test::kLong), "test");
-  EXPECT_TRUE(closed_by_server(bad));
+  EXPECT_TRUE(test::closed_by_peer(bad));
   bystander->set("after", "ok");
   EXPECT_EQ(bystander->get_string("after"), "ok");
 }
@@ -236,7 +223,7 @@ TEST(TCPStore, MalformedFramesDropOnlyThatClient) {
   for (const auto& f : frames) {
     Socket bad = authenticated(server->port());
     bad.send_all(f, in(test::kLong), "test");
-    EXPECT_TRUE(closed_by_server(bad)) << "frame of " << f.size() << " bytes was not dropped";
+    EXPECT_TRUE(test::closed_by_peer(bad)) << "frame of " << f.size() << " bytes was not dropped";
   }
   bystander->set("after", "ok");
   EXPECT_EQ(bystander->get_string("after"), "ok");
@@ -364,9 +351,9 @@ TEST(TCPStoreLog, RefusalsAreLoggedWithThePeerButNeverTheToken) {
   Socket garbage = raw_connect(server->port());
   const std::vector<uint8_t> junk(net::kClientHelloBytes, 'J');
   garbage.send_all(junk, in(test::kLong), "test");
-  EXPECT_TRUE(closed_by_server(garbage));
+  EXPECT_TRUE(test::closed_by_peer(garbage));
   Socket silent = raw_connect(server->port());
-  EXPECT_TRUE(closed_by_server(silent));
+  EXPECT_TRUE(test::closed_by_peer(silent));
   const std::string log = testing::internal::GetCapturedStderr();
   const std::string from = "refused the connection from 127.0.0.1:";
   EXPECT_NE(log.find(from), std::string::npos) << log;

@@ -152,19 +152,6 @@ TEST(TcpTransport, RankWithAnotherTokenIsRefusedAndNamedByTheTimeout) {
   });
 }
 
-// True once the far end has closed `s`.
-bool closed_by_peer(Socket& s, std::chrono::milliseconds within = test::kLong) {
-  const auto deadline = in(within);
-  uint8_t buf[256];
-  for (;;) {
-    net::IoResult r = s.recv_some(buf);
-    if (r.status == net::IoResult::Status::Eof || r.status == net::IoResult::Status::Error) return true;
-    if (r.status == net::IoResult::Status::WouldBlock) {
-      pollfd p{s.fd(), POLLIN, 0};
-      if (::poll(&p, 1, net::poll_timeout_ms(deadline)) == 0) return false;
-    }
-  }
-}
 
 // Connects to rank 0's published address.
 Socket connect_to_rank0(Store& store) {
@@ -221,8 +208,8 @@ TEST(TcpTransport, StrangersDuringSetUpAreRefusedAndSetUpCompletes) {
   EXPECT_TRUE(introduce(bad_world, {1, 3, channel}).empty());
   Socket bad_rank = connect_to_rank0(*store);
   EXPECT_TRUE(introduce(bad_rank, {0, 2, channel}).empty());
-  EXPECT_TRUE(closed_by_peer(garbage));
-  EXPECT_TRUE(closed_by_peer(foreign));
+  EXPECT_TRUE(test::closed_by_peer(garbage));
+  EXPECT_TRUE(test::closed_by_peer(foreign));
 
   // The real rank 1 gets through all the same.
   TransportPtr rank1 = tcp::make_transport(options_for(store, 1, 2), tuning(2));
@@ -234,7 +221,7 @@ TEST(TcpTransport, StrangersDuringSetUpAreRefusedAndSetUpCompletes) {
   test::wait_ok(*rank0, *r);
   EXPECT_EQ(std::string(got.begin(), got.end()), "hello");
   // Nothing listens once the mesh is made: the silent stranger was cut off too.
-  EXPECT_TRUE(closed_by_peer(silent));
+  EXPECT_TRUE(test::closed_by_peer(silent));
 }
 
 // ---- sizes, matching, unexpected messages ------------------------------------------------
@@ -807,7 +794,7 @@ TEST(TcpTransport, MalformedFrameFromAnAuthenticatedPeerDropsOnlyThatPeer) {
     EXPECT_NE(message.find("malformed"), std::string::npos) << message;
     EXPECT_EQ(ctx.peer, 1);
     EXPECT_NE(t.peer_error(1), nullptr);
-    EXPECT_TRUE(closed_by_peer(fake.sock));
+    EXPECT_TRUE(test::closed_by_peer(fake.sock));
     // The transport itself carries on.
     std::vector<uint8_t> self(2);
     auto r = test::irecv(t, self, 0, 1);

@@ -14,9 +14,12 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <poll.h>
 
 #include <thd/error.h>
 
@@ -32,6 +35,28 @@ inline constexpr std::chrono::milliseconds kShort{300};
 inline constexpr std::chrono::milliseconds kLong{10000};
 
 inline net::Deadline in(std::chrono::milliseconds ms) { return net::deadline_after(ms); }
+
+// Text for failure messages (the test binaries do not link fmt).
+template <typename... Parts>
+std::string cat(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+
+// True once the far end has closed `s`: reads (and discards) until EOF or an error.
+inline bool closed_by_peer(net::Socket& s, std::chrono::milliseconds within = kLong) {
+  const auto deadline = in(within);
+  uint8_t buf[256];
+  for (;;) {
+    net::IoResult r = s.recv_some(buf);
+    if (r.status == net::IoResult::Status::Eof || r.status == net::IoResult::Status::Error) return true;
+    if (r.status == net::IoResult::Status::WouldBlock) {
+      pollfd p{s.fd(), POLLIN, 0};
+      if (::poll(&p, 1, net::poll_timeout_ms(deadline)) == 0) return false;
+    }
+  }
+}
 
 // A fresh directory, removed with everything in it at the end of the test.
 class TempDir {
