@@ -1,6 +1,7 @@
 // Who drives a TcpTransport's progress, and how a thread waits: spinning waiters,
 // the poller (a waiter blocked in epoll_wait) and the progress thread, handing
 // the sockets to one another so that one of them, and only one, is on them.
+#include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -174,11 +175,26 @@ size_t TcpTransport::poll_locked() {
   // what epoll_wait(0) does, and unlike it takes no lock that the kernel's delivery
   // of the next message to this rank needs. Many peers: one epoll_wait(0).
   if (size() <= kDirectPollMaxWorld) {
+    // poll() reads readiness without the socket lock that recv() takes, so an
+    // empty look does not hold up the kernel delivering the next message.
+    pollfd fds[kDirectPollMaxWorld];
+    Peer* owners[kDirectPollMaxWorld];
+    nfds_t n = 0;
     size_t moved = 0;
     for (Peer& p : peers_) {
       if (p.rank == rank() || p.lost) continue;
       if (!p.sends.empty()) moved += write_to(p);
-      if (!p.lost && p.rx != Rx::Parked) moved += read_from(p);
+      if (p.lost || p.rx == Rx::Parked) continue;
+      if (p.rend > p.rbegin) {
+        moved += read_from(p);  // bytes already buffered
+        continue;
+      }
+      fds[n] = {p.socket.fd(), POLLIN | POLLRDHUP, 0};
+      owners[n++] = &p;
+    }
+    if (n == 0 || ::poll(fds, n, 0) <= 0) return moved;
+    for (nfds_t i = 0; i < n; ++i) {
+      if (fds[i].revents != 0 && !owners[i]->lost) moved += read_from(*owners[i]);
     }
     return moved;
   }
