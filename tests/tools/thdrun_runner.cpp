@@ -1,5 +1,7 @@
 #include "thdrun_runner.h"
 
+#include <gtest/gtest.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -201,6 +203,16 @@ ThdrunResult run_thdrun(const ThdrunRun& run) {
   }
   std::error_code ec;
   std::filesystem::remove_all(result.tmpdir, ec);
+  return result;
+}
+
+ThdrunResult run_thdrun_checked(const ThdrunRun& run) {
+  ThdrunResult result = run_thdrun(run);
+  EXPECT_FALSE(result.timed_out) << describe(result);
+  EXPECT_TRUE(result.leftovers.empty()) << result.leftovers.size() << " processes outlived thdrun\n"
+                                        << describe(result);
+  // The token directory is gone, whichever way thdrun ended.
+  EXPECT_TRUE(result.tmpdir_leftovers.empty()) << result.tmpdir_leftovers.front() << "\n" << describe(result);
   return result;
 }
 

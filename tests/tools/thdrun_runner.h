@@ -62,4 +62,8 @@ ThdrunResult run_thdrun(const ThdrunRun& run);
 // "thdrun failed with ...: <stderr>" for assertion messages.
 std::string describe(const ThdrunResult& r);
 
+// run_thdrun, plus the checks every test makes whatever else it checks: thdrun
+// ended within its deadline, no process outlived it, its token directory is gone.
+ThdrunResult run_thdrun_checked(const ThdrunRun& run);
+
 }  // namespace thd::test

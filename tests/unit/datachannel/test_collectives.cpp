@@ -26,6 +26,7 @@
 #include "datachannel/collectives/select.h"
 #include "datachannel/envelope.h"
 #include "datachannel/inproc_transport.h"
+#include "datachannel/reduce_reference.h"
 #include "datachannel/test_util.h"
 #include "expect_throw.h"
 #include "tensor/dispatch.h"
@@ -87,18 +88,7 @@ class World {
   }
 
   std::vector<std::exception_ptr> run(const std::function<void(int rank)>& body) {
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(size()));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < size(); ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          body(r);
-        } catch (...) {
-          errors[static_cast<size_t>(r)] = std::current_exception();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
+    auto errors = test::run_rank_threads(size(), body);
     ++call_;
     return errors;
   }
@@ -235,38 +225,6 @@ T input_value(int rank, size_t i, ReduceOp op) {
   }
 }
 
-template <typename T>
-T combine(T a, T b, ReduceOp op) {  // the test's own arithmetic, element by element
-  if constexpr (std::is_same_v<T, bool>) {
-    switch (op) {
-      case ReduceOp::Sum:
-      case ReduceOp::Max:
-      case ReduceOp::BOr: return a || b;
-      case ReduceOp::BXor: return a != b;
-      default: return a && b;
-    }
-  } else if constexpr (detail::is_float_v<T>) {
-    const double x = static_cast<double>(static_cast<float>(a)), y = static_cast<double>(static_cast<float>(b));
-    switch (op) {
-      case ReduceOp::Prod: return T(static_cast<float>(x * y));
-      case ReduceOp::Min: return T(static_cast<float>(std::min(x, y)));
-      case ReduceOp::Max: return T(static_cast<float>(std::max(x, y)));
-      default: return T(static_cast<float>(x + y));
-    }
-  } else {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case ReduceOp::Sum: return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-      case ReduceOp::Prod:
-        return static_cast<T>(static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<U>(b)));
-      case ReduceOp::Min: return std::min(a, b);
-      case ReduceOp::Max: return std::max(a, b);
-      case ReduceOp::BAnd: return static_cast<T>(a & b);
-      case ReduceOp::BOr: return static_cast<T>(a | b);
-      default: return static_cast<T>(a ^ b);
-    }
-  }
-}
 
 // Every rank's input of `count` elements.
 std::vector<Bytes> make_inputs(int n, size_t count, DType dtype, ReduceOp op) {
@@ -289,7 +247,7 @@ Bytes reference_reduce(const std::vector<Bytes>& in, size_t count, DType dtype, 
     auto* acc = reinterpret_cast<T*>(out.data());
     for (size_t r = 1; r < in.size(); ++r) {
       const auto* p = reinterpret_cast<const T*>(in[r].data());
-      for (size_t i = 0; i < count; ++i) acc[i] = combine(acc[i], p[i], op);
+      for (size_t i = 0; i < count; ++i) acc[i] = test::reduce_reference(acc[i], p[i], op);
     }
     if constexpr (detail::is_float_v<T>) {
       if (op == ReduceOp::Avg) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "datachannel/collectives/reduce_kernels.h"
+#include "datachannel/reduce_reference.h"
 #include "datachannel/test_util.h"
 #include "expect_throw.h"
 #include "tensor/dispatch.h"
@@ -37,50 +38,6 @@ bool applies(DType dtype, ReduceOp op) {
   return true;
 }
 
-// The reference: one element at a time, in the widest arithmetic, then stored.
-template <typename T>
-T reference(T a, T b, ReduceOp op) {
-  if constexpr (std::is_same_v<T, bool>) {
-    switch (op) {
-      case ReduceOp::Sum:
-      case ReduceOp::Max:
-      case ReduceOp::BOr: return a || b;
-      case ReduceOp::Prod:
-      case ReduceOp::Min:
-      case ReduceOp::BAnd: return a && b;
-      case ReduceOp::BXor: return a != b;
-      case ReduceOp::Avg: break;
-    }
-  } else if constexpr (detail::is_float_v<T>) {
-    using C = detail::compute_t<T>;
-    const C x = static_cast<C>(a), y = static_cast<C>(b);
-    switch (op) {
-      case ReduceOp::Sum:
-      case ReduceOp::Avg: return T(x + y);
-      case ReduceOp::Prod: return T(x * y);
-      case ReduceOp::Min:
-        return std::isnan(x) || std::isnan(y) ? T(std::numeric_limits<C>::quiet_NaN()) : T(std::min(x, y));
-      case ReduceOp::Max:
-        return std::isnan(x) || std::isnan(y) ? T(std::numeric_limits<C>::quiet_NaN()) : T(std::max(x, y));
-      default: break;
-    }
-  } else {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case ReduceOp::Sum: return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-      case ReduceOp::Prod:
-        return static_cast<T>(static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<U>(b)));
-      case ReduceOp::Min: return std::min(a, b);
-      case ReduceOp::Max: return std::max(a, b);
-      case ReduceOp::BAnd: return static_cast<T>(a & b);
-      case ReduceOp::BOr: return static_cast<T>(a | b);
-      case ReduceOp::BXor: return static_cast<T>(a ^ b);
-      case ReduceOp::Avg: break;
-    }
-  }
-  ADD_FAILURE() << "no reference for this op";
-  return T{};
-}
 
 // Elements of any dtype, bool included (std::vector<bool> has no data()).
 template <typename T>
@@ -147,7 +104,7 @@ void check_kernel(DType dtype, ReduceOp op, size_t n) {
   const T* a = a_storage.data() + 1;
   const T* b = b_storage.data() + 1;
   Buffer<T> want(n);
-  for (size_t i = 0; i < n; ++i) want[i] = reference(a[i], b[i], op);
+  for (size_t i = 0; i < n; ++i) want[i] = test::reduce_reference(a[i], b[i], op);
 
   Buffer<T> out(n);  // three operands
   reduce_into(out.data(), a, b, n, dtype, op);

@@ -44,6 +44,24 @@ std::string cat(const Parts&... parts) {
   return out.str();
 }
 
+// Runs body(rank) on `world` threads at once and joins them all; what each rank
+// threw, by rank (nullptr for ranks that finished).
+inline std::vector<std::exception_ptr> run_rank_threads(int world, const std::function<void(int)>& body) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
 // True once the far end has closed `s`: reads (and discards) until EOF or an error.
 inline bool closed_by_peer(net::Socket& s, std::chrono::milliseconds within = kLong) {
   const auto deadline = in(within);

@@ -119,19 +119,7 @@ inline std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
 // Runs body(rank) on `world` threads at once and joins them all; the first
 // exception is rethrown here.
 inline void run_ranks(int world, const std::function<void(int)>& body) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
+  for (auto& e : run_rank_threads(world, body)) {
     if (e) std::rethrow_exception(e);
   }
 }
