@@ -55,6 +55,22 @@ void rethrow_if_failed(const RequestState& s) {
 
 }  // namespace
 
+void Request::cancel(std::exception_ptr why) const {
+  if (!state_ || state_->finished()) return;
+  if (state_->engine == nullptr) {
+    THD_THROW_AT(ValueError, state_->op, state_->rank, -1,
+                 "only point-to-point requests can be cancelled; a collective runs on every member");
+  }
+  if (!why) {
+    try {
+      THD_THROW_AT(Error, state_->op, state_->rank, -1, "cancelled");
+    } catch (...) {
+      why = std::current_exception();
+    }
+  }
+  state_->engine->cancel(state_, why);
+}
+
 bool Request::test() const {
   if (!state_) return true;
   if (!state_->finished() && net::Clock::now() >= expiry(*state_)) expire(state_);

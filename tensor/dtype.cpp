@@ -115,4 +115,11 @@ void throw_dtype_mismatch(const char* op, DType expected, DType got) {
 }
 
 }  // namespace detail
+
+bool can_cast(DType from, DType to) {
+  if (is_floating_point(from) && !is_floating_point(to)) return false;
+  if (from != DType::Bool && to == DType::Bool) return false;
+  return true;
+}
+
 }  // namespace thd

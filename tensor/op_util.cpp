@@ -76,11 +76,6 @@ void check_value_fits(const Scalar& s, DType dtype, const char* op) {
             scalar_str(s), dtype);
 }
 
-bool can_cast(DType from, DType to) {
-  if (is_floating_point(from) && !is_floating_point(to)) return false;
-  if (from != DType::Bool && to == DType::Bool) return false;
-  return true;
-}
 
 void check_can_cast(DType result, DType out, const char* op) {
   THD_CHECK(can_cast(result, out), TypeError, op,

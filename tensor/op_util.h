@@ -23,9 +23,6 @@ void check_value_fits(const Scalar& s, DType dtype, const char* op);
 // A 0-dim tensor holding s as dtype.
 Tensor scalar_tensor(const Scalar& s, DType dtype);
 
-// torch.can_cast: may a result of dtype `from` be written into a tensor of `to`?
-// (floating into integer or bool, and integer into bool, may not.)
-bool can_cast(DType from, DType to);
 // Throws TypeError naming op unless can_cast(result, out).
 void check_can_cast(DType result, DType out, const char* op);
 

@@ -111,6 +111,11 @@ class Request {
   size_t bytes() const;
   // The error of a failed operation, nullptr otherwise (or while pending).
   std::exception_ptr error() const;
+  // Withdraws a pending point-to-point operation (MPI_Cancel): it fails with `why`
+  // (default: a thd::Error saying it was cancelled) and the backend stops touching
+  // its buffer. A finished request is left as it is. ValueError for a collective's
+  // request, which cannot be withdrawn on one rank alone.
+  void cancel(std::exception_ptr why = nullptr) const;
 
   const std::shared_ptr<detail::RequestState>& state() const noexcept { return state_; }
 

@@ -54,6 +54,10 @@ bool is_integral(DType dtype, bool include_bool = false);
 // floating; among integers and among floats the wider wins; uint8 with int8 gives
 // int16's stand-in int32 (thd has no int16); float16 with bfloat16 gives float32.
 DType promote_types(DType a, DType b);
+// torch.can_cast: may a result of dtype `from` be written into a tensor of `to`
+// (in-place ops, copies into outputs)? Floating into integer or bool, and integer
+// into bool, may not.
+bool can_cast(DType from, DType to);
 
 // The C++ type that stores each dtype, and back.
 template <typename T>

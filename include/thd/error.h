@@ -3,6 +3,7 @@
 // the rank, node and peer involved, plus the source location that raised it.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <string>
 
@@ -61,6 +62,24 @@ class ConnectionError : public Error {
 // answering. Pending and later operations involving it fail with this.
 class PeerLost : public ConnectionError {
   using ConnectionError::ConnectionError;
+};
+// A worker node (context().node) died or its connection broke: every pending and
+// later operation on that node fails with this; other nodes keep working.
+class WorkerLost : public PeerLost {
+  using PeerLost::PeerLost;
+};
+// An op failed on a worker. Raised on the master at the next sync point that
+// depends on it (get(), item(), thd::synchronize()); context().op is the op that
+// failed, context().node its node, and message() the worker's original error.
+class RemoteError : public Error {
+ public:
+  RemoteError(std::string message, ErrorContext context, uint64_t op_id)
+      : Error(std::move(message), std::move(context)), op_id_(op_id) {}
+  // The failing op's id in the master's session (ids count ops from 1).
+  uint64_t op_id() const noexcept { return op_id_; }
+
+ private:
+  uint64_t op_id_ = 0;
 };
 // A peer failed to prove the shared secret, or this process has none to prove.
 class AuthError : public Error {

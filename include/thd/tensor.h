@@ -27,6 +27,8 @@
 
 namespace thd {
 
+class DistributedTensor;  // <thd/distributed.h>
+
 using Shape = std::vector<int64_t>;
 using Dims = std::vector<int64_t>;
 
@@ -267,6 +269,12 @@ class Tensor {
   std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
   std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true,
                                  bool sorted = true) const;
+
+  // ---- master-worker mode ---------------------------------------------------------
+  // Uploads this tensor to `node` (default: the current node) and returns the
+  // remote handle (thd::DistributedTensor::from). Defined by the master layer
+  // (libthd_master): only programs that use master-worker mode link it.
+  DistributedTensor dist_send(std::optional<int> node = std::nullopt) const;
 
   // ---- internals ------------------------------------------------------------------
   // Builds a tensor over existing storage; checks that every element it can address

@@ -4,6 +4,7 @@
 #include <thd/config.h>
 #include <thd/datachannel.h>
 #include <thd/device.h>
+#include <thd/distributed.h>
 #include <thd/dtype.h>
 #include <thd/error.h>
 #include <thd/generator.h>

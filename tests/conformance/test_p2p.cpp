@@ -196,6 +196,44 @@ TEST_P(P2P, PendingIrecvCanBeWaitedForWithATimeoutAndAgain) {
   });
 }
 
+TEST_P(P2P, CancelledIrecvFailsWithItsReasonAndLeavesTheTagUsable) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    if (env.rank == 1) {
+      Tensor got = sentinel(kInt32, {4});
+      Request r = env.dc.irecv(got, 0, {.tag = 5});
+      r.cancel(std::make_exception_ptr(ValueError("the reply said no")));
+      require(r.test(), "Request::test() is false after cancel()");
+      require_error(r.error(), {"the reply said no"}, "a cancelled irecv");
+      require_throws<ValueError>([&] { r.wait(); }, {"the reply said no"}, "wait() on a cancelled irecv");
+      Request plain = env.dc.irecv(got, 0, {.tag = 6});
+      plain.cancel();
+      require_throws<Error>([&] { plain.wait(); }, {"cancelled"}, "wait() on an irecv cancelled without a reason");
+      r.cancel();  // finished: left alone
+      require_error(r.error(), {"the reply said no"}, "a cancelled irecv cancelled again");
+    }
+    env.sync.arrive_and_wait();
+    // The message sent after the cancel goes to the next receive, not the withdrawn one.
+    if (env.rank == 0) {
+      env.dc.send(Tensor::full({4}, 9, kInt32), 1, {.tag = 5});
+    } else {
+      Tensor got = sentinel(kInt32, {4});
+      env.dc.recv(got, 0, {.tag = 5});
+      require_same(got, Tensor::full({4}, 9, kInt32), "recv on the tag of a cancelled irecv");
+    }
+  });
+}
+
+TEST_P(P2P, CollectiveRequestsCannotBeCancelled) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    Tensor t = Tensor::ones({4});
+    Request r = env.dc.iall_reduce(t);
+    if (!r.test()) {
+      require_throws<ValueError>([&] { r.cancel(); }, {"collective"}, "cancel() of a pending all_reduce");
+    }
+    r.wait();
+  });
+}
+
 TEST_P(P2P, FailedRequestReportsItsErrorWithoutThrowingFromTest) {
   run_world(backend(), 2, [](RankEnv& env) {
     if (env.rank == 0) return;

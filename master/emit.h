@@ -1,0 +1,46 @@
+// What every DistributedTensor op does on the master: check its operands (defined,
+// one session, one node), make the output's handle and mirror, and append the
+// command to the node's buffer.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+
+#include <thd/distributed.h>
+
+#include "master/handle.h"
+#include "master/session.h"
+
+namespace thd::master {
+
+// The handle of an operand: ValueError for an undefined tensor or one of a session
+// that has ended.
+const Handle& operand(const DistributedTensor& t, const char* op);
+std::shared_ptr<Session> session_of(const Handle& h, const char* op);
+// ValueError naming both nodes and the fix (to_node) when the operands differ.
+void check_same_node(const char* op, std::initializer_list<const Handle*> handles);
+
+// A new tensor `meta` on `node`, made by the command `build` returns (given the new
+// tensor's id).
+template <typename Build>
+DistributedTensor emit_new(Session& s, const char* op, int node, Tensor meta, fb::Op type, Build&& build) {
+  NodeLink& link = s.link(node, op);
+  auto h = s.new_handle(node, Device::cpu(), std::move(meta));
+  const uint64_t id = h->id;
+  link.append(type, [&](NodeLink::Builder& b) { return build(b, id); });
+  return DistributedTensor(std::move(h));
+}
+
+// A command that writes an existing tensor (in-place ops).
+template <typename Build>
+void emit_inplace(Session& s, const char* op, const Handle& target, fb::Op type, Build&& build) {
+  s.link(target.node, op).append(type, [&](NodeLink::Builder& b) { return build(b); });
+}
+
+// The node and device new tensors go to on this thread (scopes.cpp).
+int scoped_node();
+Device scoped_device();
+// ValueError for a CUDA device: the runtime's CUDA support is a later step.
+void check_device_supported(Device device, const char* op);
+
+}  // namespace thd::master

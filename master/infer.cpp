@@ -1,0 +1,153 @@
+#include "master/infer.h"
+
+#include <array>
+#include <unordered_map>
+
+#include "tensor/check.h"
+
+namespace thd::master {
+
+namespace {
+
+// The mirror's placeholder bytes: never dereferenced (only view ops run on
+// mirrors), but a real address so nothing in the tensor library trips over null.
+alignas(64) unsigned char g_placeholder[64];
+
+}  // namespace
+
+Tensor mirror(const Shape& shape, DType dtype) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  const size_t nbytes = static_cast<size_t>(numel) * element_size(dtype);
+  auto storage = std::make_shared<StorageImpl>(g_placeholder, nbytes, Device::cpu(), nullptr);
+  Shape strides(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= std::max<int64_t>(shape[i], 1);
+  }
+  return Tensor(std::move(storage), dtype, shape, std::move(strides), 0);
+}
+
+bool is_mirror(const Tensor& t) { return t.defined() && t.storage()->data() == g_placeholder; }
+
+Tensor probe_of(const Tensor& meta) { return Tensor::ones(Shape(meta.shape().size(), 1), meta.dtype()); }
+
+DType probe_dtype(const std::function<Tensor()>& op) { return op().dtype(); }
+
+DType cached_probe_dtype(uint64_t key, const std::function<Tensor()>& op) {
+  // Per thread: no lock on the hot path. Failing probes are not cached, so their
+  // error is raised again on every bad call.
+  thread_local std::unordered_map<uint64_t, DType> cache;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const DType d = op().dtype();
+  cache.emplace(key, d);
+  return d;
+}
+
+int64_t wrap_dim(const char* op, int64_t dim, int64_t rank) {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  if (dim < -r || dim >= r) {
+    THD_THROW(IndexError, op, "dimension {} is out of range for a tensor of {} dims (expected -{}..{})", dim, rank, r,
+              r - 1);
+  }
+  return dim < 0 ? dim + r : dim;
+}
+
+Shape broadcast_for(const char* op, const Shape& a, const Shape& b) {
+  if (a == b) return a;
+  try {
+    return broadcast_shapes(a, b);
+  } catch (const ShapeError& e) {
+    THD_THROW(ShapeError, op, "shapes {} and {} cannot be broadcast together", shape_str(a), shape_str(b));
+  }
+}
+
+void check_broadcasts_to(const char* op, const Shape& other, const Shape& self) {
+  if (other == self) return;
+  Shape out = broadcast_for(op, self, other);
+  if (out != self) {
+    THD_THROW(ShapeError, op, "in-place: operand of shape {} does not broadcast to self's shape {}",
+              shape_str(other), shape_str(self));
+  }
+}
+
+Shape reduced_shape(const char* op, const Shape& in, const Dims& dims, bool keepdim) {
+  const auto rank = static_cast<int64_t>(in.size());
+  std::vector<bool> reduce(in.size(), dims.empty());
+  std::vector<bool> named(in.size(), false);
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(op, d, rank);
+    if (rank == 0) continue;
+    if (named[w]) THD_THROW(ValueError, op, "dim {} appears more than once in the list of dims", w);
+    named[w] = reduce[w] = true;
+  }
+  Shape out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!reduce[i]) out.push_back(in[i]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+Shape matmul_shape(const char* op, const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty()) {
+    THD_THROW(ValueError, op, "both arguments need at least 1 dim, got shapes {} and {}", shape_str(a), shape_str(b));
+  }
+  auto mismatch = [&] {
+    THD_THROW(ShapeError, op, "shapes {} and {} cannot be multiplied ({} vs {})", shape_str(a), shape_str(b),
+              a.back(), b.size() == 1 ? b[0] : b[b.size() - 2]);
+  };
+  if (a.size() == 1 && b.size() == 1) {
+    if (a[0] != b[0]) mismatch();
+    return {};
+  }
+  const int64_t k_b = b.size() == 1 ? b[0] : b[b.size() - 2];
+  if (a.back() != k_b) mismatch();
+  Shape batch_a(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
+  Shape batch_b(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
+  Shape out = broadcast_for(op, batch_a, batch_b);
+  if (a.size() >= 2) out.push_back(a[a.size() - 2]);
+  if (b.size() >= 2) out.push_back(b.back());
+  return out;
+}
+
+Shape cat_shape(const std::vector<Shape>& shapes, int64_t dim) {
+  if (shapes.empty()) THD_THROW(ValueError, "cat", "expected a non-empty list of tensors");
+  const Shape& first = shapes[0];
+  if (first.empty()) THD_THROW(ValueError, "cat", "zero-dimensional tensors cannot be concatenated");
+  const int64_t d = wrap_dim("cat", dim, static_cast<int64_t>(first.size()));
+  Shape out = first;
+  out[d] = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& s = shapes[i];
+    if (s.size() != first.size()) {
+      THD_THROW(ShapeError, "cat", "tensor {} has {} dims, tensor 0 has {}", i, s.size(), first.size());
+    }
+    for (size_t j = 0; j < s.size(); ++j) {
+      if (static_cast<int64_t>(j) != d && s[j] != first[j]) {
+        THD_THROW(ShapeError, "cat", "sizes must match except in dim {}: tensor {} has shape {}, tensor 0 has {}", d,
+                  i, shape_str(s), shape_str(first));
+      }
+    }
+    out[d] += s[d];
+  }
+  return out;
+}
+
+Shape stack_shape(const std::vector<Shape>& shapes, int64_t dim) {
+  if (shapes.empty()) THD_THROW(ValueError, "stack", "expected a non-empty list of tensors");
+  for (size_t i = 1; i < shapes.size(); ++i) {
+    if (shapes[i] != shapes[0]) {
+      THD_THROW(ShapeError, "stack", "every tensor needs the same shape: tensor {} has {}, tensor 0 has {}", i,
+                shape_str(shapes[i]), shape_str(shapes[0]));
+    }
+  }
+  const int64_t d = wrap_dim("stack", dim, static_cast<int64_t>(shapes[0].size()) + 1);
+  Shape out = shapes[0];
+  out.insert(out.begin() + d, static_cast<int64_t>(shapes.size()));
+  return out;
+}
+
+}  // namespace thd::master

@@ -1,0 +1,37 @@
+// Shape and dtype inference on the master, so a bad call throws at the line that
+// made it. Dtype rules (promotion, which dtypes an op accepts) are taken from the
+// tensor library itself by running the op on one-element probes of the operands'
+// dtypes and ranks; shapes follow torch's rules (broadcasting, reductions, matmul,
+// joins); views are computed exactly by the tensor library on the metadata mirror.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include <thd/tensor.h>
+
+#include "master/handle.h"
+
+namespace thd::master {
+
+// A tiny real tensor standing in for `meta` in a dtype probe: same dtype, same
+// number of dims (every size 1), so rank errors and promotion between 0-dim and
+// dimensioned tensors match the real op.
+Tensor probe_of(const Tensor& meta);
+// Runs `op` on probes (rethrowing its error under `name`) and returns its dtype.
+DType probe_dtype(const std::function<Tensor()>& op);
+// As probe_dtype, remembered under `key` (which must encode everything the result
+// depends on: the op, the dtypes, the ranks that matter, scalar kinds).
+DType cached_probe_dtype(uint64_t key, const std::function<Tensor()>& op);
+
+// Output shapes. Each throws the tensor library's error type naming `op`.
+Shape broadcast_for(const char* op, const Shape& a, const Shape& b);
+Shape reduced_shape(const char* op, const Shape& in, const Dims& dims, bool keepdim);
+Shape matmul_shape(const char* op, const Shape& a, const Shape& b);
+Shape cat_shape(const std::vector<Shape>& shapes, int64_t dim);
+Shape stack_shape(const std::vector<Shape>& shapes, int64_t dim);
+int64_t wrap_dim(const char* op, int64_t dim, int64_t rank);
+// In-place ops keep self's shape: `other` must broadcast to it.
+void check_broadcasts_to(const char* op, const Shape& other, const Shape& self);
+
+}  // namespace thd::master

@@ -1,0 +1,201 @@
+#include "master/node_link.h"
+
+#include "datachannel/check.h"
+#include "protocol/framing.h"
+
+namespace thd::master {
+
+namespace {
+
+constexpr size_t kInitialBuilderBytes = 64 << 10;
+
+}  // namespace
+
+std::exception_ptr worker_lost(int node, const std::exception& why) {
+  try {
+    throw WorkerLost(fmt::format("worker node {} (rank {}) was lost: {}", node, node + 1, why.what()),
+                     ErrorContext{.op = "worker", .rank = 0, .node = node, .peer = node + 1});
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+NodeLink::NodeLink(std::shared_ptr<DataChannel> channel, int node, const MasterWorkerOptions& options,
+                   std::function<uint64_t()> next_op_id, std::function<void()> on_pending)
+    : channel_(std::move(channel)),
+      node_(node),
+      options_(options),
+      next_op_id_(std::move(next_op_id)),
+      on_pending_(std::move(on_pending)),
+      builder_(kInitialBuilderBytes) {}
+
+uint64_t NodeLink::append(fb::Op type, const BuildOp& build) {
+  throw_if_lost();
+  std::lock_guard lock(mu_);
+  const uint64_t id = next_op_id_();
+  const auto table = build(builder_);
+  if (commands_.empty()) {
+    first_append_ = Clock::now();
+    on_pending_();
+  }
+  commands_.push_back(fb::CreateCommand(builder_, id, type, table));
+  if (static_cast<int64_t>(builder_.GetSize()) >= options_.batch_bytes ||
+      commands_.size() >= static_cast<size_t>(options_.max_ops_in_flight / 4 + 1)) {
+    flush_locked();
+  }
+  return id;
+}
+
+uint64_t NodeLink::append_upload(const BuildOp& build, const Tensor& contiguous) {
+  throw_if_lost();
+  std::lock_guard lock(mu_);
+  const uint64_t id = next_op_id_();
+  const auto table = build(builder_);
+  if (commands_.empty()) first_append_ = Clock::now();
+  commands_.push_back(fb::CreateCommand(builder_, id, fb::Op::Upload, table));
+  uploads_.push_back(contiguous);
+  upload_bytes_ += static_cast<int64_t>(contiguous.nbytes());
+  // Large payloads go at once: the caller's dist_send returns only when its bytes
+  // have left (a blocking send), so the tensor may be reused afterwards.
+  flush_locked();
+  return id;
+}
+
+void NodeLink::queue_free(uint64_t id) {
+  bool first;
+  {
+    std::lock_guard lock(free_mu_);
+    first = frees_.empty();
+    frees_.push_back(id);
+  }
+  if (first) on_pending_();
+}
+
+void NodeLink::send_control(std::span<const uint8_t> message) {
+  throw_if_lost();
+  std::lock_guard lock(mu_);
+  flush_locked();
+  try {
+    protocol::send_message(*channel_, rank(), protocol::kCommandTag, message, options_.timeout);
+  } catch (const PeerLost& e) {
+    on_lost(worker_lost(node_, e));
+    throw_if_lost();
+  }
+}
+
+void NodeLink::flush() {
+  std::lock_guard lock(mu_);
+  flush_locked();
+}
+
+bool NodeLink::has_pending() const {
+  {
+    std::lock_guard lock(mu_);
+    if (!commands_.empty()) return true;
+  }
+  std::lock_guard lock(const_cast<std::mutex&>(free_mu_));
+  return !frees_.empty();
+}
+
+void NodeLink::flush_if_idle(Clock::time_point now, std::chrono::microseconds idle) {
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // someone is appending or sending: not idle
+  if (!commands_.empty() && now - first_append_ < idle) return;
+  if (lost()) return;
+  flush_locked();
+}
+
+void NodeLink::flush_locked() {
+  std::vector<uint64_t> frees;
+  {
+    std::lock_guard lock(free_mu_);
+    frees.swap(frees_);
+  }
+  if (commands_.empty() && frees.empty()) return;
+  if (!frees.empty()) {
+    const auto table = fb::CreateFree(builder_, builder_.CreateVector(frees));
+    commands_.push_back(fb::CreateCommand(builder_, next_op_id_(), fb::Op::Free, table.Union()));
+  }
+  const auto ops = static_cast<int64_t>(commands_.size());
+  const auto bytes = static_cast<int64_t>(builder_.GetSize()) + upload_bytes_;
+  // Whatever happens below, this buffer is consumed: a lost node fails it.
+  auto reset = [&] {
+    builder_.Clear();
+    commands_.clear();
+    uploads_.clear();
+    upload_bytes_ = 0;
+  };
+  try {
+    acquire_credits(ops, bytes);
+    bool want_ack;
+    {
+      std::lock_guard lock(credit_mu_);
+      want_ack = ops_in_flight_ > options_.max_ops_in_flight / 2 ||
+                 bytes_in_flight_ > options_.max_bytes_in_flight / 2;
+    }
+    const uint64_t seq = ++seq_;
+    const auto batch = fb::CreateCommandBatch(builder_, seq, want_ack, builder_.CreateVector(commands_));
+    builder_.Finish(fb::CreateMessage(builder_, protocol::kVersion, fb::Body::CommandBatch, batch.Union()));
+    {
+      std::lock_guard lock(credit_mu_);
+      in_flight_.push_back({seq, ops, bytes});
+    }
+    protocol::send_message(*channel_, rank(), protocol::kCommandTag,
+                           {builder_.GetBufferPointer(), builder_.GetSize()}, options_.timeout);
+    for (const Tensor& t : uploads_) {
+      channel_->send(t, rank(), {.tag = protocol::kUploadTag, .timeout = options_.timeout});
+    }
+  } catch (const PeerLost& e) {
+    reset();
+    on_lost(worker_lost(node_, e));
+    throw_if_lost();
+  } catch (...) {
+    reset();
+    throw;
+  }
+  reset();
+}
+
+void NodeLink::acquire_credits(int64_t ops, int64_t bytes) {
+  std::unique_lock lock(credit_mu_);
+  const auto deadline = Clock::now() + options_.timeout;
+  // A batch larger than the whole budget still goes once nothing else is in flight.
+  while (!lost_ && ops_in_flight_ > 0 &&
+         (ops_in_flight_ + ops > options_.max_ops_in_flight || bytes_in_flight_ + bytes > options_.max_bytes_in_flight)) {
+    if (credit_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      THD_THROW_AT(TimeoutError, "flow control", 0, rank(),
+                   "worker node {} has not acknowledged {} ops / {} bytes in flight within {} ms", node_,
+                   ops_in_flight_, bytes_in_flight_, options_.timeout.count());
+    }
+  }
+  if (lost_) std::rethrow_exception(lost_);
+  ops_in_flight_ += ops;
+  bytes_in_flight_ += bytes;
+}
+
+void NodeLink::on_ack(uint64_t batch_seq) {
+  std::lock_guard lock(credit_mu_);
+  while (!in_flight_.empty() && in_flight_.front().seq <= batch_seq) {
+    ops_in_flight_ -= in_flight_.front().ops;
+    bytes_in_flight_ -= in_flight_.front().bytes;
+    in_flight_.pop_front();
+  }
+  credit_cv_.notify_all();
+}
+
+void NodeLink::on_lost(std::exception_ptr error) {
+  std::lock_guard lock(credit_mu_);
+  if (!lost_) lost_ = std::move(error);
+  credit_cv_.notify_all();
+}
+
+std::exception_ptr NodeLink::lost() const {
+  std::lock_guard lock(credit_mu_);
+  return lost_;
+}
+
+void NodeLink::throw_if_lost() const {
+  if (auto e = lost()) std::rethrow_exception(e);
+}
+
+}  // namespace thd::master

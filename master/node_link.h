@@ -1,0 +1,98 @@
+// The master's link to one worker node: its command buffer (a FlatBuffers
+// CommandBatch being built), the uploads that follow it, the frees queued by
+// released handles, and the credits that bound what is in flight.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include <thd/datachannel.h>
+#include <thd/distributed.h>
+
+#include "protocol/codec.h"
+
+namespace thd::master {
+
+namespace fb = protocol::fb;
+
+// The WorkerLost error of `node`, caused by `why` (a PeerLost).
+std::exception_ptr worker_lost(int node, const std::exception& why);
+
+class NodeLink {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Builder = flatbuffers::FlatBufferBuilder;
+  // Builds one op's table in the batch's builder; returns its offset.
+  using BuildOp = std::function<flatbuffers::Offset<void>(Builder&)>;
+
+  // on_pending: called when the buffer goes from empty to holding something (it
+  // wakes the idle flusher).
+  NodeLink(std::shared_ptr<DataChannel> channel, int node, const MasterWorkerOptions& options,
+           std::function<uint64_t()> next_op_id, std::function<void()> on_pending);
+
+  int node() const { return node_; }
+  int rank() const { return node_ + 1; }
+
+  // Appends one command (flushing when the buffer is full); returns its op id.
+  // Throws WorkerLost when the node is lost.
+  uint64_t append(fb::Op type, const BuildOp& build);
+  // As append, with a tensor whose bytes follow the batch on the upload tag.
+  uint64_t append_upload(const BuildOp& build, const Tensor& contiguous);
+  // Queues a Free of `id` for the next batch (never blocks, never throws).
+  void queue_free(uint64_t id);
+  // Sends what is buffered.
+  void flush();
+  // Flushes, then sends a control message (Hello, Goodbye) in order after it.
+  void send_control(std::span<const uint8_t> message);
+  // Sends the buffer when it has waited for `idle` (the background flusher).
+  void flush_if_idle(Clock::time_point now, std::chrono::microseconds idle);
+  bool has_pending() const;
+
+  // From the node's reply thread.
+  void on_ack(uint64_t batch_seq);
+  void on_lost(std::exception_ptr error);
+  // The WorkerLost error once lost, nullptr while healthy.
+  std::exception_ptr lost() const;
+  void throw_if_lost() const;
+
+ private:
+  void flush_locked();
+  void acquire_credits(int64_t ops, int64_t bytes);
+
+  std::shared_ptr<DataChannel> channel_;
+  const int node_;
+  const MasterWorkerOptions options_;
+  std::function<uint64_t()> next_op_id_;
+  std::function<void()> on_pending_;
+
+  mutable std::mutex mu_;  // the buffer; held while a batch is sent, to keep order
+  Builder builder_;
+  std::vector<flatbuffers::Offset<fb::Command>> commands_;
+  std::vector<Tensor> uploads_;
+  int64_t upload_bytes_ = 0;
+  uint64_t seq_ = 0;
+  Clock::time_point first_append_{};
+
+  std::mutex free_mu_;  // frees come from any thread, also from handle destructors
+  std::vector<uint64_t> frees_;
+
+  mutable std::mutex credit_mu_;
+  std::condition_variable credit_cv_;
+  struct InFlight {
+    uint64_t seq;
+    int64_t ops;
+    int64_t bytes;
+  };
+  std::deque<InFlight> in_flight_;
+  int64_t ops_in_flight_ = 0;
+  int64_t bytes_in_flight_ = 0;
+  std::exception_ptr lost_;
+};
+
+}  // namespace thd::master

@@ -1,0 +1,373 @@
+#include "master/session.h"
+
+#include "datachannel/check.h"
+#include "protocol/framing.h"
+#include "tensor/log.h"
+
+namespace thd::master {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kReplyPoll{100};
+constexpr size_t kMaxReplyBytes = size_t{1} << 20;
+
+std::mutex g_session_mu;
+std::shared_ptr<Session> g_session;
+
+template <typename F>
+flatbuffers::DetachedBuffer message_of(fb::Body type, F&& build_body) {
+  flatbuffers::FlatBufferBuilder b(128);
+  const auto body = build_body(b);
+  b.Finish(fb::CreateMessage(b, protocol::kVersion, type, body.Union()));
+  return b.Release();
+}
+
+}  // namespace
+
+std::shared_ptr<Session> current_session(const char* op) {
+  std::lock_guard lock(g_session_mu);
+  if (!g_session) {
+    THD_THROW(ValueError, op, "master-worker mode is not initialized on this process; call "
+                              "thd::init_master_worker() first");
+  }
+  return g_session;
+}
+
+void set_current_session(std::shared_ptr<Session> session) {
+  std::lock_guard lock(g_session_mu);
+  g_session = std::move(session);
+}
+
+bool has_current_session() {
+  std::lock_guard lock(g_session_mu);
+  return g_session != nullptr;
+}
+
+std::shared_ptr<Session> take_current_session() {
+  std::lock_guard lock(g_session_mu);
+  return std::exchange(g_session, nullptr);
+}
+
+Handle::~Handle() {
+  if (auto s = session.lock()) {
+    try {
+      s->link(node, "free").queue_free(id);
+    } catch (...) {  // a destructor must not throw; the session frees everything at its end
+    }
+  }
+}
+
+Session::Session(std::shared_ptr<DataChannel> channel, const MasterWorkerOptions& options,
+                 std::function<void()> detach)
+    : channel_(std::move(channel)), options_(options), detach_(std::move(detach)) {
+  const int nodes = channel_->size() - 1;
+  nodes_.resize(nodes);
+  for (int n = 0; n < nodes; ++n) {
+    links_.push_back(std::make_unique<NodeLink>(
+        channel_, n, options_, [this] { return next_op_id(); }, [this] { flusher_cv_.notify_one(); }));
+  }
+}
+
+Session::~Session() {
+  try {
+    (void)close();
+  } catch (...) {
+  }
+}
+
+NodeLink& Session::link(int node, const char* op) {
+  if (node < 0 || node >= num_nodes()) {
+    THD_THROW_AT(IndexError, op, 0, -1, "node {} is out of range: this job has nodes 0..{} ({} workers)", node,
+                 num_nodes() - 1, num_nodes());
+  }
+  return *links_[node];
+}
+
+int64_t Session::next_transfer_tag() { return protocol::kTransferTagBase + next_transfer_.fetch_add(1); }
+
+std::shared_ptr<Handle> Session::new_handle(int node, Device device, Tensor meta) {
+  return std::make_shared<Handle>(weak_from_this(), next_tensor_id(), node, device, std::move(meta));
+}
+
+void Session::start(uint64_t session_id, uint64_t seed) {
+  for (int n = 0; n < num_nodes(); ++n) reply_threads_.emplace_back([this, n] { reply_loop(n); });
+  for (int n = 0; n < num_nodes(); ++n) {
+    auto hello = message_of(fb::Body::Hello, [&](auto& b) {
+      return fb::CreateHello(b, protocol::kVersion, session_id, n, num_nodes(), seed);
+    });
+    links_[n]->send_control({hello.data(), hello.size()});
+  }
+  std::unique_lock lock(mu_);
+  const auto deadline = Clock::now() + options_.timeout;
+  for (int n = 0; n < num_nodes(); ++n) {
+    while (!nodes_[n].hello && nodes_[n].hello_error.empty() && !links_[n]->lost()) {
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        THD_THROW_AT(TimeoutError, "init_master_worker", 0, n + 1, "worker node {} did not answer the HELLO within {} ms",
+                     n, options_.timeout.count());
+      }
+    }
+    if (auto lost = links_[n]->lost()) std::rethrow_exception(lost);
+    if (!nodes_[n].hello_error.empty()) {
+      THD_THROW_AT(ValueError, "init_master_worker", 0, n + 1, "worker node {} refused the session: {}", n,
+                   nodes_[n].hello_error);
+    }
+  }
+  lock.unlock();
+  flusher_ = std::thread([this] { flusher_loop(); });
+}
+
+void Session::flusher_loop() {
+  // Its own mutex: a flush may block on credits, and the reply threads that return
+  // them must never wait for the flusher.
+  std::unique_lock lock(flusher_mu_);
+  while (!stopping_) {
+    bool pending = false;
+    for (auto& l : links_) pending = pending || l->has_pending();
+    if (!pending) {
+      // on_pending wakes it; the timeout covers a wake-up that raced with the check.
+      flusher_cv_.wait_for(lock, std::chrono::milliseconds(20));
+      continue;
+    }
+    // Give the program the idle time to add more before the buffers go.
+    flusher_cv_.wait_for(lock, options_.flush_after);
+    if (stopping_) break;
+    const auto now = Clock::now();
+    for (auto& l : links_) {
+      try {
+        l->flush_if_idle(now, options_.flush_after);
+      } catch (const std::exception& e) {
+        // A lost node: its next op raises WorkerLost at the caller.
+        THD_LOG_DEBUG("master: background flush of a node failed: {}", e.what());
+      }
+    }
+  }
+}
+
+void Session::reply_loop(int node) {
+  protocol::MessageReceiver replies(channel_, node + 1, protocol::kReplyTag, kMaxReplyBytes);
+  protocol::Received m;
+  while (!stopping_) {
+    try {
+      if (!replies.next(m, kReplyPoll, options_.timeout)) continue;
+      handle_reply(node, protocol::verify_message(m.bytes, "master"));
+    } catch (const PeerLost& e) {
+      auto lost = worker_lost(node, e);
+      links_[node]->on_lost(lost);
+      fail_fetches_of(node, lost);
+      std::lock_guard lock(mu_);
+      cv_.notify_all();
+      return;
+    } catch (const protocol::ProtocolError& e) {
+      THD_LOG_WARN("master: dropped a malformed reply from node {}: {}", node, e.what());
+    } catch (const std::exception& e) {
+      if (stopping_) return;
+      THD_LOG_WARN("master: reading replies from node {} failed: {}", node, e.what());
+      return;
+    }
+  }
+}
+
+std::exception_ptr Session::remote_error(int node, uint64_t op_id, const std::string& op_name,
+                                         const std::string& message) {
+  try {
+    throw RemoteError(fmt::format("{} (op {}) failed on node {}: {}", op_name, op_id, node, message),
+                      ErrorContext{.op = op_name, .rank = 0, .node = node, .peer = node + 1}, op_id);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+void Session::handle_reply(int node, const fb::Message& message) {
+  switch (message.body_type()) {
+    case fb::Body::Ack:
+      links_[node]->on_ack(message.body_as_Ack()->batch_seq());
+      return;
+    case fb::Body::OpFailed: {
+      const fb::OpFailed* f = message.body_as_OpFailed();
+      std::lock_guard lock(mu_);
+      const std::string name = f->op_name() ? f->op_name()->str() : "op";
+      const std::string text = f->message() ? f->message()->str() : "";
+      bool raised = false;
+      for (const auto& r : failures_) raised = raised || (r.raised && r.op_id == f->op_id() && r.node == node);
+      failures_.push_back({node, f->op_id(), name, text, raised});
+      return;
+    }
+    case fb::Body::FetchFailed: {
+      const fb::FetchFailed* f = message.body_as_FetchFailed();
+      const std::string name = f->op_name() ? f->op_name()->str() : "op";
+      const std::string text = f->message() ? f->message()->str() : "";
+      Request receive;
+      {
+        std::lock_guard lock(mu_);
+        auto it = fetches_.find(f->fetch_tag());
+        if (it == fetches_.end() || it->second.first != node) return;
+        receive = it->second.second;
+        for (auto& r : failures_) {
+          if (r.op_id == f->op_id() && r.node == f->node()) r.raised = true;
+        }
+      }
+      receive.cancel(remote_error(f->node(), f->op_id(), name, text));
+      return;
+    }
+    case fb::Body::SyncDone: {
+      const fb::SyncDone* d = message.body_as_SyncDone();
+      std::lock_guard lock(mu_);
+      nodes_[node].sync_done = std::max(nodes_[node].sync_done, d->sync_id());
+      nodes_[node].live_tensors = d->live_tensors();
+      cv_.notify_all();
+      return;
+    }
+    case fb::Body::HelloReply: {
+      const fb::HelloReply* h = message.body_as_HelloReply();
+      std::lock_guard lock(mu_);
+      if (h->accepted()) nodes_[node].hello = true;
+      else nodes_[node].hello_error = h->error() ? h->error()->str() : "refused";
+      cv_.notify_all();
+      return;
+    }
+    case fb::Body::NONE:
+    case fb::Body::Hello:
+    case fb::Body::Goodbye:
+    case fb::Body::CommandBatch:
+      THD_LOG_WARN("master: node {} sent a {} message, which only a master sends", node,
+                   fb::EnumNameBody(message.body_type()));
+      return;
+  }
+}
+
+void Session::fail_fetches_of(int node, std::exception_ptr why) {
+  std::vector<Request> doomed;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [tag, f] : fetches_) {
+      if (f.first == node) doomed.push_back(f.second);
+    }
+  }
+  for (auto& r : doomed) r.cancel(why);
+}
+
+Tensor Session::fetch(const Handle& h) {
+  NodeLink& l = link(h.node, "get");
+  l.throw_if_lost();
+  Tensor out = Tensor::empty(h.meta.shape(), h.meta.dtype());
+  const int64_t tag = protocol::kFetchTagBase + next_fetch_.fetch_add(1);
+  Request receive = channel_->irecv(out, l.rank(), {.tag = tag, .timeout = options_.timeout});
+  {
+    std::lock_guard lock(mu_);
+    fetches_.emplace(tag, std::make_pair(h.node, receive));
+  }
+  struct Unregister {
+    Session* s;
+    int64_t tag;
+    ~Unregister() {
+      std::lock_guard lock(s->mu_);
+      s->fetches_.erase(tag);
+    }
+  } unregister{this, tag};
+  try {
+    l.append(fb::Op::Fetch, [&](auto& b) { return fb::CreateFetch(b, h.id, tag).Union(); });
+    l.flush();
+  } catch (...) {
+    receive.cancel();
+    throw;
+  }
+  try {
+    receive.wait();
+  } catch (const PeerLost& e) {
+    l.on_lost(worker_lost(h.node, e));
+    l.throw_if_lost();
+  }
+  return out;
+}
+
+void Session::wait_for_syncs(const std::vector<uint64_t>& targets) {
+  std::unique_lock lock(mu_);
+  const auto deadline = Clock::now() + options_.timeout;
+  for (int n = 0; n < num_nodes(); ++n) {
+    while (nodes_[n].sync_done < targets[n] && !links_[n]->lost()) {
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        THD_THROW_AT(TimeoutError, "synchronize", 0, n + 1, "worker node {} did not finish its ops within {} ms", n,
+                     options_.timeout.count());
+      }
+    }
+  }
+}
+
+std::exception_ptr Session::take_unraised_failure() {
+  std::lock_guard lock(mu_);
+  for (auto& r : failures_) {
+    if (r.raised) continue;
+    for (auto& same : failures_) {
+      if (same.op_id == r.op_id && same.node == r.node) same.raised = true;
+    }
+    return remote_error(r.node, r.op_id, r.op_name, r.message);
+  }
+  return nullptr;
+}
+
+void Session::synchronize() {
+  std::vector<uint64_t> targets(num_nodes(), 0);
+  for (int n = 0; n < num_nodes(); ++n) {
+    if (links_[n]->lost()) continue;
+    const uint64_t id = ++next_sync_;
+    try {
+      links_[n]->append(fb::Op::Sync, [&](auto& b) { return fb::CreateSync(b, id).Union(); });
+      links_[n]->flush();
+      targets[n] = id;
+    } catch (const WorkerLost&) {
+    }
+  }
+  wait_for_syncs(targets);
+  for (auto& l : links_) l->throw_if_lost();
+  if (auto e = take_unraised_failure()) std::rethrow_exception(e);
+}
+
+std::vector<uint64_t> Session::live_tensors() {
+  synchronize();
+  std::lock_guard lock(mu_);
+  std::vector<uint64_t> out;
+  for (const auto& n : nodes_) out.push_back(n.live_tensors);
+  return out;
+}
+
+std::exception_ptr Session::close() {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return nullptr;
+    closed_ = true;
+  }
+  std::exception_ptr first;
+  try {
+    synchronize();
+  } catch (const WorkerLost&) {
+    // Reported where the program used the node; the other nodes still end cleanly.
+  } catch (...) {
+    first = std::current_exception();
+  }
+  auto goodbye = message_of(fb::Body::Goodbye, [](auto& b) { return fb::CreateGoodbye(b); });
+  for (auto& l : links_) {
+    try {
+      if (!l->lost()) l->send_control({goodbye.data(), goodbye.size()});
+    } catch (const std::exception& e) {
+      THD_LOG_DEBUG("master: goodbye to a node failed: {}", e.what());
+    }
+  }
+  stopping_ = true;
+  flusher_cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+  for (auto& t : reply_threads_) {
+    if (t.joinable()) t.join();
+  }
+  if (detach_) {
+    try {
+      detach_();
+    } catch (const std::exception& e) {
+      THD_LOG_WARN("master: detaching from the pool failed: {}", e.what());
+    }
+  }
+  channel_->shutdown();
+  return first;
+}
+
+}  // namespace thd::master

@@ -1,0 +1,114 @@
+// One master session: the channel to the workers, a NodeLink per node, the reply
+// threads that read each worker's answers, the idle flusher, and the sync points
+// (fetches, synchronize) with the remote errors they raise.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <thd/distributed.h>
+
+#include "master/handle.h"
+#include "master/node_link.h"
+
+namespace thd::master {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(std::shared_ptr<DataChannel> channel, const MasterWorkerOptions& options, std::function<void()> detach);
+  ~Session();
+
+  // HELLO with every worker, then the reply threads and the flusher.
+  void start(uint64_t session_id, uint64_t seed);
+  // synchronize, Goodbye to every node, threads joined, channel closed. Returns the
+  // first unreported remote error (raised by the caller).
+  std::exception_ptr close();
+
+  int num_nodes() const { return static_cast<int>(links_.size()); }
+  const MasterWorkerOptions& options() const { return options_; }
+  DataChannel& channel() { return *channel_; }
+  // The link of `node`; IndexError naming the valid range otherwise.
+  NodeLink& link(int node, const char* op);
+
+  uint64_t next_tensor_id() { return next_tensor_id_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t next_op_id() { return next_op_id_.fetch_add(1, std::memory_order_relaxed); }
+  int64_t next_transfer_tag();
+  // Ops that put commands on several nodes (to_node, collectives) issue them under
+  // this lock, so every worker sees them in one global order (no deadlock between
+  // blocking receives).
+  std::mutex& cross_node_mutex() { return cross_node_mu_; }
+
+  // A handle for a new remote tensor on `node`.
+  std::shared_ptr<Handle> new_handle(int node, Device device, Tensor meta);
+
+  // Downloads a tensor (a sync point).
+  Tensor fetch(const Handle& handle);
+  // Every node has run everything issued so far; then raises the first unraised
+  // remote error, or WorkerLost for a lost node.
+  void synchronize();
+  // Live tensors per node, after a synchronize.
+  std::vector<uint64_t> live_tensors();
+
+ private:
+  struct RemoteFailure {
+    int node;
+    uint64_t op_id;
+    std::string op_name;
+    std::string message;
+    bool raised = false;
+  };
+  struct NodeState {
+    uint64_t sync_done = 0;
+    uint64_t live_tensors = 0;
+    bool hello = false;
+    std::string hello_error;
+  };
+
+  void reply_loop(int node);
+  void flusher_loop();
+  void handle_reply(int node, const fb::Message& message);
+  void fail_fetches_of(int node, std::exception_ptr why);
+  std::exception_ptr remote_error(int node, uint64_t op_id, const std::string& op_name, const std::string& message);
+  // The first failure not yet raised, marked raised; nullptr if none.
+  std::exception_ptr take_unraised_failure();
+  void wait_for_syncs(const std::vector<uint64_t>& targets);
+
+  std::shared_ptr<DataChannel> channel_;
+  MasterWorkerOptions options_;
+  std::function<void()> detach_;
+  std::vector<std::unique_ptr<NodeLink>> links_;
+  std::atomic<uint64_t> next_tensor_id_{1};
+  std::atomic<uint64_t> next_op_id_{1};
+  std::atomic<int64_t> next_fetch_{0};
+  std::atomic<int64_t> next_transfer_{0};
+  std::atomic<uint64_t> next_sync_{0};
+  std::mutex cross_node_mu_;
+
+  std::mutex mu_;  // everything below
+  std::condition_variable cv_;
+  std::vector<NodeState> nodes_;
+  std::vector<RemoteFailure> failures_;
+  std::map<int64_t, std::pair<int, Request>> fetches_;  // fetch tag -> (node, receive)
+
+  std::vector<std::thread> reply_threads_;
+  std::atomic<bool> stopping_{false};
+  std::thread flusher_;
+  std::mutex flusher_mu_;
+  std::condition_variable flusher_cv_;
+  bool closed_ = false;
+};
+
+// The session of this process, or ValueError telling the caller to init first.
+std::shared_ptr<Session> current_session(const char* op);
+void set_current_session(std::shared_ptr<Session> session);
+bool has_current_session();
+// Ends this process's claim on the session and returns it (nullptr if none).
+std::shared_ptr<Session> take_current_session();
+
+}  // namespace thd::master

@@ -1,0 +1,13 @@
+# The master layer's sources, relative to the repository root.
+set(THD_MASTER_SOURCES
+  master/collectives.cpp
+  master/distributed_tensor.cpp
+  master/distributed_tensor_ops.cpp
+  master/emit.cpp
+  master/infer.cpp
+  master/init.cpp
+  master/node_link.cpp
+  master/pool_attach.cpp
+  master/scopes.cpp
+  master/session.cpp
+)

@@ -1,0 +1,172 @@
+#include "protocol/codec.h"
+
+#include <cctype>
+
+#include "tensor/check.h"
+
+namespace thd::protocol {
+
+namespace {
+
+// "IndexSelect" -> "index_select"
+std::string snake(const char* camel) {
+  std::string out;
+  for (const char* p = camel; p != nullptr && *p != '\0'; ++p) {
+    if (std::isupper(static_cast<unsigned char>(*p))) {
+      if (!out.empty()) out += '_';
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(*p)));
+    } else {
+      out += *p;
+    }
+  }
+  return out.empty() ? "unknown" : out;
+}
+
+std::string maybe_inplace(std::string name, uint64_t out) { return out == 0 ? name + "_" : name; }
+
+}  // namespace
+
+const fb::Message& verify_message(std::span<const uint8_t> bytes, const char* who) {
+  if (bytes.size() > kMaxMessageBytes) {
+    THD_THROW(protocol::ProtocolError, who, "message of {} bytes exceeds the limit of {} bytes", bytes.size(),
+              kMaxMessageBytes);
+  }
+  if (bytes.size() < sizeof(flatbuffers::uoffset_t)) {
+    THD_THROW(protocol::ProtocolError, who, "message of {} bytes is too short to hold a FlatBuffer", bytes.size());
+  }
+  flatbuffers::Verifier::Options options;
+  options.max_depth = kMaxVerifierDepth;
+  options.max_tables = kMaxVerifierTables;
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), options);
+  if (!fb::VerifyMessageBuffer(verifier)) {
+    THD_THROW(protocol::ProtocolError, who, "message of {} bytes failed FlatBuffers verification (malformed or truncated)",
+              bytes.size());
+  }
+  const fb::Message* message = fb::GetMessage(bytes.data());
+  if (message->version() != kVersion) {
+    THD_THROW(protocol::ProtocolError, who, "protocol version {} does not match this build's version {}", message->version(),
+              kVersion);
+  }
+  if (message->body_type() == fb::Body::NONE) THD_THROW(protocol::ProtocolError, who, "message has no body");
+  if (const fb::CommandBatch* batch = message->body_as_CommandBatch()) {
+    if (batch->commands() != nullptr && batch->commands()->size() > kMaxCommandsPerBatch) {
+      THD_THROW(protocol::ProtocolError, who, "batch of {} commands exceeds the limit of {}", batch->commands()->size(),
+                kMaxCommandsPerBatch);
+    }
+  }
+  return *message;
+}
+
+fb::DType to_fb(DType dtype) { return static_cast<fb::DType>(static_cast<uint8_t>(dtype)); }
+
+DType from_fb(fb::DType dtype) {
+  const auto v = static_cast<uint8_t>(dtype);
+  if (v >= kNumDTypes) THD_THROW(protocol::ProtocolError, "decode", "dtype code {} is not a thd dtype", v);
+  return static_cast<DType>(v);
+}
+
+fb::Scalar to_fb(const Scalar& s) {
+  switch (s.kind()) {
+    case Scalar::Kind::Bool:
+      return fb::Scalar(fb::ScalarKind::Bool, s.to_int64(), 0.0);
+    case Scalar::Kind::Int:
+      return fb::Scalar(fb::ScalarKind::Int, s.to_int64(), 0.0);
+    case Scalar::Kind::Float:
+      return fb::Scalar(fb::ScalarKind::Float, 0, s.to_double());
+  }
+  return fb::Scalar();
+}
+
+Scalar from_fb(const fb::Scalar& s) {
+  switch (s.kind()) {
+    case fb::ScalarKind::Bool:
+      return Scalar(s.i() != 0);
+    case fb::ScalarKind::Int:
+      return Scalar(s.i());
+    case fb::ScalarKind::Float:
+      return Scalar(s.d());
+  }
+  THD_THROW(protocol::ProtocolError, "decode", "scalar kind {} is not a thd scalar kind", static_cast<int>(s.kind()));
+}
+
+Shape shape_from_fb(const flatbuffers::Vector<int64_t>* shape, const char* what) {
+  if (shape == nullptr) return {};
+  if (shape->size() > static_cast<size_t>(kMaxDims)) {
+    THD_THROW(protocol::ProtocolError, what, "shape has {} dims, more than the limit of {}", shape->size(), kMaxDims);
+  }
+  Shape out(shape->begin(), shape->end());
+  for (int64_t d : out) {
+    if (d < 0) THD_THROW(protocol::ProtocolError, what, "shape {} has a negative size", shape_str(out));
+  }
+  return out;
+}
+
+std::string op_name(const fb::Command& c) {
+  if (c.op() == nullptr) return "none";  // a union type without its table
+  switch (c.op_type()) {
+    case fb::Op::NONE:
+      return "none";
+    case fb::Op::Create:
+      return snake(fb::EnumNameCreateKind(c.op_as_Create()->kind()));
+    case fb::Op::Upload:
+      return "dist_send";
+    case fb::Op::Fetch:
+      return "get";
+    case fb::Op::Free:
+      return "free";
+    case fb::Op::Sync:
+      return "synchronize";
+    case fb::Op::ManualSeed:
+      return "manual_seed";
+    case fb::Op::SendTo:
+      return "to_node (send)";
+    case fb::Op::RecvFrom:
+      return "to_node";
+    case fb::Op::Unary:
+      return maybe_inplace(snake(fb::EnumNameUnaryOp(c.op_as_Unary()->op())), c.op_as_Unary()->out());
+    case fb::Op::Binary:
+      return maybe_inplace(snake(fb::EnumNameBinaryOp(c.op_as_Binary()->op())), c.op_as_Binary()->out());
+    case fb::Op::BinaryScalar:
+      return maybe_inplace(snake(fb::EnumNameBinaryOp(c.op_as_BinaryScalar()->op())),
+                           c.op_as_BinaryScalar()->out());
+    case fb::Op::Clamp:
+      return maybe_inplace("clamp", c.op_as_Clamp()->out());
+    case fb::Op::Fill:
+      return "fill_";
+    case fb::Op::CopyFrom:
+      return "copy_";
+    case fb::Op::Cast:
+      return "to";
+    case fb::Op::Reduce:
+      return snake(fb::EnumNameReduceKind(c.op_as_Reduce()->kind()));
+    case fb::Op::Softmax:
+      return c.op_as_Softmax()->log() ? "log_softmax" : "softmax";
+    case fb::Op::Matmul:
+      return snake(fb::EnumNameMatmulKind(c.op_as_Matmul()->kind()));
+    case fb::Op::Addmm:
+      return "addmm";
+    case fb::Op::ViewOp:
+      return c.op_as_ViewOp()->kind() == fb::ViewKind::SqueezeDim
+                 ? "squeeze"
+                 : snake(fb::EnumNameViewKind(c.op_as_ViewOp()->kind()));
+    case fb::Op::IndexOp:
+      return snake(fb::EnumNameIndexKind(c.op_as_IndexOp()->kind()));
+    case fb::Op::Scatter:
+      return maybe_inplace("scatter", c.op_as_Scatter()->out());
+    case fb::Op::MaskedFill:
+      return maybe_inplace("masked_fill", c.op_as_MaskedFill()->out());
+    case fb::Op::Where:
+      return "where";
+    case fb::Op::Join:
+      return snake(fb::EnumNameJoinKind(c.op_as_Join()->kind()));
+    case fb::Op::Split:
+      return "split";
+    case fb::Op::Sort:
+      return c.op_as_Sort()->k() < 0 ? "sort" : "topk";
+    case fb::Op::Collective:
+      return snake(fb::EnumNameCollectiveKind(c.op_as_Collective()->kind()));
+  }
+  return "unknown";
+}
+
+}  // namespace thd::protocol

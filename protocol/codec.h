@@ -1,0 +1,64 @@
+// The protocol's constants and the conversions between thd's types and the
+// generated FlatBuffers types (docs/protocol.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <thd/dtype.h>
+#include <thd/error.h>
+#include <thd/scalar.h>
+#include <thd/tensor.h>
+
+#include "thd_protocol_generated.h"
+
+namespace thd::protocol {
+
+namespace fb = thd::protocol::fb;
+
+// Bumped on every incompatible schema change; the HELLO checks it.
+inline constexpr uint32_t kVersion = 1;
+
+// Limits a worker enforces before it reads a message.
+inline constexpr size_t kMaxMessageBytes = size_t{64} << 20;
+inline constexpr size_t kMaxCommandsPerBatch = size_t{1} << 20;
+inline constexpr int64_t kMaxDims = 64;
+inline constexpr size_t kMaxVerifierDepth = 32;
+inline constexpr size_t kMaxVerifierTables = size_t{8} << 20;
+
+// DataChannel tags of the runtime's traffic. Fetch and worker-to-worker transfer
+// tags are drawn per transfer from their own ranges, so they never collide.
+inline constexpr int64_t kCommandTag = 1;  // master -> worker messages
+inline constexpr int64_t kReplyTag = 2;    // worker -> master messages
+inline constexpr int64_t kUploadTag = 3;   // master -> worker tensor bytes, in Upload order
+inline constexpr int64_t kFetchTagBase = int64_t{1} << 40;
+inline constexpr int64_t kTransferTagBase = int64_t{2} << 40;
+inline constexpr int64_t kTagRange = int64_t{1} << 40;
+
+// A message that does not pass verification: the worker answers it with an error,
+// it never reads it.
+class ProtocolError : public ValueError {
+  using ValueError::ValueError;
+};
+
+// Throws ProtocolError (naming what was wrong) unless `bytes` is a well-formed
+// Message of this protocol version within the limits above.
+const fb::Message& verify_message(std::span<const uint8_t> bytes, const char* who);
+
+fb::DType to_fb(DType dtype);
+// ProtocolError for a value outside the enum (a hostile or corrupt message).
+DType from_fb(fb::DType dtype);
+
+fb::Scalar to_fb(const Scalar& s);
+Scalar from_fb(const fb::Scalar& s);
+
+// A shape from a message: ProtocolError when missing where required, longer than
+// kMaxDims, or holding negative sizes.
+Shape shape_from_fb(const flatbuffers::Vector<int64_t>* shape, const char* what);
+
+// "add", "index_select": the lower-case name of an op for error reports.
+std::string op_name(const fb::Command& command);
+
+}  // namespace thd::protocol

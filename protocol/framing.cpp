@@ -1,0 +1,102 @@
+#include "protocol/framing.h"
+
+#include <cstring>
+
+#include "protocol/codec.h"
+#include "tensor/check.h"
+
+namespace thd::protocol {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x46444854;  // "THDF"
+
+// A posted receive lives until the channel's own deadline; the runtime's pollers
+// cancel it at shutdown, so "forever" here only has to outlast a session.
+constexpr std::chrono::milliseconds kPostedReceiveLifetime = std::chrono::hours(24 * 365);
+
+}  // namespace
+
+void send_message(DataChannel& channel, int dst, int64_t tag, std::span<const uint8_t> message,
+                  std::chrono::milliseconds timeout) {
+  uint8_t head[kHeadFrameBytes];
+  const auto length = static_cast<uint32_t>(message.size());
+  std::memcpy(head, &kMagic, 4);
+  std::memcpy(head + 4, &length, 4);
+  const bool inline_body = message.size() <= kInlineBytes;
+  if (inline_body && !message.empty()) std::memcpy(head + kHeadPrefixBytes, message.data(), message.size());
+  // Only the bytes in use are meaningful; the rest of the frame is zero so no
+  // stale memory leaves the process.
+  if (inline_body) std::memset(head + kHeadPrefixBytes + message.size(), 0, kInlineBytes - message.size());
+  else std::memset(head + kHeadPrefixBytes, 0, kInlineBytes);
+  const P2POptions options{.tag = tag, .timeout = timeout};
+  if (inline_body) {
+    channel.send_bytes({head, sizeof head}, dst, options);
+    return;
+  }
+  Request first = channel.isend_bytes({head, sizeof head}, dst, options);
+  channel.send_bytes(message, dst, options);
+  first.wait();
+}
+
+MessageReceiver::MessageReceiver(std::shared_ptr<DataChannel> channel, int source, int64_t tag, size_t max_bytes)
+    : channel_(std::move(channel)), source_(source), tag_(tag), max_bytes_(max_bytes), head_(kHeadFrameBytes) {
+  post();
+}
+
+MessageReceiver::~MessageReceiver() {
+  try {
+    pending_.cancel();
+  } catch (...) {  // a channel already shut down has failed it already
+  }
+}
+
+void MessageReceiver::post() {
+  pending_ = channel_->irecv_bytes(head_, source_, {.tag = tag_, .timeout = kPostedReceiveLifetime});
+}
+
+bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll, std::chrono::milliseconds body_timeout) {
+  try {
+    pending_.wait(poll);
+  } catch (const TimeoutError&) {
+    if (!pending_.test()) return false;  // still posted: poll again later
+    throw;
+  } catch (const ValueError& e) {
+    // A frame of the wrong size (a peer not speaking this protocol): the channel
+    // discarded it; keep listening.
+    post();
+    THD_THROW(protocol::ProtocolError, "receive", "malformed message head: {}", e.what());
+  }
+  uint32_t magic = 0;
+  uint32_t length = 0;
+  std::memcpy(&magic, head_.data(), 4);
+  std::memcpy(&length, head_.data() + 4, 4);
+  out.source = pending_.source();
+  if (magic != kMagic || length > max_bytes_) {
+    post();
+    if (magic != kMagic) {
+      THD_THROW(protocol::ProtocolError, "receive", "message head from rank {} has magic {:#x}, expected {:#x}", out.source,
+                magic, kMagic);
+    }
+    THD_THROW(protocol::ProtocolError, "receive", "message of {} bytes from rank {} exceeds the limit of {} bytes", length,
+              out.source, max_bytes_);
+  }
+  if (length <= kInlineBytes) {
+    out.bytes.assign(head_.begin() + kHeadPrefixBytes, head_.begin() + kHeadPrefixBytes + length);
+    post();
+    return true;
+  }
+  // The body is the next message from that source on this tag: receive it before
+  // posting the next head, which would otherwise match it first.
+  out.bytes.resize(length);
+  try {
+    channel_->recv_bytes(out.bytes, out.source, {.tag = tag_, .timeout = body_timeout});
+  } catch (...) {
+    post();
+    throw;
+  }
+  post();
+  return true;
+}
+
+}  // namespace thd::protocol

@@ -1,0 +1,56 @@
+// Messages of any size over a DataChannel, whose receives need the exact size up
+// front: a fixed-size head frame carries the length and, for small messages (the
+// common case: a batch of a few ops, a reply), the message itself; a larger
+// message follows the head as a second frame on the same tag, which the
+// DataChannel's non-overtaking rule keeps in order.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <thd/datachannel.h>
+
+namespace thd::protocol {
+
+inline constexpr size_t kHeadFrameBytes = 1024;
+inline constexpr size_t kHeadPrefixBytes = 8;  // magic + length
+inline constexpr size_t kInlineBytes = kHeadFrameBytes - kHeadPrefixBytes;
+
+// Sends `message` to `dst` on `tag`. Only one thread may send on a (dst, tag) at a
+// time (callers hold their link's lock).
+void send_message(DataChannel& channel, int dst, int64_t tag, std::span<const uint8_t> message,
+                  std::chrono::milliseconds timeout);
+
+// One received message.
+struct Received {
+  int source = -1;
+  std::vector<uint8_t> bytes;
+};
+
+// Receives messages on one (source, tag): the head frame's receive stays posted
+// between calls, so a caller may poll with short timeouts without losing a message.
+class MessageReceiver {
+ public:
+  MessageReceiver(std::shared_ptr<DataChannel> channel, int source, int64_t tag, size_t max_bytes);
+  ~MessageReceiver();
+  MessageReceiver(const MessageReceiver&) = delete;
+  MessageReceiver& operator=(const MessageReceiver&) = delete;
+
+  // The next message, or false when none arrived within `poll`. Throws the
+  // channel's errors (PeerLost, ...) and ProtocolError for a malformed head.
+  bool next(Received& out, std::chrono::milliseconds poll, std::chrono::milliseconds body_timeout);
+
+ private:
+  void post();
+
+  std::shared_ptr<DataChannel> channel_;
+  int source_;
+  int64_t tag_;
+  size_t max_bytes_;
+  std::vector<uint8_t> head_;
+  Request pending_;
+};
+
+}  // namespace thd::protocol

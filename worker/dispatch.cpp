@@ -1,0 +1,71 @@
+// The exhaustive switch over the schema's ops: an op added to the schema and not
+// handled here does not compile (-Werror=switch).
+#include "tensor/check.h"
+#include "worker/ops.h"
+
+namespace thd::worker {
+
+namespace {
+
+void run_command(ExecContext& ctx, const fb::Command& c) {
+  switch (c.op_type()) {
+    case fb::Op::NONE:
+      throw protocol::ProtocolError("command carries no op");
+    case fb::Op::Create: return run(ctx, table_of(c.op_as_Create()));
+    case fb::Op::Upload: return run(ctx, table_of(c.op_as_Upload()));
+    case fb::Op::Fetch: return run(ctx, table_of(c.op_as_Fetch()));
+    case fb::Op::Free: return run(ctx, table_of(c.op_as_Free()));
+    case fb::Op::Sync: return run(ctx, table_of(c.op_as_Sync()));
+    case fb::Op::ManualSeed: return run(ctx, table_of(c.op_as_ManualSeed()));
+    case fb::Op::SendTo: return run(ctx, table_of(c.op_as_SendTo()));
+    case fb::Op::RecvFrom: return run(ctx, table_of(c.op_as_RecvFrom()));
+    case fb::Op::Unary: return run(ctx, table_of(c.op_as_Unary()));
+    case fb::Op::Binary: return run(ctx, table_of(c.op_as_Binary()));
+    case fb::Op::BinaryScalar: return run(ctx, table_of(c.op_as_BinaryScalar()));
+    case fb::Op::Clamp: return run(ctx, table_of(c.op_as_Clamp()));
+    case fb::Op::Fill: return run(ctx, table_of(c.op_as_Fill()));
+    case fb::Op::CopyFrom: return run(ctx, table_of(c.op_as_CopyFrom()));
+    case fb::Op::Cast: return run(ctx, table_of(c.op_as_Cast()));
+    case fb::Op::Reduce: return run(ctx, table_of(c.op_as_Reduce()));
+    case fb::Op::Softmax: return run(ctx, table_of(c.op_as_Softmax()));
+    case fb::Op::Matmul: return run(ctx, table_of(c.op_as_Matmul()));
+    case fb::Op::Addmm: return run(ctx, table_of(c.op_as_Addmm()));
+    case fb::Op::ViewOp: return run(ctx, table_of(c.op_as_ViewOp()));
+    case fb::Op::IndexOp: return run(ctx, table_of(c.op_as_IndexOp()));
+    case fb::Op::Scatter: return run(ctx, table_of(c.op_as_Scatter()));
+    case fb::Op::MaskedFill: return run(ctx, table_of(c.op_as_MaskedFill()));
+    case fb::Op::Where: return run(ctx, table_of(c.op_as_Where()));
+    case fb::Op::Join: return run(ctx, table_of(c.op_as_Join()));
+    case fb::Op::Split: return run(ctx, table_of(c.op_as_Split()));
+    case fb::Op::Sort: return run(ctx, table_of(c.op_as_Sort()));
+    case fb::Op::Collective: return run(ctx, table_of(c.op_as_Collective()));
+  }
+  THD_THROW(protocol::ProtocolError, "dispatch", "op type {} is not in this protocol version",
+            static_cast<int>(c.op_type()));
+}
+
+}  // namespace
+
+void dispatch(ExecContext& ctx, const fb::Command& command) {
+  ctx.begin(command);
+  try {
+    run_command(ctx, command);
+  } catch (const PoisonedInput& p) {
+    ctx.fail(p.poison, /*report=*/false);
+  } catch (const PeerLost& e) {
+    if (e.context().peer == 0) throw;  // the master: the session is over
+    ctx.fail(ctx.new_poison(e.what()), /*report=*/true);
+  } catch (const std::exception& e) {
+    ctx.fail(ctx.new_poison(e.what()), /*report=*/true);
+  }
+}
+
+uint64_t node_seed(uint64_t seed, int node) {
+  // splitmix64 of (seed, node): unrelated streams per node, reproducible per seed.
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(node) + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace thd::worker

@@ -1,0 +1,40 @@
+#include "worker/handle_table.h"
+
+#include <unordered_set>
+
+#include "tensor/check.h"
+
+namespace thd::worker {
+
+const Entry* HandleTable::find(uint64_t id) const {
+  auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void HandleTable::define(uint64_t id, Tensor tensor) {
+  if (id == 0) THD_THROW(ValueError, "define", "tensor id 0 is reserved for \"no tensor\"");
+  auto [it, inserted] = entries_.try_emplace(id);
+  if (!inserted) {
+    THD_THROW(ValueError, "define", "tensor id {} is already in use (the master never reuses an id)", id);
+  }
+  it->second = Entry{std::move(tensor), nullptr};
+}
+
+void HandleTable::poison(uint64_t id, std::shared_ptr<const Poison> poison) {
+  if (id == 0) return;
+  entries_[id] = Entry{Tensor(), std::move(poison)};
+}
+
+bool HandleTable::erase(uint64_t id) { return entries_.erase(id) != 0; }
+
+size_t HandleTable::storage_bytes() const {
+  std::unordered_set<const void*> seen;
+  size_t total = 0;
+  for (const auto& [id, e] : entries_) {
+    if (!e.tensor.defined()) continue;
+    if (seen.insert(e.tensor.storage().get()).second) total += e.tensor.storage()->nbytes();
+  }
+  return total;
+}
+
+}  // namespace thd::worker

@@ -1,0 +1,46 @@
+// A worker's tensors of one session, by the ids the master assigned. An entry is a
+// tensor or the poison of the op that should have produced it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include <thd/tensor.h>
+
+namespace thd::worker {
+
+// The original failure a poisoned tensor carries: ops that consume it are poisoned
+// with the same record, so the master raises the error where it began.
+struct Poison {
+  uint64_t op_id = 0;
+  std::string op_name;
+  std::string message;
+  int node = -1;
+};
+
+struct Entry {
+  Tensor tensor;                         // defined unless poisoned
+  std::shared_ptr<const Poison> poison;  // set when poisoned
+};
+
+class HandleTable {
+ public:
+  // nullptr when the id is not live.
+  const Entry* find(uint64_t id) const;
+  // ValueError when the id is 0 or already live (the master never reuses ids).
+  void define(uint64_t id, Tensor tensor);
+  void poison(uint64_t id, std::shared_ptr<const Poison> poison);
+  // False when the id was not live.
+  bool erase(uint64_t id);
+  size_t size() const { return entries_.size(); }
+  void clear() { entries_.clear(); }
+  // Bytes of tensor memory the live entries hold (each storage counted once).
+  size_t storage_bytes() const;
+
+ private:
+  std::unordered_map<uint64_t, Entry> entries_;
+};
+
+}  // namespace thd::worker

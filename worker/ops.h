@@ -1,0 +1,58 @@
+// The worker's op handlers, one per command table of the schema. Each declares its
+// outputs (ctx.output) before it reads its inputs (ctx.input), so a poisoned or
+// failing input poisons exactly what the op would have written.
+#pragma once
+
+#include "protocol/codec.h"
+#include "worker/exec_context.h"
+
+namespace thd::worker {
+
+namespace fb = protocol::fb;
+
+// The command's table, or ProtocolError when the union's type came without one.
+template <typename T>
+const T& table_of(const T* table) {
+  if (table == nullptr) throw protocol::ProtocolError("command names an op but carries no arguments");
+  return *table;
+}
+
+void run(ExecContext& ctx, const fb::Create& op);
+void run(ExecContext& ctx, const fb::Upload& op);
+void run(ExecContext& ctx, const fb::Fetch& op);
+void run(ExecContext& ctx, const fb::Free& op);
+void run(ExecContext& ctx, const fb::Sync& op);
+void run(ExecContext& ctx, const fb::ManualSeed& op);
+void run(ExecContext& ctx, const fb::SendTo& op);
+void run(ExecContext& ctx, const fb::RecvFrom& op);
+void run(ExecContext& ctx, const fb::Collective& op);
+
+void run(ExecContext& ctx, const fb::Unary& op);
+void run(ExecContext& ctx, const fb::Binary& op);
+void run(ExecContext& ctx, const fb::BinaryScalar& op);
+void run(ExecContext& ctx, const fb::Clamp& op);
+void run(ExecContext& ctx, const fb::Fill& op);
+void run(ExecContext& ctx, const fb::CopyFrom& op);
+void run(ExecContext& ctx, const fb::Cast& op);
+void run(ExecContext& ctx, const fb::Reduce& op);
+void run(ExecContext& ctx, const fb::Softmax& op);
+void run(ExecContext& ctx, const fb::Matmul& op);
+void run(ExecContext& ctx, const fb::Addmm& op);
+
+void run(ExecContext& ctx, const fb::ViewOp& op);
+void run(ExecContext& ctx, const fb::IndexOp& op);
+void run(ExecContext& ctx, const fb::Scatter& op);
+void run(ExecContext& ctx, const fb::MaskedFill& op);
+void run(ExecContext& ctx, const fb::Where& op);
+void run(ExecContext& ctx, const fb::Join& op);
+void run(ExecContext& ctx, const fb::Split& op);
+void run(ExecContext& ctx, const fb::Sort& op);
+
+// Runs one command; a failure poisons its outputs and is reported, never thrown.
+// Throws only PeerLost for the master (the session is over).
+void dispatch(ExecContext& ctx, const fb::Command& command);
+
+// A generator seed for `node` from the session's seed: nodes draw different streams.
+uint64_t node_seed(uint64_t seed, int node);
+
+}  // namespace thd::worker

@@ -1,0 +1,235 @@
+// Elementwise math, reductions and linear algebra: each maps a command onto the
+// tensor library's op of the same name.
+#include "tensor/check.h"
+#include "worker/ops.h"
+
+namespace thd::worker {
+
+namespace {
+
+Scalar scalar_of(const fb::Scalar* s) { return protocol::from_fb(s != nullptr ? *s : fb::Scalar()); }
+
+[[noreturn]] void unknown_kind(const char* family, int value) {
+  THD_THROW(protocol::ProtocolError, family, "{} kind {} is not in this protocol version", family, value);
+}
+
+Tensor unary(fb::UnaryOp op, const Tensor& a) {
+  switch (op) {
+    case fb::UnaryOp::Neg: return a.neg();
+    case fb::UnaryOp::Abs: return a.abs();
+    case fb::UnaryOp::Exp: return a.exp();
+    case fb::UnaryOp::Log: return a.log();
+    case fb::UnaryOp::Sqrt: return a.sqrt();
+    case fb::UnaryOp::Rsqrt: return a.rsqrt();
+    case fb::UnaryOp::Sin: return a.sin();
+    case fb::UnaryOp::Cos: return a.cos();
+    case fb::UnaryOp::Tanh: return a.tanh();
+    case fb::UnaryOp::Sigmoid: return a.sigmoid();
+    case fb::UnaryOp::Relu: return a.relu();
+    case fb::UnaryOp::Gelu: return a.gelu();
+    case fb::UnaryOp::Contiguous: return a.contiguous();
+    case fb::UnaryOp::Clone: return a.clone();
+  }
+  unknown_kind("unary", static_cast<int>(op));
+}
+
+void unary_(fb::UnaryOp op, Tensor& a) {
+  switch (op) {
+    case fb::UnaryOp::Neg: a.neg_(); return;
+    case fb::UnaryOp::Abs: a.abs_(); return;
+    case fb::UnaryOp::Exp: a.exp_(); return;
+    case fb::UnaryOp::Log: a.log_(); return;
+    case fb::UnaryOp::Sqrt: a.sqrt_(); return;
+    case fb::UnaryOp::Rsqrt: a.rsqrt_(); return;
+    case fb::UnaryOp::Sin: a.sin_(); return;
+    case fb::UnaryOp::Cos: a.cos_(); return;
+    case fb::UnaryOp::Tanh: a.tanh_(); return;
+    case fb::UnaryOp::Sigmoid: a.sigmoid_(); return;
+    case fb::UnaryOp::Relu: a.relu_(); return;
+    case fb::UnaryOp::Gelu: a.gelu_(); return;
+    case fb::UnaryOp::Contiguous:
+    case fb::UnaryOp::Clone:
+      THD_THROW(protocol::ProtocolError, "unary", "{} has no in-place form", fb::EnumNameUnaryOp(op));
+  }
+  unknown_kind("unary", static_cast<int>(op));
+}
+
+// One template for tensor and scalar operands: both have the same method names.
+template <typename B>
+Tensor binary(fb::BinaryOp op, const Tensor& a, const B& b) {
+  switch (op) {
+    case fb::BinaryOp::Add: return a.add(b);
+    case fb::BinaryOp::Sub: return a.sub(b);
+    case fb::BinaryOp::Mul: return a.mul(b);
+    case fb::BinaryOp::Div: return a.div(b);
+    case fb::BinaryOp::Pow: return a.pow(b);
+    case fb::BinaryOp::Maximum:
+      if constexpr (std::is_same_v<B, Tensor>) return a.maximum(b);
+      else break;
+    case fb::BinaryOp::Minimum:
+      if constexpr (std::is_same_v<B, Tensor>) return a.minimum(b);
+      else break;
+    case fb::BinaryOp::Eq: return a.eq(b);
+    case fb::BinaryOp::Ne: return a.ne(b);
+    case fb::BinaryOp::Lt: return a.lt(b);
+    case fb::BinaryOp::Le: return a.le(b);
+    case fb::BinaryOp::Gt: return a.gt(b);
+    case fb::BinaryOp::Ge: return a.ge(b);
+  }
+  unknown_kind("binary", static_cast<int>(op));
+}
+
+template <typename B>
+void binary_(fb::BinaryOp op, Tensor& a, const B& b) {
+  switch (op) {
+    case fb::BinaryOp::Add: a.add_(b); return;
+    case fb::BinaryOp::Sub: a.sub_(b); return;
+    case fb::BinaryOp::Mul: a.mul_(b); return;
+    case fb::BinaryOp::Div: a.div_(b); return;
+    case fb::BinaryOp::Pow: a.pow_(b); return;
+    case fb::BinaryOp::Maximum:
+    case fb::BinaryOp::Minimum:
+    case fb::BinaryOp::Eq:
+    case fb::BinaryOp::Ne:
+    case fb::BinaryOp::Lt:
+    case fb::BinaryOp::Le:
+    case fb::BinaryOp::Gt:
+    case fb::BinaryOp::Ge:
+      THD_THROW(protocol::ProtocolError, "binary", "{} has no in-place form", fb::EnumNameBinaryOp(op));
+  }
+  unknown_kind("binary", static_cast<int>(op));
+}
+
+// `scalar op tensor`, for the reversed operators (2 - t, 1 / t).
+Tensor reversed(fb::BinaryOp op, const Scalar& s, const Tensor& t) {
+  switch (op) {
+    case fb::BinaryOp::Add: return s + t;
+    case fb::BinaryOp::Sub: return s - t;
+    case fb::BinaryOp::Mul: return s * t;
+    case fb::BinaryOp::Div: return s / t;
+    default:
+      THD_THROW(protocol::ProtocolError, "binary", "{} has no scalar-first form", fb::EnumNameBinaryOp(op));
+  }
+}
+
+Dims dims_of(const flatbuffers::Vector<int64_t>* dims) {
+  return dims == nullptr ? Dims{} : Dims(dims->begin(), dims->end());
+}
+
+Tensor reduce(const fb::Reduce& op, const Tensor& a) {
+  const bool all = op.all_dims();
+  const Dims dims = dims_of(op.dims());
+  const bool keep = op.keepdim();
+  auto first_dim = [&] {
+    if (dims.empty()) THD_THROW(protocol::ProtocolError, "reduce", "argmax/argmin over a dim needs the dim");
+    return dims[0];
+  };
+  switch (op.kind()) {
+    case fb::ReduceKind::Sum: return all ? a.sum() : a.sum(dims, keep);
+    case fb::ReduceKind::Mean: return all ? a.mean() : a.mean(dims, keep);
+    case fb::ReduceKind::Prod: return all ? a.prod() : a.prod(dims, keep);
+    case fb::ReduceKind::Max: return all ? a.max() : a.max(dims, keep);
+    case fb::ReduceKind::Min: return all ? a.min() : a.min(dims, keep);
+    case fb::ReduceKind::Any: return all ? a.any() : a.any(dims, keep);
+    case fb::ReduceKind::All: return all ? a.all() : a.all(dims, keep);
+    case fb::ReduceKind::Argmax: return all ? a.argmax() : a.argmax(first_dim(), keep);
+    case fb::ReduceKind::Argmin: return all ? a.argmin() : a.argmin(first_dim(), keep);
+    case fb::ReduceKind::Norm: return all ? a.norm(op.p()) : a.norm(op.p(), dims, keep);
+    case fb::ReduceKind::Var: return all ? a.var(Dims{}, op.correction()) : a.var(dims, op.correction(), keep);
+    case fb::ReduceKind::Std: return all ? a.std(Dims{}, op.correction()) : a.std(dims, op.correction(), keep);
+  }
+  unknown_kind("reduce", static_cast<int>(op.kind()));
+}
+
+Tensor matmul(fb::MatmulKind kind, const Tensor& a, const Tensor& b) {
+  switch (kind) {
+    case fb::MatmulKind::Matmul: return a.matmul(b);
+    case fb::MatmulKind::Mm: return a.mm(b);
+    case fb::MatmulKind::Bmm: return a.bmm(b);
+    case fb::MatmulKind::Dot: return a.dot(b);
+    case fb::MatmulKind::Outer: return a.outer(b);
+  }
+  unknown_kind("matmul", static_cast<int>(kind));
+}
+
+// The in-place target of an op whose out is 0: a live tensor the op writes.
+Tensor& target(ExecContext& ctx, uint64_t id) { return const_cast<Tensor&>(ctx.input(id)); }
+
+}  // namespace
+
+void run(ExecContext& ctx, const fb::Unary& op) {
+  ctx.output(op.out() != 0 ? op.out() : op.a());
+  if (op.out() == 0) return unary_(op.op(), target(ctx, op.a()));
+  ctx.define(op.out(), unary(op.op(), ctx.input(op.a())));
+}
+
+void run(ExecContext& ctx, const fb::Binary& op) {
+  ctx.output(op.out() != 0 ? op.out() : op.a());
+  const Tensor& b = ctx.input(op.b());
+  if (op.out() == 0) return binary_(op.op(), target(ctx, op.a()), b);
+  ctx.define(op.out(), binary(op.op(), ctx.input(op.a()), b));
+}
+
+void run(ExecContext& ctx, const fb::BinaryScalar& op) {
+  ctx.output(op.out() != 0 ? op.out() : op.a());
+  const Scalar b = scalar_of(op.b());
+  if (op.out() == 0) {
+    if (op.reverse()) THD_THROW(protocol::ProtocolError, "binary", "a scalar-first op has no in-place form");
+    return binary_(op.op(), target(ctx, op.a()), b);
+  }
+  const Tensor& a = ctx.input(op.a());
+  ctx.define(op.out(), op.reverse() ? reversed(op.op(), b, a) : binary(op.op(), a, b));
+}
+
+void run(ExecContext& ctx, const fb::Clamp& op) {
+  ctx.output(op.out() != 0 ? op.out() : op.a());
+  const std::optional<Scalar> lo = op.has_min() ? std::optional(scalar_of(op.min())) : std::nullopt;
+  const std::optional<Scalar> hi = op.has_max() ? std::optional(scalar_of(op.max())) : std::nullopt;
+  if (op.out() == 0) {
+    target(ctx, op.a()).clamp_(lo, hi);
+    return;
+  }
+  ctx.define(op.out(), ctx.input(op.a()).clamp(lo, hi));
+}
+
+void run(ExecContext& ctx, const fb::Fill& op) {
+  ctx.output(op.target());
+  target(ctx, op.target()).fill_(scalar_of(op.value()));
+}
+
+void run(ExecContext& ctx, const fb::CopyFrom& op) {
+  ctx.output(op.target());
+  const Tensor& src = ctx.input(op.src());
+  target(ctx, op.target()).copy_(src);
+}
+
+void run(ExecContext& ctx, const fb::Cast& op) {
+  ctx.output(op.out());
+  // Always a copy: the master keeps `to()` without a copy on its side.
+  ctx.define(op.out(), ctx.input(op.a()).to(protocol::from_fb(op.dtype()), /*copy=*/true));
+}
+
+void run(ExecContext& ctx, const fb::Reduce& op) {
+  ctx.output(op.out());
+  ctx.define(op.out(), reduce(op, ctx.input(op.a())));
+}
+
+void run(ExecContext& ctx, const fb::Softmax& op) {
+  ctx.output(op.out());
+  const Tensor& a = ctx.input(op.a());
+  ctx.define(op.out(), op.log() ? a.log_softmax(op.dim()) : a.softmax(op.dim()));
+}
+
+void run(ExecContext& ctx, const fb::Matmul& op) {
+  ctx.output(op.out());
+  ctx.define(op.out(), matmul(op.kind(), ctx.input(op.a()), ctx.input(op.b())));
+}
+
+void run(ExecContext& ctx, const fb::Addmm& op) {
+  ctx.output(op.out());
+  const Tensor& self = ctx.input(op.self());
+  ctx.define(op.out(), self.addmm(ctx.input(op.mat1()), ctx.input(op.mat2()), scalar_of(op.beta()),
+                                  scalar_of(op.alpha())));
+}
+
+}  // namespace thd::worker

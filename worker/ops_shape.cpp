@@ -1,0 +1,122 @@
+// Views, indexing, joining, splitting and sorting.
+#include "tensor/check.h"
+#include "worker/ops.h"
+
+namespace thd::worker {
+
+namespace {
+
+Scalar scalar_of(const fb::Scalar* s) { return protocol::from_fb(s != nullptr ? *s : fb::Scalar()); }
+
+std::vector<int64_t> longs(const flatbuffers::Vector<int64_t>* v) {
+  return v == nullptr ? std::vector<int64_t>{} : std::vector<int64_t>(v->begin(), v->end());
+}
+
+Tensor view(const fb::ViewOp& op, const Tensor& a) {
+  switch (op.kind()) {
+    case fb::ViewKind::View: return a.view(longs(op.shape()));
+    case fb::ViewKind::Reshape: return a.reshape(longs(op.shape()));
+    case fb::ViewKind::Flatten: return a.flatten(op.dim0(), op.dim1());
+    case fb::ViewKind::Transpose: return a.transpose(op.dim0(), op.dim1());
+    case fb::ViewKind::Permute: return a.permute(longs(op.dims()));
+    case fb::ViewKind::Slice: return a.slice(op.dim0(), op.start(), op.end(), op.step());
+    case fb::ViewKind::Narrow: return a.narrow(op.dim0(), op.start(), op.end());
+    case fb::ViewKind::Select: return a.select(op.dim0(), op.start());
+    case fb::ViewKind::Expand: return a.expand(longs(op.shape()));
+    case fb::ViewKind::Squeeze: return a.squeeze();
+    case fb::ViewKind::SqueezeDim: return a.squeeze(op.dim0());
+    case fb::ViewKind::Unsqueeze: return a.unsqueeze(op.dim0());
+  }
+  THD_THROW(protocol::ProtocolError, "view", "view kind {} is not in this protocol version",
+            static_cast<int>(op.kind()));
+}
+
+Tensor& target(ExecContext& ctx, uint64_t id) { return const_cast<Tensor&>(ctx.input(id)); }
+
+}  // namespace
+
+void run(ExecContext& ctx, const fb::ViewOp& op) {
+  ctx.output(op.out());
+  ctx.define(op.out(), view(op, ctx.input(op.a())));
+}
+
+void run(ExecContext& ctx, const fb::IndexOp& op) {
+  ctx.output(op.out());
+  const Tensor& a = ctx.input(op.a());
+  const Tensor& index = ctx.input(op.index());
+  switch (op.kind()) {
+    case fb::IndexKind::IndexSelect: return ctx.define(op.out(), a.index_select(op.dim(), index));
+    case fb::IndexKind::Gather: return ctx.define(op.out(), a.gather(op.dim(), index));
+  }
+  THD_THROW(protocol::ProtocolError, "index", "index kind {} is not in this protocol version",
+            static_cast<int>(op.kind()));
+}
+
+void run(ExecContext& ctx, const fb::Scatter& op) {
+  ctx.output(op.out() != 0 ? op.out() : op.a());
+  const Tensor& index = ctx.input(op.index());
+  if (op.out() == 0) {
+    Tensor& self = target(ctx, op.a());
+    if (op.src() != 0) self.scatter_(op.dim(), index, ctx.input(op.src()));
+    else self.scatter_(op.dim(), index, scalar_of(op.value()));
+    return;
+  }
+  const Tensor& a = ctx.input(op.a());
+  ctx.define(op.out(), op.src() != 0 ? a.scatter(op.dim(), index, ctx.input(op.src()))
+                                     : a.scatter(op.dim(), index, scalar_of(op.value())));
+}
+
+void run(ExecContext& ctx, const fb::MaskedFill& op) {
+  ctx.output(op.out() != 0 ? op.out() : op.a());
+  const Tensor& mask = ctx.input(op.mask());
+  if (op.out() == 0) {
+    target(ctx, op.a()).masked_fill_(mask, scalar_of(op.value()));
+    return;
+  }
+  ctx.define(op.out(), ctx.input(op.a()).masked_fill(mask, scalar_of(op.value())));
+}
+
+void run(ExecContext& ctx, const fb::Where& op) {
+  ctx.output(op.out());
+  const Tensor& cond = ctx.input(op.cond());
+  if (op.a() == 0 && op.b() == 0) return ctx.define(op.out(), where(cond, scalar_of(op.sa()), scalar_of(op.sb())));
+  ctx.define(op.out(), where(cond, ctx.input(op.a()), ctx.input(op.b())));
+}
+
+void run(ExecContext& ctx, const fb::Join& op) {
+  ctx.output(op.out());
+  std::vector<Tensor> inputs;
+  if (op.inputs() != nullptr) {
+    inputs.reserve(op.inputs()->size());
+    for (uint64_t id : *op.inputs()) inputs.push_back(ctx.input(id));
+  }
+  switch (op.kind()) {
+    case fb::JoinKind::Cat: return ctx.define(op.out(), cat(inputs, op.dim()));
+    case fb::JoinKind::Stack: return ctx.define(op.out(), stack(inputs, op.dim()));
+  }
+  THD_THROW(protocol::ProtocolError, "join", "join kind {} is not in this protocol version",
+            static_cast<int>(op.kind()));
+}
+
+void run(ExecContext& ctx, const fb::Split& op) {
+  const std::vector<int64_t> sizes = longs(op.sizes());
+  const size_t n = op.outs() == nullptr ? 0 : op.outs()->size();
+  for (size_t i = 0; i < n; ++i) ctx.output(op.outs()->Get(i));
+  if (n != sizes.size()) {
+    THD_THROW(protocol::ProtocolError, "split", "{} outputs for {} sizes", n, sizes.size());
+  }
+  std::vector<Tensor> parts = ctx.input(op.a()).split(sizes, op.dim());
+  for (size_t i = 0; i < n; ++i) ctx.define(op.outs()->Get(i), std::move(parts[i]));
+}
+
+void run(ExecContext& ctx, const fb::Sort& op) {
+  ctx.output(op.values());
+  ctx.output(op.indices());
+  const Tensor& a = ctx.input(op.a());
+  auto [values, indices] = op.k() < 0 ? a.sort(op.dim(), op.descending())
+                                      : a.topk(op.k(), op.dim(), /*largest=*/op.descending(), op.sorted());
+  ctx.define(op.values(), std::move(values));
+  ctx.define(op.indices(), std::move(indices));
+}
+
+}  // namespace thd::worker

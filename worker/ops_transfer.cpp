@@ -1,0 +1,120 @@
+// Worker-to-worker copies (to_node) and collectives among workers: tensor bytes go
+// straight between the workers over the DataChannel, never through the master.
+#include "tensor/check.h"
+#include "worker/ops.h"
+
+namespace thd::worker {
+
+namespace {
+
+void check_peer(const ExecContext& ctx, int peer_node, const char* op) {
+  const int nodes = ctx.node() >= 0 ? const_cast<ExecContext&>(ctx).channel().size() - 1 : 0;
+  if (peer_node < 0 || peer_node >= nodes || peer_node == ctx.node()) {
+    THD_THROW(ValueError, op, "peer node {} is not another node of this session (nodes 0..{}, this is {})", peer_node,
+              nodes - 1, ctx.node());
+  }
+}
+
+void check_transfer_tag(int64_t tag, const char* op) {
+  if (tag < protocol::kTransferTagBase || tag >= protocol::kTransferTagBase + protocol::kTagRange) {
+    THD_THROW(protocol::ProtocolError, op, "transfer tag {} is outside the transfer range", tag);
+  }
+}
+
+ReduceOp reduce_op_of(uint8_t code) {
+  if (code > static_cast<uint8_t>(ReduceOp::BXor)) {
+    THD_THROW(protocol::ProtocolError, "collective", "reduce op code {} is not a thd::ReduceOp", code);
+  }
+  return static_cast<ReduceOp>(code);
+}
+
+}  // namespace
+
+void run(ExecContext& ctx, const fb::SendTo& op) {
+  check_peer(ctx, op.peer_node(), "to_node");
+  check_transfer_tag(op.tag(), "to_node");
+  const Entry* e = ctx.table().find(op.src());
+  if (e == nullptr || e->poison) {
+    // The receiving worker waits for exactly the tensor's bytes: an empty message
+    // fails its receive (a size mismatch), which poisons its output in turn.
+    ctx.channel().send_bytes({}, op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
+    if (e == nullptr) ctx.input(op.src());  // throws the unknown-id error
+    throw PoisonedInput{e->poison};
+  }
+  ctx.channel().send(e->tensor.contiguous(), op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
+}
+
+void run(ExecContext& ctx, const fb::RecvFrom& op) {
+  ctx.output(op.out());
+  check_peer(ctx, op.peer_node(), "to_node");
+  check_transfer_tag(op.tag(), "to_node");
+  Tensor out = Tensor::empty(protocol::shape_from_fb(op.shape(), "to_node"), protocol::from_fb(op.dtype()));
+  try {
+    ctx.channel().recv(out, op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
+  } catch (const ValueError&) {
+    THD_THROW(ValueError, "to_node",
+              "the source tensor on node {} could not be sent (it was poisoned or freed there; node {}'s error "
+              "says why)",
+              op.peer_node(), op.peer_node());
+  }
+  ctx.define(op.out(), std::move(out));
+}
+
+void run(ExecContext& ctx, const fb::Collective& op) {
+  ctx.output(op.kind() == fb::CollectiveKind::AllGather || op.kind() == fb::CollectiveKind::ReduceScatter
+                 ? op.out()
+                 : op.tensor());
+  std::vector<int> nodes;
+  if (op.nodes() != nullptr) nodes.assign(op.nodes()->begin(), op.nodes()->end());
+  bool member = false;
+  for (int n : nodes) {
+    if (n < 0 || n >= ctx.channel().size() - 1) {
+      THD_THROW(protocol::ProtocolError, "collective", "node {} is not a node of this session", n);
+    }
+    member = member || n == ctx.node();
+  }
+  if (!member) THD_THROW(protocol::ProtocolError, "collective", "node {} is not among the nodes {}", ctx.node(), nodes);
+  const Entry* e = ctx.table().find(op.tensor());
+  if (e == nullptr) ctx.input(op.tensor());  // the unknown-id error
+  DataChannel& group = ctx.group(nodes);
+  const ReduceOp reduce = reduce_op_of(op.reduce_op());
+  const CollectiveOptions options{.tag = 0, .timeout = ctx.timeout()};
+  // A member whose input is poisoned must neither leave the others waiting nor let
+  // them compute with data that is missing: the members first agree on whether any
+  // input is poisoned (a 4-byte all_reduce), and then all of them poison their
+  // outputs instead of running the collective.
+  Tensor poisoned_node = Tensor::full({1}, e->poison ? ctx.node() + 1 : 0, kInt32);
+  group.all_reduce(poisoned_node, ReduceOp::Max, options);
+  if (e->poison) throw PoisonedInput{e->poison};
+  if (const int bad = poisoned_node.item<int32_t>(); bad > 0) {
+    THD_THROW(ValueError, ctx.op_name(), "the input on node {} was poisoned by an earlier failure (node {}'s error "
+              "says why)", bad - 1, bad - 1);
+  }
+  auto participate = [&](Tensor& t) {
+    switch (op.kind()) {
+      case fb::CollectiveKind::AllReduce: return group.all_reduce(t, reduce, options);
+      case fb::CollectiveKind::Broadcast: return group.broadcast(t, op.root(), options);
+      case fb::CollectiveKind::Reduce: return group.reduce(t, op.root(), reduce, options);
+      case fb::CollectiveKind::AllGather:
+      case fb::CollectiveKind::ReduceScatter: {
+        Tensor out = Tensor::empty(protocol::shape_from_fb(op.out_shape(), "collective"), t.dtype());
+        if (op.kind() == fb::CollectiveKind::AllGather) group.all_gather(out, t, options);
+        else group.reduce_scatter(out, t, reduce, options);
+        ctx.define(op.out(), std::move(out));
+        return;
+      }
+    }
+    THD_THROW(protocol::ProtocolError, "collective", "collective kind {} is not in this protocol version",
+              static_cast<int>(op.kind()));
+  };
+  Tensor& t = const_cast<Tensor&>(e->tensor);
+  if (t.is_contiguous()) {
+    participate(t);
+  } else {
+    Tensor staged = t.contiguous();
+    participate(staged);
+    if (op.kind() != fb::CollectiveKind::AllGather && op.kind() != fb::CollectiveKind::ReduceScatter) t.copy_(staged);
+  }
+}
+
+}  // namespace thd::worker

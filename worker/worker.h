@@ -1,0 +1,25 @@
+// A worker node: serves master sessions over a DataChannel (docs/master-worker.md).
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include <thd/datachannel.h>
+
+namespace thd::worker {
+
+enum class SessionEnd {
+  Goodbye,     // the master ended the session (thd::shutdown)
+  MasterLost,  // the master's connection broke (it died or exited without shutdown)
+  Refused,     // the master's HELLO did not fit (protocol version, node count)
+};
+
+// Serves one master session: `channel` is the session's world, the master is rank
+// 0 and this worker is node channel->rank() - 1. Returns when the session ends; every
+// tensor of the session is freed by then. Never throws for what the master sends
+// (bad batches get error replies); throws only when the channel itself cannot work.
+SessionEnd serve(const std::shared_ptr<DataChannel>& channel);
+
+const char* session_end_name(SessionEnd end);
+
+}  // namespace thd::worker
