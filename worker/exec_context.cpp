@@ -16,7 +16,15 @@ void ExecContext::begin(const fb::Command& command) {
   outputs_.clear();
 }
 
-void ExecContext::output(uint64_t id) {
+void ExecContext::fresh(uint64_t id) {
+  if (id == 0) THD_THROW(ValueError, op_name_, "the op's output id is 0, which means \"no tensor\"");
+  if (table_.find(id) != nullptr) {
+    THD_THROW(ValueError, op_name_, "output tensor id {} is already in use (the master never reuses an id)", id);
+  }
+  outputs_.push_back(id);
+}
+
+void ExecContext::target(uint64_t id) {
   if (id != 0) outputs_.push_back(id);
 }
 

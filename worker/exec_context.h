@@ -39,8 +39,13 @@ class ExecContext {
   void begin(const protocol::fb::Command& command);
   uint64_t op_id() const { return op_id_; }
   const std::string& op_name() const { return op_name_; }
-  // Declares an id the op writes: on failure it is poisoned.
-  void output(uint64_t id);
+  // Declares a new tensor the op makes: ValueError (before anything runs) when the
+  // id is 0 or already live; poisoned when the op fails.
+  void fresh(uint64_t id);
+  // Declares a live tensor the op writes in place: poisoned when the op fails.
+  void target(uint64_t id);
+  // fresh(out), or target(inplace) for the in-place form (out == 0).
+  void output(uint64_t out, uint64_t inplace) { out != 0 ? fresh(out) : target(inplace); }
   // A live input: ValueError for an unknown id, PoisonedInput for a poisoned one.
   const Tensor& input(uint64_t id);
   // The op's new tensor `id`.

@@ -35,12 +35,12 @@ Tensor create(ExecContext& ctx, const fb::Create& op) {
 }  // namespace
 
 void run(ExecContext& ctx, const fb::Create& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   ctx.define(op.out(), create(ctx, op));
 }
 
 void run(ExecContext& ctx, const fb::Upload& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   auto it = ctx.uploads().find(op.out());
   if (it == ctx.uploads().end()) {
     THD_THROW(protocol::ProtocolError, "dist_send", "upload of tensor {} was not announced in its batch", op.out());

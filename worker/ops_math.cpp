@@ -158,20 +158,20 @@ Tensor& target(ExecContext& ctx, uint64_t id) { return const_cast<Tensor&>(ctx.i
 }  // namespace
 
 void run(ExecContext& ctx, const fb::Unary& op) {
-  ctx.output(op.out() != 0 ? op.out() : op.a());
+  ctx.output(op.out(), op.a());
   if (op.out() == 0) return unary_(op.op(), target(ctx, op.a()));
   ctx.define(op.out(), unary(op.op(), ctx.input(op.a())));
 }
 
 void run(ExecContext& ctx, const fb::Binary& op) {
-  ctx.output(op.out() != 0 ? op.out() : op.a());
+  ctx.output(op.out(), op.a());
   const Tensor& b = ctx.input(op.b());
   if (op.out() == 0) return binary_(op.op(), target(ctx, op.a()), b);
   ctx.define(op.out(), binary(op.op(), ctx.input(op.a()), b));
 }
 
 void run(ExecContext& ctx, const fb::BinaryScalar& op) {
-  ctx.output(op.out() != 0 ? op.out() : op.a());
+  ctx.output(op.out(), op.a());
   const Scalar b = scalar_of(op.b());
   if (op.out() == 0) {
     if (op.reverse()) THD_THROW(protocol::ProtocolError, "binary", "a scalar-first op has no in-place form");
@@ -182,7 +182,7 @@ void run(ExecContext& ctx, const fb::BinaryScalar& op) {
 }
 
 void run(ExecContext& ctx, const fb::Clamp& op) {
-  ctx.output(op.out() != 0 ? op.out() : op.a());
+  ctx.output(op.out(), op.a());
   const std::optional<Scalar> lo = op.has_min() ? std::optional(scalar_of(op.min())) : std::nullopt;
   const std::optional<Scalar> hi = op.has_max() ? std::optional(scalar_of(op.max())) : std::nullopt;
   if (op.out() == 0) {
@@ -193,40 +193,40 @@ void run(ExecContext& ctx, const fb::Clamp& op) {
 }
 
 void run(ExecContext& ctx, const fb::Fill& op) {
-  ctx.output(op.target());
+  ctx.target(op.target());
   target(ctx, op.target()).fill_(scalar_of(op.value()));
 }
 
 void run(ExecContext& ctx, const fb::CopyFrom& op) {
-  ctx.output(op.target());
+  ctx.target(op.target());
   const Tensor& src = ctx.input(op.src());
   target(ctx, op.target()).copy_(src);
 }
 
 void run(ExecContext& ctx, const fb::Cast& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   // Always a copy: the master keeps `to()` without a copy on its side.
   ctx.define(op.out(), ctx.input(op.a()).to(protocol::from_fb(op.dtype()), /*copy=*/true));
 }
 
 void run(ExecContext& ctx, const fb::Reduce& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   ctx.define(op.out(), reduce(op, ctx.input(op.a())));
 }
 
 void run(ExecContext& ctx, const fb::Softmax& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   const Tensor& a = ctx.input(op.a());
   ctx.define(op.out(), op.log() ? a.log_softmax(op.dim()) : a.softmax(op.dim()));
 }
 
 void run(ExecContext& ctx, const fb::Matmul& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   ctx.define(op.out(), matmul(op.kind(), ctx.input(op.a()), ctx.input(op.b())));
 }
 
 void run(ExecContext& ctx, const fb::Addmm& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   const Tensor& self = ctx.input(op.self());
   ctx.define(op.out(), self.addmm(ctx.input(op.mat1()), ctx.input(op.mat2()), scalar_of(op.beta()),
                                   scalar_of(op.alpha())));

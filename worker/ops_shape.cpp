@@ -36,12 +36,12 @@ Tensor& target(ExecContext& ctx, uint64_t id) { return const_cast<Tensor&>(ctx.i
 }  // namespace
 
 void run(ExecContext& ctx, const fb::ViewOp& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   ctx.define(op.out(), view(op, ctx.input(op.a())));
 }
 
 void run(ExecContext& ctx, const fb::IndexOp& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   const Tensor& a = ctx.input(op.a());
   const Tensor& index = ctx.input(op.index());
   switch (op.kind()) {
@@ -53,7 +53,7 @@ void run(ExecContext& ctx, const fb::IndexOp& op) {
 }
 
 void run(ExecContext& ctx, const fb::Scatter& op) {
-  ctx.output(op.out() != 0 ? op.out() : op.a());
+  ctx.output(op.out(), op.a());
   const Tensor& index = ctx.input(op.index());
   if (op.out() == 0) {
     Tensor& self = target(ctx, op.a());
@@ -67,7 +67,7 @@ void run(ExecContext& ctx, const fb::Scatter& op) {
 }
 
 void run(ExecContext& ctx, const fb::MaskedFill& op) {
-  ctx.output(op.out() != 0 ? op.out() : op.a());
+  ctx.output(op.out(), op.a());
   const Tensor& mask = ctx.input(op.mask());
   if (op.out() == 0) {
     target(ctx, op.a()).masked_fill_(mask, scalar_of(op.value()));
@@ -77,14 +77,14 @@ void run(ExecContext& ctx, const fb::MaskedFill& op) {
 }
 
 void run(ExecContext& ctx, const fb::Where& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   const Tensor& cond = ctx.input(op.cond());
   if (op.a() == 0 && op.b() == 0) return ctx.define(op.out(), where(cond, scalar_of(op.sa()), scalar_of(op.sb())));
   ctx.define(op.out(), where(cond, ctx.input(op.a()), ctx.input(op.b())));
 }
 
 void run(ExecContext& ctx, const fb::Join& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   std::vector<Tensor> inputs;
   if (op.inputs() != nullptr) {
     inputs.reserve(op.inputs()->size());
@@ -101,7 +101,7 @@ void run(ExecContext& ctx, const fb::Join& op) {
 void run(ExecContext& ctx, const fb::Split& op) {
   const std::vector<int64_t> sizes = longs(op.sizes());
   const size_t n = op.outs() == nullptr ? 0 : op.outs()->size();
-  for (size_t i = 0; i < n; ++i) ctx.output(op.outs()->Get(i));
+  for (size_t i = 0; i < n; ++i) ctx.fresh(op.outs()->Get(i));
   if (n != sizes.size()) {
     THD_THROW(protocol::ProtocolError, "split", "{} outputs for {} sizes", n, sizes.size());
   }
@@ -110,8 +110,8 @@ void run(ExecContext& ctx, const fb::Split& op) {
 }
 
 void run(ExecContext& ctx, const fb::Sort& op) {
-  ctx.output(op.values());
-  ctx.output(op.indices());
+  ctx.fresh(op.values());
+  ctx.fresh(op.indices());
   const Tensor& a = ctx.input(op.a());
   auto [values, indices] = op.k() < 0 ? a.sort(op.dim(), op.descending())
                                       : a.topk(op.k(), op.dim(), /*largest=*/op.descending(), op.sorted());

@@ -45,7 +45,7 @@ void run(ExecContext& ctx, const fb::SendTo& op) {
 }
 
 void run(ExecContext& ctx, const fb::RecvFrom& op) {
-  ctx.output(op.out());
+  ctx.fresh(op.out());
   check_peer(ctx, op.peer_node(), "to_node");
   check_transfer_tag(op.tag(), "to_node");
   Tensor out = Tensor::empty(protocol::shape_from_fb(op.shape(), "to_node"), protocol::from_fb(op.dtype()));
@@ -61,9 +61,10 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
 }
 
 void run(ExecContext& ctx, const fb::Collective& op) {
-  ctx.output(op.kind() == fb::CollectiveKind::AllGather || op.kind() == fb::CollectiveKind::ReduceScatter
-                 ? op.out()
-                 : op.tensor());
+  const bool makes_output =
+      op.kind() == fb::CollectiveKind::AllGather || op.kind() == fb::CollectiveKind::ReduceScatter;
+  if (makes_output) ctx.fresh(op.out());
+  else ctx.target(op.tensor());
   std::vector<int> nodes;
   if (op.nodes() != nullptr) nodes.assign(op.nodes()->begin(), op.nodes()->end());
   bool member = false;

@@ -1,0 +1,265 @@
+// The worker's decoder and dispatcher against malformed, truncated, hostile and
+// mutated input, fed straight onto its command tag: every bad message gets an error
+// reply, the worker never crashes or stops serving, and a well-formed session still
+// works afterwards.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include <thd/datachannel.h>
+#include <thd/store.h>
+
+#include "datachannel/test_util.h"
+#include "protocol/codec.h"
+#include "protocol/framing.h"
+#include "worker/worker.h"
+
+namespace thd {
+namespace {
+
+namespace fb = protocol::fb;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// The test is the master (rank 0); a thread serves as worker node 0 (rank 1).
+class WorkerDecoder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = std::make_shared<HashStore>();
+    std::shared_ptr<DataChannel> worker_channel;
+    auto errors = test::run_rank_threads(2, [&](int rank) {
+      DataChannelOptions o{.store = store, .rank = rank, .world_size = 2, .timeout = seconds(2),
+                           .token = test::kToken};
+      auto dc = DataChannel::create("tcp", o);
+      (rank == 0 ? master_ : worker_channel) = dc;
+    });
+    for (auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+    worker_ = std::thread([this, worker_channel] {
+      try {
+        end_ = worker::serve(worker_channel);
+      } catch (const std::exception& e) {
+        worker_error_ = e.what();
+      }
+    });
+    replies_ = std::make_unique<protocol::MessageReceiver>(master_, 1, protocol::kReplyTag, size_t{1} << 20);
+  }
+
+  void TearDown() override {
+    if (worker_.joinable()) {
+      send(finish([](flatbuffers::FlatBufferBuilder& b) { return std::make_pair(fb::Body::Goodbye, fb::CreateGoodbye(b).Union()); }));
+      worker_.join();
+    }
+    replies_.reset();
+    master_->shutdown();
+  }
+
+  template <typename F>
+  static std::vector<uint8_t> finish(F&& body, uint32_t version = protocol::kVersion) {
+    flatbuffers::FlatBufferBuilder b;
+    auto [type, offset] = body(b);
+    b.Finish(fb::CreateMessage(b, version, type, offset));
+    return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+  }
+
+  // A batch of commands built by `add` (which returns them).
+  template <typename F>
+  static std::vector<uint8_t> batch(F&& add, uint64_t seq = 1, bool want_ack = false) {
+    return finish([&](flatbuffers::FlatBufferBuilder& b) {
+      std::vector<flatbuffers::Offset<fb::Command>> commands = add(b);
+      return std::make_pair(fb::Body::CommandBatch,
+                            fb::CreateCommandBatch(b, seq, want_ack, b.CreateVector(commands)).Union());
+    });
+  }
+
+  void send(const std::vector<uint8_t>& message) {
+    protocol::send_message(*master_, 1, protocol::kCommandTag, message, seconds(2));
+  }
+
+  // The next reply, verified.
+  std::vector<uint8_t> next_reply() {
+    protocol::Received m;
+    const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+    while (!replies_->next(m, milliseconds(100), seconds(2))) {
+      if (std::chrono::steady_clock::now() > deadline) ADD_FAILURE() << "no reply within 10 s";
+      if (std::chrono::steady_clock::now() > deadline) return {};
+    }
+    (void)protocol::verify_message(m.bytes, "test");
+    return m.bytes;
+  }
+
+  // Expects the next reply to be an error whose message mentions `needle`.
+  void expect_error(const std::string& needle) {
+    const std::vector<uint8_t> bytes = next_reply();
+    ASSERT_FALSE(bytes.empty());
+    const fb::Message* m = fb::GetMessage(bytes.data());
+    ASSERT_EQ(m->body_type(), fb::Body::OpFailed) << "expected an error reply mentioning \"" << needle << "\"";
+    const std::string text = m->body_as_OpFailed()->message()->str();
+    EXPECT_NE(text.find(needle), std::string::npos) << text;
+  }
+
+  // A well-formed round trip: create a tensor, fetch it, check its bytes.
+  void expect_still_serving(uint64_t id) {
+    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(id);
+    Tensor got = Tensor::zeros({3}, kInt32);
+    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
+    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+      const fb::Scalar seven(fb::ScalarKind::Int, 7, 0);
+      const fb::Scalar zero;
+      return std::vector{
+          fb::CreateCommand(b, 1, fb::Op::Create,
+                            fb::CreateCreate(b, id, fb::CreateKind::Full, fb::DType::Int32, b.CreateVector<int64_t>({3}),
+                                             &seven, &zero, &zero, &zero)
+                                .Union()),
+          fb::CreateCommand(b, 2, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
+    }));
+    r.wait();
+    EXPECT_EQ(got.to_vector<int32_t>(), (std::vector<int32_t>{7, 7, 7}));
+  }
+
+  std::shared_ptr<DataChannel> master_;
+  std::thread worker_;
+  std::unique_ptr<protocol::MessageReceiver> replies_;
+  worker::SessionEnd end_ = worker::SessionEnd::Refused;
+  std::string worker_error_;
+};
+
+TEST_F(WorkerDecoder, GarbageTruncatedAndWrongVersionMessagesGetErrorReplies) {
+  send(std::vector<uint8_t>(100, 0xAB));
+  expect_error("verification");
+  const auto good = batch([](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{fb::CreateCommand(b, 1, fb::Op::Sync, fb::CreateSync(b, 1).Union())};
+  });
+  send(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(good.size() / 2)));
+  expect_error("verification");
+  send({1, 2});
+  expect_error("too short");
+  send(finish([](flatbuffers::FlatBufferBuilder& b) { return std::make_pair(fb::Body::Goodbye, fb::CreateGoodbye(b).Union()); }, 99));
+  expect_error("version 99");
+  // Replies are for masters: a worker refuses them.
+  send(finish([](flatbuffers::FlatBufferBuilder& b) { return std::make_pair(fb::Body::Ack, fb::CreateAck(b, 1).Union()); }));
+  expect_error("does not accept Ack");
+  expect_still_serving(100);
+}
+
+TEST_F(WorkerDecoder, MalformedFramesGetErrorReplies) {
+  // A head frame of the wrong size, and one with the wrong magic.
+  master_->send_bytes(std::vector<uint8_t>(10, 1), 1, {.tag = protocol::kCommandTag});
+  expect_error("malformed message head");
+  std::vector<uint8_t> head(protocol::kHeadFrameBytes, 0);
+  master_->send_bytes(head, 1, {.tag = protocol::kCommandTag});
+  expect_error("magic");
+  expect_still_serving(101);
+}
+
+TEST_F(WorkerDecoder, BadCommandsPoisonTheirOutputsAndReportTheOp) {
+  send(batch([](flatbuffers::FlatBufferBuilder& b) {
+    const fb::Scalar zero;
+    return std::vector{
+        // Inputs that were never created.
+        fb::CreateCommand(b, 11, fb::Op::Binary, fb::CreateBinary(b, 50, fb::BinaryOp::Add, 998, 999).Union()),
+        // A union type without its table.
+        fb::CreateCommand(b, 12, fb::Op::Unary, flatbuffers::Offset<void>()),
+        // A negative size, a dtype code outside the enum, a huge allocation.
+        fb::CreateCommand(b, 13, fb::Op::Create,
+                          fb::CreateCreate(b, 51, fb::CreateKind::Zeros, fb::DType::Float32,
+                                           b.CreateVector<int64_t>({-4}), &zero, &zero, &zero, &zero)
+                              .Union()),
+        fb::CreateCommand(b, 14, fb::Op::Create,
+                          fb::CreateCreate(b, 52, fb::CreateKind::Zeros, static_cast<fb::DType>(200),
+                                           b.CreateVector<int64_t>({4}), &zero, &zero, &zero, &zero)
+                              .Union()),
+        fb::CreateCommand(b, 15, fb::Op::Create,
+                          fb::CreateCreate(b, 53, fb::CreateKind::Zeros, fb::DType::Float32,
+                                           b.CreateVector<int64_t>({int64_t{1} << 40, int64_t{1} << 20}), &zero,
+                                           &zero, &zero, &zero)
+                              .Union()),
+        // An id the master never reuses, defined twice; a free of an unknown id.
+        fb::CreateCommand(b, 16, fb::Op::Create,
+                          fb::CreateCreate(b, 54, fb::CreateKind::Ones, fb::DType::Float32, b.CreateVector<int64_t>({2}),
+                                           &zero, &zero, &zero, &zero)
+                              .Union()),
+        fb::CreateCommand(b, 17, fb::Op::Create,
+                          fb::CreateCreate(b, 54, fb::CreateKind::Ones, fb::DType::Float32, b.CreateVector<int64_t>({2}),
+                                           &zero, &zero, &zero, &zero)
+                              .Union()),
+        fb::CreateCommand(b, 18, fb::Op::Free, fb::CreateFree(b, b.CreateVector<uint64_t>({12345})).Union()),
+        // A view out of range, and a poisoned input consumed (no second report).
+        fb::CreateCommand(b, 19, fb::Op::ViewOp,
+                          fb::CreateViewOp(b, 55, fb::ViewKind::Select, 54, 0, 0, 0, 0, 9).Union()),
+        fb::CreateCommand(b, 20, fb::Op::Unary, fb::CreateUnary(b, 56, fb::UnaryOp::Neg, 50).Union()),
+    };
+  }));
+  expect_error("tensor id 999 is not live");
+  expect_error("carries no arguments");
+  expect_error("negative size");
+  expect_error("dtype code 200");
+  const std::vector<uint8_t> huge = next_reply();  // bad_alloc or thd's own size error: either is a reply
+  ASSERT_FALSE(huge.empty());
+  EXPECT_EQ(fb::GetMessage(huge.data())->body_type(), fb::Body::OpFailed);
+  expect_error("already in use");
+  expect_error("tensor id 12345 is not live");
+  expect_error("out of");  // select index 9 out of range
+  // Fetching the tensor poisoned through its input names the ORIGINAL failure.
+  send(batch([](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{fb::CreateCommand(b, 21, fb::Op::Fetch, fb::CreateFetch(b, 56, protocol::kFetchTagBase).Union())};
+  }));
+  const std::vector<uint8_t> failed = next_reply();
+  ASSERT_FALSE(failed.empty());
+  const fb::Message* m = fb::GetMessage(failed.data());
+  ASSERT_EQ(m->body_type(), fb::Body::FetchFailed);
+  EXPECT_EQ(m->body_as_FetchFailed()->op_id(), 11u);
+  EXPECT_EQ(m->body_as_FetchFailed()->op_name()->str(), "add");
+  expect_still_serving(102);
+}
+
+TEST_F(WorkerDecoder, RandomlyMutatedBatchesNeverStopTheWorker) {
+  // A batch of ordinary ops over two small tensors made beforehand (so a mutation
+  // cannot ask for a giant allocation), mutated byte by byte: whatever passes
+  // verification runs (or fails with a reply); whatever does not is refused with a
+  // reply.
+  send(batch([](flatbuffers::FlatBufferBuilder& b) {
+    const fb::Scalar two(fb::ScalarKind::Float, 0, 2.0);
+    const fb::Scalar zero;
+    std::vector<flatbuffers::Offset<fb::Command>> made;
+    for (uint64_t id : {1, 2}) {
+      made.push_back(fb::CreateCommand(b, id, fb::Op::Create,
+                                       fb::CreateCreate(b, id, fb::CreateKind::Full, fb::DType::Float32,
+                                                        b.CreateVector<int64_t>({4, 4}), &two, &zero, &zero, &zero)
+                                           .Union()));
+    }
+    return made;
+  }));
+  std::vector<uint8_t> seed_batch = batch([](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{
+        fb::CreateCommand(b, 3, fb::Op::Binary, fb::CreateBinary(b, 3, fb::BinaryOp::Mul, 1, 2).Union()),
+        fb::CreateCommand(b, 4, fb::Op::Unary, fb::CreateUnary(b, 4, fb::UnaryOp::Exp, 3).Union()),
+        fb::CreateCommand(b, 5, fb::Op::Reduce,
+                          fb::CreateReduce(b, 5, fb::ReduceKind::Sum, 4, false, b.CreateVector<int64_t>({0}), true)
+                              .Union()),
+        fb::CreateCommand(b, 6, fb::Op::Free, fb::CreateFree(b, b.CreateVector<uint64_t>({3, 4, 5})).Union())};
+  });
+  std::mt19937 rng(12345);
+  for (int i = 0; i < 300; ++i) {
+    std::vector<uint8_t> m = seed_batch;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) m[rng() % m.size()] = static_cast<uint8_t>(rng());
+    send(m);
+  }
+  // Replies for the mutations may be many; the worker must still answer a real batch.
+  expect_still_serving(1000);
+  EXPECT_TRUE(worker_error_.empty()) << worker_error_;
+}
+
+TEST_F(WorkerDecoder, GoodbyeEndsTheSession) {
+  send(finish([](flatbuffers::FlatBufferBuilder& b) { return std::make_pair(fb::Body::Goodbye, fb::CreateGoodbye(b).Union()); }));
+  worker_.join();
+  EXPECT_EQ(end_, worker::SessionEnd::Goodbye);
+  EXPECT_TRUE(worker_error_.empty()) << worker_error_;
+}
+
+}  // namespace
+}  // namespace thd
