@@ -26,19 +26,32 @@ uint64_t key(uint64_t family, uint64_t op, DType a, DType b, uint64_t extra) {
 
 Tensor local_binary(fb::BinaryOp op, const Tensor& a, const Tensor& b) {
   switch (op) {
-    case fb::BinaryOp::Add: return a.add(b);
-    case fb::BinaryOp::Sub: return a.sub(b);
-    case fb::BinaryOp::Mul: return a.mul(b);
-    case fb::BinaryOp::Div: return a.div(b);
-    case fb::BinaryOp::Pow: return a.pow(b);
-    case fb::BinaryOp::Maximum: return a.maximum(b);
-    case fb::BinaryOp::Minimum: return a.minimum(b);
-    case fb::BinaryOp::Eq: return a.eq(b);
-    case fb::BinaryOp::Ne: return a.ne(b);
-    case fb::BinaryOp::Lt: return a.lt(b);
-    case fb::BinaryOp::Le: return a.le(b);
-    case fb::BinaryOp::Gt: return a.gt(b);
-    case fb::BinaryOp::Ge: return a.ge(b);
+    case fb::BinaryOp::Add:
+      return a.add(b);
+    case fb::BinaryOp::Sub:
+      return a.sub(b);
+    case fb::BinaryOp::Mul:
+      return a.mul(b);
+    case fb::BinaryOp::Div:
+      return a.div(b);
+    case fb::BinaryOp::Pow:
+      return a.pow(b);
+    case fb::BinaryOp::Maximum:
+      return a.maximum(b);
+    case fb::BinaryOp::Minimum:
+      return a.minimum(b);
+    case fb::BinaryOp::Eq:
+      return a.eq(b);
+    case fb::BinaryOp::Ne:
+      return a.ne(b);
+    case fb::BinaryOp::Lt:
+      return a.lt(b);
+    case fb::BinaryOp::Le:
+      return a.le(b);
+    case fb::BinaryOp::Gt:
+      return a.gt(b);
+    case fb::BinaryOp::Ge:
+      return a.ge(b);
   }
   return a;
 }
@@ -46,50 +59,89 @@ Tensor local_binary(fb::BinaryOp op, const Tensor& a, const Tensor& b) {
 Tensor local_binary(fb::BinaryOp op, const Tensor& a, const Scalar& b, bool reverse) {
   if (reverse) {
     switch (op) {
-      case fb::BinaryOp::Add: return b + a;
-      case fb::BinaryOp::Sub: return b - a;
-      case fb::BinaryOp::Mul: return b * a;
-      case fb::BinaryOp::Div: return b / a;
-      default: break;
+      case fb::BinaryOp::Add:
+        return b + a;
+      case fb::BinaryOp::Sub:
+        return b - a;
+      case fb::BinaryOp::Mul:
+        return b * a;
+      case fb::BinaryOp::Div:
+        return b / a;
+      default:
+        break;
     }
   }
   switch (op) {
-    case fb::BinaryOp::Add: return a.add(b);
-    case fb::BinaryOp::Sub: return a.sub(b);
-    case fb::BinaryOp::Mul: return a.mul(b);
-    case fb::BinaryOp::Div: return a.div(b);
-    case fb::BinaryOp::Pow: return a.pow(b);
-    case fb::BinaryOp::Eq: return a.eq(b);
-    case fb::BinaryOp::Ne: return a.ne(b);
-    case fb::BinaryOp::Lt: return a.lt(b);
-    case fb::BinaryOp::Le: return a.le(b);
-    case fb::BinaryOp::Gt: return a.gt(b);
-    case fb::BinaryOp::Ge: return a.ge(b);
+    case fb::BinaryOp::Add:
+      return a.add(b);
+    case fb::BinaryOp::Sub:
+      return a.sub(b);
+    case fb::BinaryOp::Mul:
+      return a.mul(b);
+    case fb::BinaryOp::Div:
+      return a.div(b);
+    case fb::BinaryOp::Pow:
+      return a.pow(b);
+    case fb::BinaryOp::Eq:
+      return a.eq(b);
+    case fb::BinaryOp::Ne:
+      return a.ne(b);
+    case fb::BinaryOp::Lt:
+      return a.lt(b);
+    case fb::BinaryOp::Le:
+      return a.le(b);
+    case fb::BinaryOp::Gt:
+      return a.gt(b);
+    case fb::BinaryOp::Ge:
+      return a.ge(b);
     case fb::BinaryOp::Maximum:
-    case fb::BinaryOp::Minimum: break;
+    case fb::BinaryOp::Minimum:
+      break;
   }
   return a;
 }
 
 void local_binary_(fb::BinaryOp op, Tensor& a, const Tensor& b) {
   switch (op) {
-    case fb::BinaryOp::Add: a.add_(b); return;
-    case fb::BinaryOp::Sub: a.sub_(b); return;
-    case fb::BinaryOp::Mul: a.mul_(b); return;
-    case fb::BinaryOp::Div: a.div_(b); return;
-    case fb::BinaryOp::Pow: a.pow_(b); return;
-    default: return;
+    case fb::BinaryOp::Add:
+      a.add_(b);
+      return;
+    case fb::BinaryOp::Sub:
+      a.sub_(b);
+      return;
+    case fb::BinaryOp::Mul:
+      a.mul_(b);
+      return;
+    case fb::BinaryOp::Div:
+      a.div_(b);
+      return;
+    case fb::BinaryOp::Pow:
+      a.pow_(b);
+      return;
+    default:
+      return;
   }
 }
 
 void local_binary_(fb::BinaryOp op, Tensor& a, const Scalar& b) {
   switch (op) {
-    case fb::BinaryOp::Add: a.add_(b); return;
-    case fb::BinaryOp::Sub: a.sub_(b); return;
-    case fb::BinaryOp::Mul: a.mul_(b); return;
-    case fb::BinaryOp::Div: a.div_(b); return;
-    case fb::BinaryOp::Pow: a.pow_(b); return;
-    default: return;
+    case fb::BinaryOp::Add:
+      a.add_(b);
+      return;
+    case fb::BinaryOp::Sub:
+      a.sub_(b);
+      return;
+    case fb::BinaryOp::Mul:
+      a.mul_(b);
+      return;
+    case fb::BinaryOp::Div:
+      a.div_(b);
+      return;
+    case fb::BinaryOp::Pow:
+      a.pow_(b);
+      return;
+    default:
+      return;
   }
 }
 
@@ -105,12 +157,15 @@ DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const Dist
   const Handle& b = operand(y, name);
   master::check_same_node(name, {&a, &b});
   auto s = session_of(a, name);
-  const Shape shape = master::broadcast_for(name, a.meta.shape(), b.meta.shape());
-  const DType dtype = master::cached_probe_dtype(
-      key(1, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(), (a.meta.dim() == 0) << 1 | (b.meta.dim() == 0)),
-      [&] { return local_binary(op, master::probe_of(a.meta), master::probe_of(b.meta)); });
-  return emit_new(*s, name, a.node, master::mirror(shape, dtype), fb::Op::Binary,
-                  [&](auto& bld, uint64_t id) { return fb::CreateBinary(bld, id, op, a.id, b.id).Union(); });
+  return master::at_node(a.node, [&]() -> DistributedTensor {
+    const Shape shape = master::broadcast_for(name, a.meta.shape(), b.meta.shape());
+    const DType dtype = master::cached_probe_dtype(
+        key(1, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(),
+            (a.meta.dim() == 0) << 1 | (b.meta.dim() == 0)),
+        [&] { return local_binary(op, master::probe_of(a.meta), master::probe_of(b.meta)); });
+    return emit_new(*s, name, a.node, master::mirror(shape, dtype), fb::Op::Binary,
+                    [&](auto& bld, uint64_t id) { return fb::CreateBinary(bld, id, op, a.id, b.id).Union(); });
+  });
 }
 
 void binary_(fb::BinaryOp op, const DistributedTensor& x, const DistributedTensor& y) {
@@ -119,63 +174,86 @@ void binary_(fb::BinaryOp op, const DistributedTensor& x, const DistributedTenso
   const Handle& b = operand(y, name);
   master::check_same_node(name, {&a, &b});
   auto s = session_of(a, name);
-  master::check_broadcasts_to(name, b.meta.shape(), a.meta.shape());
-  (void)master::cached_probe_dtype(key(2, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(), b.meta.dim() == 0),
-                                   [&] {
-                                     Tensor p = master::probe_of(a.meta);
-                                     local_binary_(op, p, master::probe_of(b.meta));
-                                     return p;
-                                   });
-  emit_inplace(*s, name, a, fb::Op::Binary, [&](auto& bld) { return fb::CreateBinary(bld, 0, op, a.id, b.id).Union(); });
+  master::at_node(a.node, [&] {
+    master::check_writable(name, a.meta);
+    master::check_broadcasts_to(name, b.meta.shape(), a.meta.shape());
+    (void)master::cached_probe_dtype(
+        key(2, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(), b.meta.dim() == 0), [&] {
+          Tensor p = master::probe_of(a.meta);
+          local_binary_(op, p, master::probe_of(b.meta));
+          return p;
+        });
+    emit_inplace(*s, name, a, fb::Op::Binary,
+                 [&](auto& bld) { return fb::CreateBinary(bld, 0, op, a.id, b.id).Union(); });
+  });
 }
 
 DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const Scalar& v, bool reverse = false) {
   const char* name = binary_name(op);
   const Handle& a = operand(x, name);
   auto s = session_of(a, name);
-  const DType dtype = master::cached_probe_dtype(
-      key(3, static_cast<uint64_t>(op), a.meta.dtype(), v.natural_dtype(), (a.meta.dim() == 0) << 1 | reverse),
-      [&] { return local_binary(op, master::probe_of(a.meta), v, reverse); });
-  const fb::Scalar sv = fbs(v);
-  return emit_new(*s, name, a.node, master::mirror(a.meta.shape(), dtype), fb::Op::BinaryScalar,
-                  [&](auto& bld, uint64_t id) { return fb::CreateBinaryScalar(bld, id, op, a.id, &sv, reverse).Union(); });
+  return master::at_node(a.node, [&]() -> DistributedTensor {
+    const DType dtype = master::cached_probe_dtype(
+        key(3, static_cast<uint64_t>(op), a.meta.dtype(), v.natural_dtype(), (a.meta.dim() == 0) << 1 | reverse),
+        [&] { return local_binary(op, master::probe_of(a.meta), v, reverse); });
+    const fb::Scalar sv = fbs(v);
+    return emit_new(
+        *s, name, a.node, master::mirror(a.meta.shape(), dtype), fb::Op::BinaryScalar,
+        [&](auto& bld, uint64_t id) { return fb::CreateBinaryScalar(bld, id, op, a.id, &sv, reverse).Union(); });
+  });
 }
 
 void binary_(fb::BinaryOp op, const DistributedTensor& x, const Scalar& v) {
   const char* name = binary_name(op);
   const Handle& a = operand(x, name);
   auto s = session_of(a, name);
-  // Not cached: whether the value fits the dtype depends on the value itself.
-  Tensor p = master::probe_of(a.meta);
-  local_binary_(op, p, v);
-  const fb::Scalar sv = fbs(v);
-  emit_inplace(*s, name, a, fb::Op::BinaryScalar,
-               [&](auto& bld) { return fb::CreateBinaryScalar(bld, 0, op, a.id, &sv, false).Union(); });
+  master::at_node(a.node, [&] {
+    master::check_writable(name, a.meta);
+    // Not cached: whether the value fits the dtype depends on the value itself.
+    Tensor p = master::probe_of(a.meta);
+    local_binary_(op, p, v);
+    const fb::Scalar sv = fbs(v);
+    emit_inplace(*s, name, a, fb::Op::BinaryScalar,
+                 [&](auto& bld) { return fb::CreateBinaryScalar(bld, 0, op, a.id, &sv, false).Union(); });
+  });
 }
 
 Tensor local_unary(fb::UnaryOp op, const Tensor& a) {
   switch (op) {
-    case fb::UnaryOp::Neg: return a.neg();
-    case fb::UnaryOp::Abs: return a.abs();
-    case fb::UnaryOp::Exp: return a.exp();
-    case fb::UnaryOp::Log: return a.log();
-    case fb::UnaryOp::Sqrt: return a.sqrt();
-    case fb::UnaryOp::Rsqrt: return a.rsqrt();
-    case fb::UnaryOp::Sin: return a.sin();
-    case fb::UnaryOp::Cos: return a.cos();
-    case fb::UnaryOp::Tanh: return a.tanh();
-    case fb::UnaryOp::Sigmoid: return a.sigmoid();
-    case fb::UnaryOp::Relu: return a.relu();
-    case fb::UnaryOp::Gelu: return a.gelu();
+    case fb::UnaryOp::Neg:
+      return a.neg();
+    case fb::UnaryOp::Abs:
+      return a.abs();
+    case fb::UnaryOp::Exp:
+      return a.exp();
+    case fb::UnaryOp::Log:
+      return a.log();
+    case fb::UnaryOp::Sqrt:
+      return a.sqrt();
+    case fb::UnaryOp::Rsqrt:
+      return a.rsqrt();
+    case fb::UnaryOp::Sin:
+      return a.sin();
+    case fb::UnaryOp::Cos:
+      return a.cos();
+    case fb::UnaryOp::Tanh:
+      return a.tanh();
+    case fb::UnaryOp::Sigmoid:
+      return a.sigmoid();
+    case fb::UnaryOp::Relu:
+      return a.relu();
+    case fb::UnaryOp::Gelu:
+      return a.gelu();
     case fb::UnaryOp::Contiguous:
-    case fb::UnaryOp::Clone: return a.clone();
+    case fb::UnaryOp::Clone:
+      return a.clone();
   }
   return a;
 }
 
 const char* unary_name(fb::UnaryOp op) {
-  static const char* const names[] = {"neg",  "abs",     "exp",  "log",  "sqrt",       "rsqrt", "sin",
-                                      "cos",  "tanh",    "sigmoid", "relu", "gelu", "contiguous", "clone"};
+  static const char* const names[] = {"neg", "abs",  "exp",     "log",  "sqrt", "rsqrt",      "sin",
+                                      "cos", "tanh", "sigmoid", "relu", "gelu", "contiguous", "clone"};
   return names[static_cast<int>(op)];
 }
 
@@ -183,23 +261,28 @@ DistributedTensor unary(fb::UnaryOp op, const DistributedTensor& x) {
   const char* name = unary_name(op);
   const Handle& a = operand(x, name);
   auto s = session_of(a, name);
-  const DType dtype = master::cached_probe_dtype(key(4, static_cast<uint64_t>(op), a.meta.dtype(), a.meta.dtype(), 0),
-                                                 [&] { return local_unary(op, master::probe_of(a.meta)); });
-  return emit_new(*s, name, a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Unary,
-                  [&](auto& bld, uint64_t id) { return fb::CreateUnary(bld, id, op, a.id).Union(); });
+  return master::at_node(a.node, [&]() -> DistributedTensor {
+    const DType dtype = master::cached_probe_dtype(key(4, static_cast<uint64_t>(op), a.meta.dtype(), a.meta.dtype(), 0),
+                                                   [&] { return local_unary(op, master::probe_of(a.meta)); });
+    return emit_new(*s, name, a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Unary,
+                    [&](auto& bld, uint64_t id) { return fb::CreateUnary(bld, id, op, a.id).Union(); });
+  });
 }
 
 void unary_(fb::UnaryOp op, const DistributedTensor& x) {
   const char* name = unary_name(op);
   const Handle& a = operand(x, name);
   auto s = session_of(a, name);
-  const DType dtype = master::cached_probe_dtype(key(4, static_cast<uint64_t>(op), a.meta.dtype(), a.meta.dtype(), 0),
-                                                 [&] { return local_unary(op, master::probe_of(a.meta)); });
-  if (!can_cast(dtype, a.meta.dtype())) {
-    THD_THROW(TypeError, name, "in-place: result dtype {} cannot be cast to self's dtype {}", dtype_name(dtype),
-              dtype_name(a.meta.dtype()));
-  }
-  emit_inplace(*s, name, a, fb::Op::Unary, [&](auto& bld) { return fb::CreateUnary(bld, 0, op, a.id).Union(); });
+  master::at_node(a.node, [&] {
+    const DType dtype = master::cached_probe_dtype(key(4, static_cast<uint64_t>(op), a.meta.dtype(), a.meta.dtype(), 0),
+                                                   [&] { return local_unary(op, master::probe_of(a.meta)); });
+    master::check_writable(name, a.meta);
+    if (!can_cast(dtype, a.meta.dtype())) {
+      THD_THROW(TypeError, name, "in-place: result dtype {} cannot be cast to self's dtype {}", dtype_name(dtype),
+                dtype_name(a.meta.dtype()));
+    }
+    emit_inplace(*s, name, a, fb::Op::Unary, [&](auto& bld) { return fb::CreateUnary(bld, 0, op, a.id).Union(); });
+  });
 }
 
 struct ViewArgs {
@@ -208,22 +291,26 @@ struct ViewArgs {
   int64_t dim0 = 0, dim1 = 0, start = 0, end = 0, step = 1;
 };
 
-// A view computed on the mirror: exactly the metadata the worker's view will have.
-// `local` must only run view ops (a mirror's bytes are placeholders).
+// A view computed on the mirror: exactly the metadata the worker's view will
+// have. `local` must only run view ops (a mirror's bytes are placeholders).
 DistributedTensor make_view(const char* name, const DistributedTensor& x, fb::ViewKind kind, const ViewArgs& v,
                             const std::function<Tensor(const Tensor&)>& local) {
   const Handle& a = operand(x, name);
   auto s = session_of(a, name);
-  Tensor meta = local(a.meta);
-  return emit_new(*s, name, a.node, std::move(meta), fb::Op::ViewOp, [&](auto& b, uint64_t id) {
-    const auto shape = b.CreateVector(v.shape);
-    const auto dims = b.CreateVector(v.dims);
-    return fb::CreateViewOp(b, id, kind, a.id, shape, dims, v.dim0, v.dim1, v.start, v.end, v.step).Union();
+  return master::at_node(a.node, [&]() -> DistributedTensor {
+    return master::at_node(a.node, [&]() -> DistributedTensor {
+      Tensor meta = local(a.meta);
+      return emit_new(*s, name, a.node, std::move(meta), fb::Op::ViewOp, [&](auto& b, uint64_t id) {
+        const auto shape = b.CreateVector(v.shape);
+        const auto dims = b.CreateVector(v.dims);
+        return fb::CreateViewOp(b, id, kind, a.id, shape, dims, v.dim0, v.dim1, v.start, v.end, v.step).Union();
+      });
+    });
   });
 }
 
-// reshape/flatten: a view when the strides allow, else a fresh contiguous tensor
-// (the worker copies then), whose shape a contiguous mirror gives.
+// reshape/flatten: a view when the strides allow, else a fresh contiguous
+// tensor (the worker copies then), whose shape a contiguous mirror gives.
 Tensor view_or_copy(const Tensor& meta, const std::function<Tensor(const Tensor&)>& reshape) {
   try {
     return reshape(meta);
@@ -238,32 +325,39 @@ DistributedTensor reduce(const char* name, const DistributedTensor& x, fb::Reduc
                          const std::function<Tensor(const Tensor&)>& local) {
   const Handle& a = operand(x, name);
   auto s = session_of(a, name);
-  const Shape shape = all ? Shape{} : master::reduced_shape(name, a.meta.shape(), dims, keepdim);
-  const DType dtype = local(master::probe_of(a.meta)).dtype();
-  return emit_new(*s, name, a.node, master::mirror(shape, dtype), fb::Op::Reduce, [&](auto& b, uint64_t id) {
-    return fb::CreateReduce(b, id, kind, a.id, all, b.CreateVector(dims), keepdim, p, correction).Union();
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    const Shape shape = all ? Shape{} : master::reduced_shape(name, a.meta.shape(), dims, keepdim);
+    const DType dtype = local(master::probe_of(a.meta)).dtype();
+    return emit_new(*s, name, a.node, master::mirror(shape, dtype), fb::Op::Reduce, [&](auto& b, uint64_t id) {
+      return fb::CreateReduce(b, id, kind, a.id, all, b.CreateVector(dims), keepdim, p, correction).Union();
+    });
   });
 }
 
 DistributedTensor matmul_op(fb::MatmulKind kind, const char* name, const DistributedTensor& x,
-                            const DistributedTensor& y, const std::function<Tensor(const Tensor&, const Tensor&)>& local) {
+                            const DistributedTensor& y,
+                            const std::function<Tensor(const Tensor&, const Tensor&)>& local) {
   const Handle& a = operand(x, name);
   const Handle& b = operand(y, name);
   master::check_same_node(name, {&a, &b});
   auto s = session_of(a, name);
-  const DType dtype = local(master::probe_of(a.meta), master::probe_of(b.meta)).dtype();
-  const Shape shape = kind == fb::MatmulKind::Outer ? Shape{a.meta.numel(), b.meta.numel()}
-                                                    : master::matmul_shape(name, a.meta.shape(), b.meta.shape());
-  if (kind == fb::MatmulKind::Bmm && a.meta.size(0) != b.meta.size(0)) {
-    THD_THROW(ShapeError, name, "batch sizes differ: {} and {}", shape_str(a.meta.shape()), shape_str(b.meta.shape()));
-  }
-  return emit_new(*s, name, a.node, master::mirror(shape, dtype), fb::Op::Matmul,
-                  [&](auto& bld, uint64_t id) { return fb::CreateMatmul(bld, id, kind, a.id, b.id).Union(); });
+  return master::at_node(a.node, [&]() -> DistributedTensor {
+    const DType dtype = local(master::probe_of(a.meta), master::probe_of(b.meta)).dtype();
+    const Shape shape = kind == fb::MatmulKind::Outer ? Shape{a.meta.numel(), b.meta.numel()}
+                                                      : master::matmul_shape(name, a.meta.shape(), b.meta.shape());
+    if (kind == fb::MatmulKind::Bmm && a.meta.size(0) != b.meta.size(0)) {
+      THD_THROW(ShapeError, name, "batch sizes differ: {} and {}", shape_str(a.meta.shape()),
+                shape_str(b.meta.shape()));
+    }
+    return emit_new(*s, name, a.node, master::mirror(shape, dtype), fb::Op::Matmul,
+                    [&](auto& bld, uint64_t id) { return fb::CreateMatmul(bld, id, kind, a.id, b.id).Union(); });
+  });
 }
 
 }  // namespace
 
-// ---- views ---------------------------------------------------------------------------
+// ---- views
+// ---------------------------------------------------------------------------
 DistributedTensor DistributedTensor::view(const Shape& shape) const {
   return make_view("view", *this, fb::ViewKind::View, {.shape = shape}, [&](const Tensor& m) { return m.view(shape); });
 }
@@ -274,7 +368,8 @@ DistributedTensor DistributedTensor::reshape(const Shape& shape) const {
 DistributedTensor DistributedTensor::flatten(int64_t start_dim, int64_t end_dim) const {
   return make_view("flatten", *this, fb::ViewKind::Flatten, {.dim0 = start_dim, .dim1 = end_dim}, [&](const Tensor& m) {
     return view_or_copy(m, [&](const Tensor& t) {
-      // flatten's shape, then a view of it (which throws when a copy is needed).
+      // flatten's shape, then a view of it (which throws when
+      // a copy is needed).
       const Shape flat = master::mirror(t.shape(), t.dtype()).flatten(start_dim, end_dim).shape();
       return t.view(flat);
     });
@@ -285,11 +380,13 @@ DistributedTensor DistributedTensor::transpose(int64_t d0, int64_t d1) const {
                    [&](const Tensor& m) { return m.transpose(d0, d1); });
 }
 DistributedTensor DistributedTensor::t() const {
-  if (dim() < 2) return transpose(0, 0);
-  return transpose(0, 1);
+  const int64_t d = dim();
+  return make_view("t", *this, fb::ViewKind::Transpose, {.dim0 = 0, .dim1 = d < 2 ? 0 : 1},
+                   [](const Tensor& m) { return m.t(); });
 }
 DistributedTensor DistributedTensor::permute(const Dims& dims) const {
-  return make_view("permute", *this, fb::ViewKind::Permute, {.dims = dims}, [&](const Tensor& m) { return m.permute(dims); });
+  return make_view("permute", *this, fb::ViewKind::Permute, {.dims = dims},
+                   [&](const Tensor& m) { return m.permute(dims); });
 }
 DistributedTensor DistributedTensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
   return make_view("slice", *this, fb::ViewKind::Slice, {.dim0 = d, .start = start, .end = end, .step = step},
@@ -304,13 +401,15 @@ DistributedTensor DistributedTensor::select(int64_t d, int64_t index) const {
                    [&](const Tensor& m) { return m.select(d, index); });
 }
 DistributedTensor DistributedTensor::expand(const Shape& shape) const {
-  return make_view("expand", *this, fb::ViewKind::Expand, {.shape = shape}, [&](const Tensor& m) { return m.expand(shape); });
+  return make_view("expand", *this, fb::ViewKind::Expand, {.shape = shape},
+                   [&](const Tensor& m) { return m.expand(shape); });
 }
 DistributedTensor DistributedTensor::squeeze() const {
   return make_view("squeeze", *this, fb::ViewKind::Squeeze, {}, [&](const Tensor& m) { return m.squeeze(); });
 }
 DistributedTensor DistributedTensor::squeeze(int64_t d) const {
-  return make_view("squeeze", *this, fb::ViewKind::SqueezeDim, {.dim0 = d}, [&](const Tensor& m) { return m.squeeze(d); });
+  return make_view("squeeze", *this, fb::ViewKind::SqueezeDim, {.dim0 = d},
+                   [&](const Tensor& m) { return m.squeeze(d); });
 }
 DistributedTensor DistributedTensor::unsqueeze(int64_t d) const {
   return make_view("unsqueeze", *this, fb::ViewKind::Unsqueeze, {.dim0 = d},
@@ -322,16 +421,27 @@ DistributedTensor DistributedTensor::contiguous() const {
 }
 DistributedTensor DistributedTensor::clone() const { return unary(fb::UnaryOp::Clone, *this); }
 
-// ---- elementwise ---------------------------------------------------------------------
-DistributedTensor DistributedTensor::add(const DistributedTensor& o) const { return binary(fb::BinaryOp::Add, *this, o); }
+// ---- elementwise
+// ---------------------------------------------------------------------
+DistributedTensor DistributedTensor::add(const DistributedTensor& o) const {
+  return binary(fb::BinaryOp::Add, *this, o);
+}
 DistributedTensor DistributedTensor::add(Scalar o) const { return binary(fb::BinaryOp::Add, *this, o); }
-DistributedTensor DistributedTensor::sub(const DistributedTensor& o) const { return binary(fb::BinaryOp::Sub, *this, o); }
+DistributedTensor DistributedTensor::sub(const DistributedTensor& o) const {
+  return binary(fb::BinaryOp::Sub, *this, o);
+}
 DistributedTensor DistributedTensor::sub(Scalar o) const { return binary(fb::BinaryOp::Sub, *this, o); }
-DistributedTensor DistributedTensor::mul(const DistributedTensor& o) const { return binary(fb::BinaryOp::Mul, *this, o); }
+DistributedTensor DistributedTensor::mul(const DistributedTensor& o) const {
+  return binary(fb::BinaryOp::Mul, *this, o);
+}
 DistributedTensor DistributedTensor::mul(Scalar o) const { return binary(fb::BinaryOp::Mul, *this, o); }
-DistributedTensor DistributedTensor::div(const DistributedTensor& o) const { return binary(fb::BinaryOp::Div, *this, o); }
+DistributedTensor DistributedTensor::div(const DistributedTensor& o) const {
+  return binary(fb::BinaryOp::Div, *this, o);
+}
 DistributedTensor DistributedTensor::div(Scalar o) const { return binary(fb::BinaryOp::Div, *this, o); }
-DistributedTensor DistributedTensor::pow(const DistributedTensor& o) const { return binary(fb::BinaryOp::Pow, *this, o); }
+DistributedTensor DistributedTensor::pow(const DistributedTensor& o) const {
+  return binary(fb::BinaryOp::Pow, *this, o);
+}
 DistributedTensor DistributedTensor::pow(Scalar o) const { return binary(fb::BinaryOp::Pow, *this, o); }
 DistributedTensor DistributedTensor::eq(const DistributedTensor& o) const { return binary(fb::BinaryOp::Eq, *this, o); }
 DistributedTensor DistributedTensor::eq(Scalar o) const { return binary(fb::BinaryOp::Eq, *this, o); }
@@ -345,8 +455,12 @@ DistributedTensor DistributedTensor::gt(const DistributedTensor& o) const { retu
 DistributedTensor DistributedTensor::gt(Scalar o) const { return binary(fb::BinaryOp::Gt, *this, o); }
 DistributedTensor DistributedTensor::ge(const DistributedTensor& o) const { return binary(fb::BinaryOp::Ge, *this, o); }
 DistributedTensor DistributedTensor::ge(Scalar o) const { return binary(fb::BinaryOp::Ge, *this, o); }
-DistributedTensor DistributedTensor::maximum(const DistributedTensor& o) const { return binary(fb::BinaryOp::Maximum, *this, o); }
-DistributedTensor DistributedTensor::minimum(const DistributedTensor& o) const { return binary(fb::BinaryOp::Minimum, *this, o); }
+DistributedTensor DistributedTensor::maximum(const DistributedTensor& o) const {
+  return binary(fb::BinaryOp::Maximum, *this, o);
+}
+DistributedTensor DistributedTensor::minimum(const DistributedTensor& o) const {
+  return binary(fb::BinaryOp::Minimum, *this, o);
+}
 DistributedTensor& DistributedTensor::add_(const DistributedTensor& o) {
   binary_(fb::BinaryOp::Add, *this, o);
   return *this;
@@ -451,36 +565,43 @@ DistributedTensor& DistributedTensor::gelu_() {
 DistributedTensor DistributedTensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
   const Handle& a = operand(*this, "clamp");
   auto s = session_of(a, "clamp");
-  const DType dtype = master::probe_of(a.meta).clamp(lo, hi).dtype();
-  const fb::Scalar l = fbs(lo.value_or(0)), h = fbs(hi.value_or(0));
-  return emit_new(*s, "clamp", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Clamp, [&](auto& b, uint64_t id) {
-    return fb::CreateClamp(b, id, a.id, lo.has_value(), &l, hi.has_value(), &h).Union();
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    const DType dtype = master::probe_of(a.meta).clamp(lo, hi).dtype();
+    const fb::Scalar l = fbs(lo.value_or(0)), h = fbs(hi.value_or(0));
+    return emit_new(*s, "clamp", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Clamp,
+                    [&](auto& b, uint64_t id) {
+                      return fb::CreateClamp(b, id, a.id, lo.has_value(), &l, hi.has_value(), &h).Union();
+                    });
   });
 }
 DistributedTensor& DistributedTensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
   const Handle& a = operand(*this, "clamp_");
   auto s = session_of(a, "clamp_");
-  Tensor p = master::probe_of(a.meta);
-  p.clamp_(lo, hi);
-  const fb::Scalar l = fbs(lo.value_or(0)), h = fbs(hi.value_or(0));
-  emit_inplace(*s, "clamp_", a, fb::Op::Clamp,
-               [&](auto& b) { return fb::CreateClamp(b, 0, a.id, lo.has_value(), &l, hi.has_value(), &h).Union(); });
-  return *this;
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    Tensor p = master::probe_of(a.meta);
+    p.clamp_(lo, hi);
+    const fb::Scalar l = fbs(lo.value_or(0)), h = fbs(hi.value_or(0));
+    emit_inplace(*s, "clamp_", a, fb::Op::Clamp,
+                 [&](auto& b) { return fb::CreateClamp(b, 0, a.id, lo.has_value(), &l, hi.has_value(), &h).Union(); });
+    return *this;
+  });
 }
 
 DistributedTensor DistributedTensor::to(DType dtype, bool copy) const {
   const Handle& a = operand(*this, "to");
   if (dtype == a.meta.dtype() && !copy) return *this;
   auto s = session_of(a, "to");
-  (void)master::probe_of(a.meta).to(dtype);
-  return emit_new(*s, "to", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Cast, [&](auto& b, uint64_t id) {
-    return fb::CreateCast(b, id, a.id, protocol::to_fb(dtype)).Union();
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    (void)master::probe_of(a.meta).to(dtype);
+    return emit_new(*s, "to", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Cast,
+                    [&](auto& b, uint64_t id) { return fb::CreateCast(b, id, a.id, protocol::to_fb(dtype)).Union(); });
   });
 }
 
 DistributedTensor& DistributedTensor::fill_(Scalar value) {
   const Handle& a = operand(*this, "fill_");
   auto s = session_of(a, "fill_");
+  master::at_node(a.node, [&] { master::check_writable("fill_", a.meta); });
   Tensor p = master::probe_of(a.meta);
   p.fill_(value);  // the value must fit the dtype
   const fb::Scalar v = fbs(value);
@@ -493,12 +614,16 @@ DistributedTensor& DistributedTensor::copy_(const DistributedTensor& src) {
   const Handle& b = operand(src, "copy_");
   master::check_same_node("copy_", {&a, &b});
   auto s = session_of(a, "copy_");
-  master::check_broadcasts_to("copy_", b.meta.shape(), a.meta.shape());
-  emit_inplace(*s, "copy_", a, fb::Op::CopyFrom, [&](auto& bld) { return fb::CreateCopyFrom(bld, a.id, b.id).Union(); });
-  return *this;
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    master::check_broadcasts_to("copy_", b.meta.shape(), a.meta.shape());
+    emit_inplace(*s, "copy_", a, fb::Op::CopyFrom,
+                 [&](auto& bld) { return fb::CreateCopyFrom(bld, a.id, b.id).Union(); });
+    return *this;
+  });
 }
 
-// ---- reductions ---------------------------------------------------------------------------
+// ---- reductions
+// ---------------------------------------------------------------------------
 DistributedTensor DistributedTensor::sum() const {
   return reduce("sum", *this, fb::ReduceKind::Sum, true, {}, false, 0, 0, [](const Tensor& p) { return p.sum(); });
 }
@@ -530,14 +655,16 @@ DistributedTensor DistributedTensor::min(const Dims& d, bool k) const {
   return reduce("min", *this, fb::ReduceKind::Min, false, d, k, 0, 0, [&](const Tensor& p) { return p.min(d, k); });
 }
 DistributedTensor DistributedTensor::argmax() const {
-  return reduce("argmax", *this, fb::ReduceKind::Argmax, true, {}, false, 0, 0, [](const Tensor& p) { return p.argmax(); });
+  return reduce("argmax", *this, fb::ReduceKind::Argmax, true, {}, false, 0, 0,
+                [](const Tensor& p) { return p.argmax(); });
 }
 DistributedTensor DistributedTensor::argmax(int64_t d, bool k) const {
   return reduce("argmax", *this, fb::ReduceKind::Argmax, false, {d}, k, 0, 0,
                 [&](const Tensor& p) { return p.argmax(d, k); });
 }
 DistributedTensor DistributedTensor::argmin() const {
-  return reduce("argmin", *this, fb::ReduceKind::Argmin, true, {}, false, 0, 0, [](const Tensor& p) { return p.argmin(); });
+  return reduce("argmin", *this, fb::ReduceKind::Argmin, true, {}, false, 0, 0,
+                [](const Tensor& p) { return p.argmin(); });
 }
 DistributedTensor DistributedTensor::argmin(int64_t d, bool k) const {
   return reduce("argmin", *this, fb::ReduceKind::Argmin, false, {d}, k, 0, 0,
@@ -580,21 +707,27 @@ DistributedTensor DistributedTensor::all(const Dims& d, bool k) const {
 DistributedTensor DistributedTensor::softmax(int64_t d) const {
   const Handle& a = operand(*this, "softmax");
   auto s = session_of(a, "softmax");
-  const DType dtype = master::probe_of(a.meta).softmax(d).dtype();
-  return emit_new(*s, "softmax", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Softmax,
-                  [&](auto& b, uint64_t id) { return fb::CreateSoftmax(b, id, a.id, d, false).Union(); });
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    const DType dtype = master::probe_of(a.meta).softmax(d).dtype();
+    return emit_new(*s, "softmax", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Softmax,
+                    [&](auto& b, uint64_t id) { return fb::CreateSoftmax(b, id, a.id, d, false).Union(); });
+  });
 }
 DistributedTensor DistributedTensor::log_softmax(int64_t d) const {
   const Handle& a = operand(*this, "log_softmax");
   auto s = session_of(a, "log_softmax");
-  const DType dtype = master::probe_of(a.meta).log_softmax(d).dtype();
-  return emit_new(*s, "log_softmax", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Softmax,
-                  [&](auto& b, uint64_t id) { return fb::CreateSoftmax(b, id, a.id, d, true).Union(); });
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    const DType dtype = master::probe_of(a.meta).log_softmax(d).dtype();
+    return emit_new(*s, "log_softmax", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Softmax,
+                    [&](auto& b, uint64_t id) { return fb::CreateSoftmax(b, id, a.id, d, true).Union(); });
+  });
 }
 
-// ---- linear algebra ---------------------------------------------------------------------
+// ---- linear algebra
+// ---------------------------------------------------------------------
 DistributedTensor DistributedTensor::matmul(const DistributedTensor& o) const {
-  return matmul_op(fb::MatmulKind::Matmul, "matmul", *this, o, [](const Tensor& a, const Tensor& b) { return a.matmul(b); });
+  return matmul_op(fb::MatmulKind::Matmul, "matmul", *this, o,
+                   [](const Tensor& a, const Tensor& b) { return a.matmul(b); });
 }
 DistributedTensor DistributedTensor::mm(const DistributedTensor& o) const {
   return matmul_op(fb::MatmulKind::Mm, "mm", *this, o, [](const Tensor& a, const Tensor& b) { return a.mm(b); });
@@ -606,7 +739,8 @@ DistributedTensor DistributedTensor::dot(const DistributedTensor& o) const {
   return matmul_op(fb::MatmulKind::Dot, "dot", *this, o, [](const Tensor& a, const Tensor& b) { return a.dot(b); });
 }
 DistributedTensor DistributedTensor::outer(const DistributedTensor& o) const {
-  return matmul_op(fb::MatmulKind::Outer, "outer", *this, o, [](const Tensor& a, const Tensor& b) { return a.outer(b); });
+  return matmul_op(fb::MatmulKind::Outer, "outer", *this, o,
+                   [](const Tensor& a, const Tensor& b) { return a.outer(b); });
 }
 DistributedTensor DistributedTensor::addmm(const DistributedTensor& m1, const DistributedTensor& m2, Scalar beta,
                                            Scalar alpha) const {
@@ -615,29 +749,35 @@ DistributedTensor DistributedTensor::addmm(const DistributedTensor& m1, const Di
   const Handle& b = operand(m2, "addmm");
   master::check_same_node("addmm", {&self, &a, &b});
   auto s = session_of(self, "addmm");
-  const DType dtype =
-      master::probe_of(self.meta).addmm(master::probe_of(a.meta), master::probe_of(b.meta), beta, alpha).dtype();
-  const Shape mm = master::matmul_shape("addmm", a.meta.shape(), b.meta.shape());
-  master::check_broadcasts_to("addmm", self.meta.shape(), mm);
-  const fb::Scalar fbeta = fbs(beta), falpha = fbs(alpha);
-  return emit_new(*s, "addmm", self.node, master::mirror(mm, dtype), fb::Op::Addmm, [&](auto& bld, uint64_t id) {
-    return fb::CreateAddmm(bld, id, self.id, a.id, b.id, &fbeta, &falpha).Union();
+  return master::at_node(self.node, [&]() -> decltype(auto) {
+    const DType dtype =
+        master::probe_of(self.meta).addmm(master::probe_of(a.meta), master::probe_of(b.meta), beta, alpha).dtype();
+    const Shape mm = master::matmul_shape("addmm", a.meta.shape(), b.meta.shape());
+    master::check_broadcasts_to("addmm", self.meta.shape(), mm);
+    const fb::Scalar fbeta = fbs(beta), falpha = fbs(alpha);
+    return emit_new(*s, "addmm", self.node, master::mirror(mm, dtype), fb::Op::Addmm, [&](auto& bld, uint64_t id) {
+      return fb::CreateAddmm(bld, id, self.id, a.id, b.id, &fbeta, &falpha).Union();
+    });
   });
 }
 DistributedTensor matmul(const DistributedTensor& a, const DistributedTensor& b) { return a.matmul(b); }
 
-// ---- indexing, joining, sorting -------------------------------------------------------------
+// ---- indexing, joining, sorting
+// -------------------------------------------------------------
 DistributedTensor DistributedTensor::index_select(int64_t d, const DistributedTensor& index) const {
   const Handle& a = operand(*this, "index_select");
   const Handle& i = operand(index, "index_select");
   master::check_same_node("index_select", {&a, &i});
   auto s = session_of(a, "index_select");
-  const Tensor pi = Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype());
-  const DType dtype = master::probe_of(a.meta).index_select(d, pi).dtype();
-  Shape shape = a.meta.shape();
-  if (!shape.empty()) shape[master::wrap_dim("index_select", d, a.meta.dim())] = i.meta.numel();
-  return emit_new(*s, "index_select", a.node, master::mirror(shape, dtype), fb::Op::IndexOp, [&](auto& b, uint64_t id) {
-    return fb::CreateIndexOp(b, id, fb::IndexKind::IndexSelect, a.id, d, i.id).Union();
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    const Tensor pi = Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype());
+    const DType dtype = master::probe_of(a.meta).index_select(d, pi).dtype();
+    Shape shape = a.meta.shape();
+    if (!shape.empty()) shape[master::wrap_dim("index_select", d, a.meta.dim())] = i.meta.numel();
+    return emit_new(*s, "index_select", a.node, master::mirror(shape, dtype), fb::Op::IndexOp,
+                    [&](auto& b, uint64_t id) {
+                      return fb::CreateIndexOp(b, id, fb::IndexKind::IndexSelect, a.id, d, i.id).Union();
+                    });
   });
 }
 DistributedTensor DistributedTensor::gather(int64_t d, const DistributedTensor& index) const {
@@ -645,10 +785,12 @@ DistributedTensor DistributedTensor::gather(int64_t d, const DistributedTensor& 
   const Handle& i = operand(index, "gather");
   master::check_same_node("gather", {&a, &i});
   auto s = session_of(a, "gather");
-  const Tensor pi = Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype());
-  const DType dtype = master::probe_of(a.meta).gather(d, pi).dtype();
-  return emit_new(*s, "gather", a.node, master::mirror(i.meta.shape(), dtype), fb::Op::IndexOp, [&](auto& b, uint64_t id) {
-    return fb::CreateIndexOp(b, id, fb::IndexKind::Gather, a.id, d, i.id).Union();
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    const Tensor pi = Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype());
+    const DType dtype = master::probe_of(a.meta).gather(d, pi).dtype();
+    return emit_new(
+        *s, "gather", a.node, master::mirror(i.meta.shape(), dtype), fb::Op::IndexOp,
+        [&](auto& b, uint64_t id) { return fb::CreateIndexOp(b, id, fb::IndexKind::Gather, a.id, d, i.id).Union(); });
   });
 }
 
@@ -659,26 +801,33 @@ DistributedTensor scatter_op(DistributedTensor& self, bool inplace, int64_t d, c
   const Handle& a = operand(self, name);
   const Handle& i = operand(index, name);
   const Handle* sh = src != nullptr ? &operand(*src, name) : nullptr;
-  if (sh != nullptr) master::check_same_node(name, {&a, &i, sh});
-  else master::check_same_node(name, {&a, &i});
+  if (sh != nullptr)
+    master::check_same_node(name, {&a, &i, sh});
+  else
+    master::check_same_node(name, {&a, &i});
   auto s = session_of(a, name);
-  const Tensor pi = Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype());
-  Tensor pa = master::probe_of(a.meta);
-  if (sh != nullptr) (void)pa.scatter(d, pi, master::probe_of(sh->meta));
-  else (void)pa.scatter(d, pi, value);
-  const fb::Scalar v = fbs(value);
-  const uint64_t src_id = sh != nullptr ? sh->id : 0;
-  if (inplace) {
-    emit_inplace(*s, name, a, fb::Op::Scatter,
-                 [&](auto& b) { return fb::CreateScatter(b, 0, a.id, d, i.id, src_id, &v).Union(); });
-    return self;
-  }
-  return emit_new(*s, name, a.node, master::mirror(a.meta.shape(), a.meta.dtype()), fb::Op::Scatter,
-                  [&](auto& b, uint64_t id) { return fb::CreateScatter(b, id, a.id, d, i.id, src_id, &v).Union(); });
+  return master::at_node(a.node, [&]() -> DistributedTensor {
+    const Tensor pi = Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype());
+    Tensor pa = master::probe_of(a.meta);
+    if (sh != nullptr)
+      (void)pa.scatter(d, pi, master::probe_of(sh->meta));
+    else
+      (void)pa.scatter(d, pi, value);
+    const fb::Scalar v = fbs(value);
+    const uint64_t src_id = sh != nullptr ? sh->id : 0;
+    if (inplace) {
+      emit_inplace(*s, name, a, fb::Op::Scatter,
+                   [&](auto& b) { return fb::CreateScatter(b, 0, a.id, d, i.id, src_id, &v).Union(); });
+      return self;
+    }
+    return emit_new(*s, name, a.node, master::mirror(a.meta.shape(), a.meta.dtype()), fb::Op::Scatter,
+                    [&](auto& b, uint64_t id) { return fb::CreateScatter(b, id, a.id, d, i.id, src_id, &v).Union(); });
+  });
 }
 }  // namespace
 
-DistributedTensor DistributedTensor::scatter(int64_t d, const DistributedTensor& index, const DistributedTensor& src) const {
+DistributedTensor DistributedTensor::scatter(int64_t d, const DistributedTensor& index,
+                                             const DistributedTensor& src) const {
   DistributedTensor self = *this;
   return scatter_op(self, false, d, index, &src, 0);
 }
@@ -686,7 +835,8 @@ DistributedTensor DistributedTensor::scatter(int64_t d, const DistributedTensor&
   DistributedTensor self = *this;
   return scatter_op(self, false, d, index, nullptr, value);
 }
-DistributedTensor& DistributedTensor::scatter_(int64_t d, const DistributedTensor& index, const DistributedTensor& src) {
+DistributedTensor& DistributedTensor::scatter_(int64_t d, const DistributedTensor& index,
+                                               const DistributedTensor& src) {
   scatter_op(*this, true, d, index, &src, 0);
   return *this;
 }
@@ -700,40 +850,46 @@ DistributedTensor DistributedTensor::masked_fill(const DistributedTensor& mask, 
   const Handle& m = operand(mask, "masked_fill");
   master::check_same_node("masked_fill", {&a, &m});
   auto s = session_of(a, "masked_fill");
-  master::check_broadcasts_to("masked_fill", m.meta.shape(), a.meta.shape());
-  (void)master::probe_of(a.meta).masked_fill(master::probe_of(m.meta), value);
-  const fb::Scalar v = fbs(value);
-  return emit_new(*s, "masked_fill", a.node, master::mirror(a.meta.shape(), a.meta.dtype()), fb::Op::MaskedFill,
-                  [&](auto& b, uint64_t id) { return fb::CreateMaskedFill(b, id, a.id, m.id, &v).Union(); });
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    master::check_broadcasts_to("masked_fill", m.meta.shape(), a.meta.shape());
+    (void)master::probe_of(a.meta).masked_fill(master::probe_of(m.meta), value);
+    const fb::Scalar v = fbs(value);
+    return emit_new(*s, "masked_fill", a.node, master::mirror(a.meta.shape(), a.meta.dtype()), fb::Op::MaskedFill,
+                    [&](auto& b, uint64_t id) { return fb::CreateMaskedFill(b, id, a.id, m.id, &v).Union(); });
+  });
 }
 DistributedTensor& DistributedTensor::masked_fill_(const DistributedTensor& mask, Scalar value) {
   const Handle& a = operand(*this, "masked_fill_");
   const Handle& m = operand(mask, "masked_fill_");
   master::check_same_node("masked_fill_", {&a, &m});
   auto s = session_of(a, "masked_fill_");
-  master::check_broadcasts_to("masked_fill_", m.meta.shape(), a.meta.shape());
-  Tensor p = master::probe_of(a.meta);
-  p.masked_fill_(master::probe_of(m.meta), value);
-  const fb::Scalar v = fbs(value);
-  emit_inplace(*s, "masked_fill_", a, fb::Op::MaskedFill,
-               [&](auto& b) { return fb::CreateMaskedFill(b, 0, a.id, m.id, &v).Union(); });
-  return *this;
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    master::check_broadcasts_to("masked_fill_", m.meta.shape(), a.meta.shape());
+    Tensor p = master::probe_of(a.meta);
+    p.masked_fill_(master::probe_of(m.meta), value);
+    const fb::Scalar v = fbs(value);
+    emit_inplace(*s, "masked_fill_", a, fb::Op::MaskedFill,
+                 [&](auto& b) { return fb::CreateMaskedFill(b, 0, a.id, m.id, &v).Union(); });
+    return *this;
+  });
 }
 
 std::vector<DistributedTensor> DistributedTensor::split(const std::vector<int64_t>& sizes, int64_t d) const {
   const Handle& a = operand(*this, "split");
   auto s = session_of(a, "split");
-  const std::vector<Tensor> metas = a.meta.split(sizes, d);  // views of the mirror: exact
-  std::vector<DistributedTensor> out;
-  std::vector<uint64_t> ids;
-  for (const Tensor& m : metas) {
-    out.emplace_back(s->new_handle(a.node, a.device, m));
-    ids.push_back(out.back().id());
-  }
-  s->link(a.node, "split").append(fb::Op::Split, [&](auto& b) {
-    return fb::CreateSplit(b, b.CreateVector(ids), a.id, d, b.CreateVector(sizes)).Union();
+  return master::at_node(a.node, [&]() -> decltype(auto) {
+    const std::vector<Tensor> metas = a.meta.split(sizes, d);  // views of the mirror: exact
+    std::vector<DistributedTensor> out;
+    std::vector<uint64_t> ids;
+    for (const Tensor& m : metas) {
+      out.emplace_back(s->new_handle(a.node, a.device, m));
+      ids.push_back(out.back().id());
+    }
+    s->link(a.node, "split").append(fb::Op::Split, [&](auto& b) {
+      return fb::CreateSplit(b, b.CreateVector(ids), a.id, d, b.CreateVector(sizes)).Union();
+    });
+    return out;
   });
-  return out;
 }
 std::vector<DistributedTensor> DistributedTensor::split(int64_t split_size, int64_t d) const {
   const Handle& a = operand(*this, "split");
@@ -753,22 +909,24 @@ std::pair<DistributedTensor, DistributedTensor> sort_op(const DistributedTensor&
                                                         bool descending, int64_t k, bool sorted) {
   const Handle& a = operand(x, name);
   auto s = session_of(a, name);
-  Shape shape = a.meta.shape();
-  if (k >= 0) {
-    const int64_t w = master::wrap_dim(name, d, a.meta.dim());
-    const int64_t size = shape.empty() ? 1 : shape[w];
-    if (k > size) THD_THROW(IndexError, name, "k ({}) is larger than the size {} of dim {}", k, size, w);
-    if (!shape.empty()) shape[w] = k;
-    (void)master::probe_of(a.meta).topk(std::min<int64_t>(k, 1), d, descending, sorted);
-  } else {
-    (void)master::probe_of(a.meta).sort(d, descending);
-  }
-  auto values = s->new_handle(a.node, a.device, master::mirror(shape, a.meta.dtype()));
-  auto indices = s->new_handle(a.node, a.device, master::mirror(shape, kInt64));
-  s->link(a.node, name).append(fb::Op::Sort, [&](auto& b) {
-    return fb::CreateSort(b, values->id, indices->id, a.id, d, descending, k, sorted).Union();
+  return master::at_node(a.node, [&]() -> std::pair<DistributedTensor, DistributedTensor> {
+    Shape shape = a.meta.shape();
+    if (k >= 0) {
+      const int64_t w = master::wrap_dim(name, d, a.meta.dim());
+      const int64_t size = shape.empty() ? 1 : shape[w];
+      if (k > size) THD_THROW(IndexError, name, "k ({}) is larger than the size {} of dim {}", k, size, w);
+      if (!shape.empty()) shape[w] = k;
+      (void)master::probe_of(a.meta).topk(std::min<int64_t>(k, 1), d, descending, sorted);
+    } else {
+      (void)master::probe_of(a.meta).sort(d, descending);
+    }
+    auto values = s->new_handle(a.node, a.device, master::mirror(shape, a.meta.dtype()));
+    auto indices = s->new_handle(a.node, a.device, master::mirror(shape, kInt64));
+    s->link(a.node, name).append(fb::Op::Sort, [&](auto& b) {
+      return fb::CreateSort(b, values->id, indices->id, a.id, d, descending, k, sorted).Union();
+    });
+    return {DistributedTensor(std::move(values)), DistributedTensor(std::move(indices))};
   });
-  return {DistributedTensor(std::move(values)), DistributedTensor(std::move(indices))};
 }
 }  // namespace
 
@@ -796,10 +954,11 @@ DistributedTensor join(const char* name, fb::JoinKind kind, const std::vector<Di
     master::check_same_node(name, {hs.front(), hs.back()});
   }
   auto s = session_of(*hs.front(), name);
-  const Shape shape = kind == fb::JoinKind::Cat ? master::cat_shape(shapes, d) : master::stack_shape(shapes, d);
-  const DType dtype = (kind == fb::JoinKind::Cat ? cat(probes, d) : stack(probes, d)).dtype();
-  return emit_new(*s, name, hs.front()->node, master::mirror(shape, dtype), fb::Op::Join, [&](auto& b, uint64_t id) {
-    return fb::CreateJoin(b, id, kind, b.CreateVector(ids), d).Union();
+  return master::at_node(hs.front()->node, [&]() -> decltype(auto) {
+    const Shape shape = kind == fb::JoinKind::Cat ? master::cat_shape(shapes, d) : master::stack_shape(shapes, d);
+    const DType dtype = (kind == fb::JoinKind::Cat ? cat(probes, d) : stack(probes, d)).dtype();
+    return emit_new(*s, name, hs.front()->node, master::mirror(shape, dtype), fb::Op::Join,
+                    [&](auto& b, uint64_t id) { return fb::CreateJoin(b, id, kind, b.CreateVector(ids), d).Union(); });
   });
 }
 }  // namespace
@@ -817,24 +976,29 @@ DistributedTensor where(const DistributedTensor& cond, const DistributedTensor& 
   const Handle& b = operand(y, "where");
   master::check_same_node("where", {&c, &a, &b});
   auto s = session_of(c, "where");
-  const Shape shape =
-      master::broadcast_for("where", master::broadcast_for("where", c.meta.shape(), a.meta.shape()), b.meta.shape());
-  const DType dtype = where(master::probe_of(c.meta), master::probe_of(a.meta), master::probe_of(b.meta)).dtype();
-  const fb::Scalar zero;
-  return emit_new(*s, "where", c.node, master::mirror(shape, dtype), fb::Op::Where, [&](auto& bld, uint64_t id) {
-    return fb::CreateWhere(bld, id, c.id, a.id, b.id, &zero, &zero).Union();
+  return master::at_node(c.node, [&]() -> decltype(auto) {
+    const Shape shape =
+        master::broadcast_for("where", master::broadcast_for("where", c.meta.shape(), a.meta.shape()), b.meta.shape());
+    const DType dtype = where(master::probe_of(c.meta), master::probe_of(a.meta), master::probe_of(b.meta)).dtype();
+    const fb::Scalar zero;
+    return emit_new(*s, "where", c.node, master::mirror(shape, dtype), fb::Op::Where, [&](auto& bld, uint64_t id) {
+      return fb::CreateWhere(bld, id, c.id, a.id, b.id, &zero, &zero).Union();
+    });
   });
 }
 DistributedTensor where(const DistributedTensor& cond, Scalar x, Scalar y) {
   const Handle& c = operand(cond, "where");
   auto s = session_of(c, "where");
-  const DType dtype = where(master::probe_of(c.meta), x, y).dtype();
-  const fb::Scalar sa = fbs(x), sb = fbs(y);
-  return emit_new(*s, "where", c.node, master::mirror(c.meta.shape(), dtype), fb::Op::Where,
-                  [&](auto& bld, uint64_t id) { return fb::CreateWhere(bld, id, c.id, 0, 0, &sa, &sb).Union(); });
+  return master::at_node(c.node, [&]() -> decltype(auto) {
+    const DType dtype = where(master::probe_of(c.meta), x, y).dtype();
+    const fb::Scalar sa = fbs(x), sb = fbs(y);
+    return emit_new(*s, "where", c.node, master::mirror(c.meta.shape(), dtype), fb::Op::Where,
+                    [&](auto& bld, uint64_t id) { return fb::CreateWhere(bld, id, c.id, 0, 0, &sa, &sb).Union(); });
+  });
 }
 
-// ---- operators ---------------------------------------------------------------------------
+// ---- operators
+// ---------------------------------------------------------------------------
 DistributedTensor operator+(const DistributedTensor& a, const DistributedTensor& b) { return a.add(b); }
 DistributedTensor operator-(const DistributedTensor& a, const DistributedTensor& b) { return a.sub(b); }
 DistributedTensor operator*(const DistributedTensor& a, const DistributedTensor& b) { return a.mul(b); }

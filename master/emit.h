@@ -37,6 +37,18 @@ void emit_inplace(Session& s, const char* op, const Handle& target, fb::Op type,
   s.link(target.node, op).append(type, [&](NodeLink::Builder& b) { return build(b); });
 }
 
+// Runs a call-site check or inference for an op on `node`: an error it raises
+// names the node.
+template <typename F>
+decltype(auto) at_node(int node, F&& f) {
+  try {
+    return f();
+  } catch (Error& e) {
+    if (e.context().node < 0) e.set_node(node);
+    throw;
+  }
+}
+
 // The node and device new tensors go to on this thread (scopes.cpp).
 int scoped_node();
 Device scoped_device();

@@ -31,7 +31,13 @@ Tensor mirror(const Shape& shape, DType dtype) {
 
 bool is_mirror(const Tensor& t) { return t.defined() && t.storage()->data() == g_placeholder; }
 
-Tensor probe_of(const Tensor& meta) { return Tensor::ones(Shape(meta.shape().size(), 1), meta.dtype()); }
+Tensor probe_of(const Tensor& meta) {
+  // Sizes of 0 stay 0, so ops that refuse empty input (max() of nothing) refuse
+  // the probe too.
+  Shape shape = meta.shape();
+  for (int64_t& d : shape) d = std::min<int64_t>(d, 1);
+  return Tensor::ones(shape, meta.dtype());
+}
 
 DType probe_dtype(const std::function<Tensor()>& op) { return op().dtype(); }
 
@@ -64,6 +70,17 @@ Shape broadcast_for(const char* op, const Shape& a, const Shape& b) {
   }
 }
 
+void check_writable(const char* op, const Tensor& meta) {
+  for (int64_t d = 0; d < meta.dim(); ++d) {
+    if (meta.shape()[d] > 1 && meta.strides()[d] == 0) {
+      THD_THROW(ValueError, op,
+                "unsupported operation: more than one element of the written-to tensor (shape {}, strides {}) "
+                "refers to a single memory location; clone() it before writing to it",
+                shape_str(meta.shape()), shape_str(meta.strides()));
+    }
+  }
+}
+
 void check_broadcasts_to(const char* op, const Shape& other, const Shape& self) {
   if (other == self) return;
   Shape out = broadcast_for(op, self, other);
@@ -80,7 +97,7 @@ Shape reduced_shape(const char* op, const Shape& in, const Dims& dims, bool keep
   for (int64_t d : dims) {
     const int64_t w = wrap_dim(op, d, rank);
     if (rank == 0) continue;
-    if (named[w]) THD_THROW(ValueError, op, "dim {} appears more than once in the list of dims", w);
+    if (named[w]) THD_THROW(IndexError, op, "dim {} appears more than once in the list of dims", w);
     named[w] = reduce[w] = true;
   }
   Shape out;

@@ -31,6 +31,9 @@ Shape matmul_shape(const char* op, const Shape& a, const Shape& b);
 Shape cat_shape(const std::vector<Shape>& shapes, int64_t dim);
 Shape stack_shape(const std::vector<Shape>& shapes, int64_t dim);
 int64_t wrap_dim(const char* op, int64_t dim, int64_t rank);
+// In-place ops cannot write an expanded tensor (elements sharing memory): the
+// tensor library's own check, run on the mirror's metadata.
+void check_writable(const char* op, const Tensor& meta);
 // In-place ops keep self's shape: `other` must broadcast to it.
 void check_broadcasts_to(const char* op, const Shape& other, const Shape& self);
 

@@ -27,6 +27,9 @@ constexpr milliseconds kBusyGrace{1000};
 // How long a reachable store may lack pool/size before it is taken for something
 // other than a pool (the host sets it right after the store comes up).
 constexpr milliseconds kSizeWait{5000};
+// Once connected, how long one store request (or reconnecting for it) may take:
+// detaching from a pool that is gone must not hold shutdown() for options.timeout.
+constexpr milliseconds kStoreRequestTimeout{5000};
 
 milliseconds left_until(Clock::time_point deadline) {
   return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(deadline - Clock::now()));
@@ -160,6 +163,7 @@ PoolSession attach_to_pool(const MasterWorkerOptions& options) {
   const auto deadline = Clock::now() + options.timeout;
 
   std::shared_ptr<TCPStore> store = connect(address, url, options);
+  store->set_timeout(kStoreRequestTimeout);
   const int nodes = read_pool_size(*store, url, deadline);
   THD_CHECK(options.world_size < 0 || options.world_size == nodes + 1, ValueError, kOp,
             "world_size {} asks for {} worker(s), but the pool at {} has {} (leave world_size unset to take the "
@@ -182,7 +186,9 @@ PoolSession attach_to_pool(const MasterWorkerOptions& options) {
   THD_LOG_INFO("attach_to_pool: session {} of the pool at {} ({} nodes)", session, url, nodes);
 
   PoolSession s;
-  s.store = std::make_shared<PrefixStore>(pool::channel_prefix(session), store);
+  auto channel_store = std::make_shared<PrefixStore>(pool::channel_prefix(session), store);
+  channel_store->set_timeout(options.timeout);  // the rendezvous waits, as in an SPMD launch
+  s.store = channel_store;
   s.world_size = nodes + 1;
   s.session = session;
   auto detacher = std::make_shared<Detacher>(store, session);

@@ -39,6 +39,34 @@ void send_message(DataChannel& channel, int dst, int64_t tag, std::span<const ui
   first.wait();
 }
 
+std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
+                                  std::chrono::milliseconds timeout) {
+  uint8_t head[kHeadFrameBytes];
+  try {
+    channel.recv_bytes({head, sizeof head}, src, {.tag = tag, .timeout = timeout});
+  } catch (const TimeoutError&) {
+    throw;
+  } catch (const ValueError& e) {
+    THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", src, e.what());
+  }
+  uint32_t magic = 0;
+  uint32_t length = 0;
+  std::memcpy(&magic, head, 4);
+  std::memcpy(&length, head + 4, 4);
+  if (magic != kMagic) {
+    THD_THROW(protocol::ProtocolError, "receive", "message head from rank {} has magic {:#x}, expected {:#x}", src,
+              magic, kMagic);
+  }
+  if (length > max_bytes) {
+    THD_THROW(protocol::ProtocolError, "receive", "message of {} bytes from rank {} exceeds the limit of {} bytes",
+              length, src, max_bytes);
+  }
+  if (length <= kInlineBytes) return {head + kHeadPrefixBytes, head + kHeadPrefixBytes + length};
+  std::vector<uint8_t> body(length);
+  channel.recv_bytes(body, src, {.tag = tag, .timeout = timeout});
+  return body;
+}
+
 MessageReceiver::MessageReceiver(std::shared_ptr<DataChannel> channel, int source, int64_t tag, size_t max_bytes)
     : channel_(std::move(channel)), source_(source), tag_(tag), max_bytes_(max_bytes), head_(kHeadFrameBytes) {
   post();

@@ -29,6 +29,11 @@ struct Received {
   std::vector<uint8_t> bytes;
 };
 
+// Receives one message from `src` on `tag` (a one-off exchange, e.g. the status
+// that precedes a worker-to-worker copy). ProtocolError for a malformed head.
+std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
+                                  std::chrono::milliseconds timeout);
+
 // Receives messages on one (source, tag): the head frame's receive stays posted
 // between calls, so a caller may poll with short timeouts without losing a message.
 class MessageReceiver {

@@ -6,6 +6,15 @@ namespace thd {
 
 Error::Error(std::string message, ErrorContext context)
     : message_(std::move(message)), context_(std::move(context)) {
+  compose();
+}
+
+void Error::set_node(int node) {
+  context_.node = node;
+  compose();
+}
+
+void Error::compose() {
   std::string w;
   if (!context_.op.empty()) w += context_.op + ": ";
   w += message_;

@@ -1,5 +1,6 @@
 // Worker-to-worker copies (to_node) and collectives among workers: tensor bytes go
 // straight between the workers over the DataChannel, never through the master.
+#include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/ops.h"
 
@@ -30,17 +31,43 @@ ReduceOp reduce_op_of(uint8_t code) {
 
 }  // namespace
 
+// A copy is preceded by a status message: "ok", or the poison of the source (the
+// original failure: op, message, node), which the receiving worker adopts, so the
+// master raises the error where it began whichever copy it fetches.
+void send_status(ExecContext& ctx, const fb::SendTo& op, const Poison* poison) {
+  flatbuffers::FlatBufferBuilder b(256);
+  flatbuffers::Offset<void> body;
+  fb::Body type = fb::Body::Ack;
+  if (poison != nullptr) {
+    type = fb::Body::FetchFailed;
+    body = fb::CreateFetchFailed(b, op.tag(), poison->op_id, b.CreateString(poison->op_name),
+                                 b.CreateString(poison->message), poison->node)
+               .Union();
+  } else {
+    body = fb::CreateAck(b, 0).Union();
+  }
+  b.Finish(fb::CreateMessage(b, protocol::kVersion, type, body));
+  protocol::send_message(ctx.channel(), op.peer_node() + 1, op.tag(), {b.GetBufferPointer(), b.GetSize()},
+                         ctx.timeout());
+}
+
 void run(ExecContext& ctx, const fb::SendTo& op) {
   check_peer(ctx, op.peer_node(), "to_node");
   check_transfer_tag(op.tag(), "to_node");
   const Entry* e = ctx.table().find(op.src());
-  if (e == nullptr || e->poison) {
-    // The receiving worker waits for exactly the tensor's bytes: an empty message
-    // fails its receive (a size mismatch), which poisons its output in turn.
-    ctx.channel().send_bytes({}, op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
-    if (e == nullptr) ctx.input(op.src());  // throws the unknown-id error
+  if (e == nullptr) {
+    const Poison unknown{ctx.op_id(), ctx.op_name(),
+                         fmt::format("tensor id {} is not live on node {} (never created, or already freed)",
+                                     op.src(), ctx.node()),
+                         ctx.node()};
+    send_status(ctx, op, &unknown);
+    ctx.input(op.src());  // reports the unknown id as this op's failure
+  }
+  if (e->poison) {
+    send_status(ctx, op, e->poison.get());
     throw PoisonedInput{e->poison};
   }
+  send_status(ctx, op, nullptr);
   ctx.channel().send(e->tensor.contiguous(), op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
 }
 
@@ -49,14 +76,14 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
   check_peer(ctx, op.peer_node(), "to_node");
   check_transfer_tag(op.tag(), "to_node");
   Tensor out = Tensor::empty(protocol::shape_from_fb(op.shape(), "to_node"), protocol::from_fb(op.dtype()));
-  try {
-    ctx.channel().recv(out, op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
-  } catch (const ValueError&) {
-    THD_THROW(ValueError, "to_node",
-              "the source tensor on node {} could not be sent (it was poisoned or freed there; node {}'s error "
-              "says why)",
-              op.peer_node(), op.peer_node());
+  const std::vector<uint8_t> status =
+      protocol::recv_message(ctx.channel(), op.peer_node() + 1, op.tag(), size_t{1} << 20, ctx.timeout());
+  const fb::Message& m = protocol::verify_message(status, "to_node");
+  if (const fb::FetchFailed* f = m.body_as_FetchFailed()) {
+    throw PoisonedInput{std::make_shared<const Poison>(Poison{
+        f->op_id(), f->op_name() ? f->op_name()->str() : "op", f->message() ? f->message()->str() : "", f->node()})};
   }
+  ctx.channel().recv(out, op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
   ctx.define(op.out(), std::move(out));
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <thd/datachannel.h>
+#include <thd/memory.h>
 #include <thd/store.h>
 
 #include "datachannel/check.h"
@@ -22,12 +23,15 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr const char* kOp = "thd-worker";
+constexpr const char* kOp = "serve_pool";
 // The master writes the config before it claims the pool, so it is there; the
 // wait only covers a store that answers slowly.
 constexpr milliseconds kConfigWait{5000};
 // What a finished/<node> value may hold: enough for an error's first line.
 constexpr size_t kMaxOutcomeBytes = 512;
+// Once connected, how long one store request (or reconnecting for it) may take:
+// a store that is gone ends the worker within this, not after connect_timeout.
+constexpr milliseconds kStoreRequestTimeout{5000};
 
 // "host:pid:nonce": tells this process apart from an earlier one of the same node.
 std::string process_identity() {
@@ -58,10 +62,26 @@ class PoolWorker {
     so.timeout = o_.connect_timeout;
     so.token = o_.token;
     store_ = std::make_shared<TCPStore>(std::move(so));
+    store_->set_timeout(kStoreRequestTimeout);
     join_pool();
   }
 
   void run() {
+    try {
+      serve_sessions();
+    } catch (const ConnectionError& e) {
+      store_lost(e);
+    } catch (const TimeoutError& e) {
+      store_lost(e);
+    }
+  }
+
+ private:
+  [[noreturn]] void store_lost(const Error& e) {
+    THD_THROW(ConnectionError, kOp, "lost the pool's store at {} (the pool has ended?): {}", o_.pool_url, e.what());
+  }
+
+  void serve_sessions() {
     std::optional<uint64_t> last;  // the last session this process took up
     for (;;) {
       if (o_.stop != nullptr && o_.stop->load()) return;
@@ -75,7 +95,6 @@ class PoolWorker {
     }
   }
 
- private:
   // The pool's size is agreed once; every worker must have been told the same.
   void join_pool() {
     const std::string nodes = std::to_string(o_.num_nodes);
@@ -123,6 +142,9 @@ class PoolWorker {
       how = std::string("error: ") + e.what();
       THD_LOG_WARN("thd-worker node {}: session {} ended with {}", o_.node, session, how);
     }
+    // The session's tensors are freed by now; the allocator's cache of them goes
+    // back to the system too, so an idle pool does not keep the last master's peak.
+    empty_cache(Device::cpu());
     finish(session, how);
     if (o_.on_session_end) o_.on_session_end(session, how);
   }
@@ -131,14 +153,18 @@ class PoolWorker {
     const std::vector<uint8_t> text = store_->get(pool::config_key(session), kConfigWait);
     const pool::SessionConfig config = pool::decode_config(std::string(text.begin(), text.end()), kOp);
     DataChannelOptions dco;
-    dco.store = std::make_shared<PrefixStore>(pool::channel_prefix(session), store_);
+    auto channel_store = std::make_shared<PrefixStore>(pool::channel_prefix(session), store_);
+    channel_store->set_timeout(config.timeout);  // the rendezvous waits as long as the master does
+    dco.store = channel_store;
     dco.rank = o_.node + 1;
     dco.world_size = o_.num_nodes + 1;
     dco.timeout = config.timeout;
     dco.token = o_.token;
     dco.bind_host = o_.bind_host;
     std::shared_ptr<DataChannel> channel = DataChannel::create(config.backend, dco);
-    return serve(channel);
+    const SessionEnd end = serve(channel);
+    channel->shutdown();
+    return end;
   }
 
   void finish(uint64_t session, std::string how) {

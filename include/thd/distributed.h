@@ -136,7 +136,8 @@ class DistributedTensor {
     return get().item<T>();
   }
   Scalar item() const { return get().item(); }
-  // A copy on node k, sent straight from this tensor's worker to node k's.
+  // A copy on node k, sent straight from this tensor's worker to node k's (this
+  // tensor itself when it is already on node k, as torch's .to()).
   DistributedTensor to_node(int node) const;
   // Uploads a local tensor to `node` (default: the current node).
   static DistributedTensor from(const Tensor& local, std::optional<int> node = std::nullopt);

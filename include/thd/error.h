@@ -27,8 +27,13 @@ class Error : public std::exception {
   // The message alone, without op or location.
   const std::string& message() const noexcept { return message_; }
   const ErrorContext& context() const noexcept { return context_; }
+  // Names the node the error concerns (the master adds it to errors its checks
+  // raise, rethrowing the same exception).
+  void set_node(int node);
 
  private:
+  void compose();
+
   std::string message_;
   ErrorContext context_;
   std::string what_;

@@ -203,13 +203,13 @@ TEST_P(P2P, CancelledIrecvFailsWithItsReasonAndLeavesTheTagUsable) {
       Request r = env.dc.irecv(got, 0, {.tag = 5});
       r.cancel(std::make_exception_ptr(ValueError("the reply said no")));
       require(r.test(), "Request::test() is false after cancel()");
-      require_error(r.error(), {"the reply said no"}, "a cancelled irecv");
+      require_error<ValueError>(r.error(), {"the reply said no"}, "a cancelled irecv");
       require_throws<ValueError>([&] { r.wait(); }, {"the reply said no"}, "wait() on a cancelled irecv");
       Request plain = env.dc.irecv(got, 0, {.tag = 6});
       plain.cancel();
       require_throws<Error>([&] { plain.wait(); }, {"cancelled"}, "wait() on an irecv cancelled without a reason");
       r.cancel();  // finished: left alone
-      require_error(r.error(), {"the reply said no"}, "a cancelled irecv cancelled again");
+      require_error<ValueError>(r.error(), {"the reply said no"}, "a cancelled irecv cancelled again");
     }
     env.sync.arrive_and_wait();
     // The message sent after the cancel goes to the next receive, not the withdrawn one.

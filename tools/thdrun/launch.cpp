@@ -21,18 +21,6 @@ namespace {
 
 constexpr const char* kOp = "thdrun";
 
-struct Pipe {
-  UniqueFd read;
-  UniqueFd write;
-};
-
-Pipe make_pipe() {
-  int fds[2];
-  THD_CHECK(::pipe2(fds, O_CLOEXEC) == 0, Error, kOp, "cannot create a pipe: {}",
-            std::system_category().message(errno));
-  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
-}
-
 }  // namespace
 
 void ensure_standard_fds() noexcept {

@@ -11,6 +11,7 @@
 
 #include "tools/thdrun/launch.h"
 #include "tools/thdrun/options.h"
+#include "tools/thdrun/pool_host.h"
 #include "tools/thdrun/spawn.h"
 
 namespace {
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    return run_local_job(parsed.options);
+    return parsed.options.pool ? run_pool(parsed.options) : run_local_job(parsed.options);
   } catch (const ExecError& e) {
     fmt::print(stderr, "thdrun: {}\n", e.message());
     return e.exit_code();

@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kOp = "thdrun";
 constexpr double kMaxKillGraceSeconds = 3600;
 
-enum class Opt { Nproc, MasterAddr, MasterPort, TimeoutKill, TagOutput, Help, Version };
+enum class Opt { Nproc, MasterAddr, MasterPort, TimeoutKill, TagOutput, Pool, Listen, Help, Version };
 
 struct OptionSpec {
   Opt id;
@@ -33,6 +33,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::MasterPort, "--master-port", true},
     {Opt::TimeoutKill, "--timeout-kill", true},
     {Opt::TagOutput, "--tag-output", false},
+    {Opt::Pool, "--pool", false},
+    {Opt::Listen, "--listen", true},
     {Opt::Help, "-h", false},
     {Opt::Help, "--help", false},
     {Opt::Version, "-V", false},
@@ -68,6 +70,30 @@ uint16_t parse_port(std::string_view name, std::string_view value) {
   return static_cast<uint16_t>(*v);
 }
 
+// "HOST:PORT" or "[v6]:PORT"; port 0 asks for a free one.
+void parse_listen(std::string_view name, std::string_view value, LaunchOptions& o) {
+  std::string_view host, port;
+  if (value.starts_with('[')) {
+    const size_t close = value.find(']');
+    const bool ok = close != std::string_view::npos && value.substr(close + 1).starts_with(':');
+    THD_CHECK(ok, ValueError, kOp, "{} expects HOST:PORT or [V6]:PORT, got '{}'", name, value);
+    host = value.substr(1, close - 1);
+    port = value.substr(close + 2);
+  } else {
+    const size_t colon = value.rfind(':');
+    THD_CHECK(colon != std::string_view::npos && value.find(':') == colon, ValueError, kOp,
+              "{} expects HOST:PORT (IPv6 in brackets: [::1]:PORT), got '{}'", name, value);
+    host = value.substr(0, colon);
+    port = value.substr(colon + 1);
+  }
+  THD_CHECK(!host.empty(), ValueError, kOp, "{} expects HOST:PORT, got '{}' with no host", name, value);
+  auto v = parse_integer(port);
+  THD_CHECK(v && *v >= 0 && *v <= 65535, ValueError, kOp,
+            "{} expects a TCP port from 0 (a free one) to 65535, got '{}'", name, port);
+  o.listen_host = std::string(host);
+  o.listen_port = static_cast<uint16_t>(*v);
+}
+
 std::chrono::milliseconds parse_seconds(std::string_view name, std::string_view value) {
   double s = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), s);
@@ -95,6 +121,12 @@ void apply(const OptionSpec& spec, std::string_view value, ParsedArgs& out) {
       return;
     case Opt::TagOutput:
       o.tag_output = true;
+      return;
+    case Opt::Pool:
+      o.pool = true;
+      return;
+    case Opt::Listen:
+      parse_listen(spec.name, value, o);
       return;
     case Opt::Help:
       out.action = Action::Help;
@@ -151,13 +183,24 @@ ParsedArgs parse_args(std::span<const std::string> args) {
   }
 
   out.options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-  THD_CHECK(!out.options.command.empty(), ValueError, kOp, "no program to run");
-  THD_CHECK(out.options.nproc > 0, ValueError, kOp, "missing -n N: how many processes to start");
-  THD_CHECK(!out.options.command.front().empty(), ValueError, kOp, "the program name is empty");
+  if (out.options.pool) {
+    THD_CHECK(!seen.contains(Opt::MasterAddr) && !seen.contains(Opt::MasterPort), ValueError, kOp,
+              "--pool takes --listen HOST:PORT for the pool's address, not --master-addr/--master-port");
+    THD_CHECK(out.options.nproc > 0, ValueError, kOp, "missing -n N: how many workers the pool keeps");
+  } else {
+    THD_CHECK(!seen.contains(Opt::Listen), ValueError, kOp, "--listen is for --pool only");
+    THD_CHECK(!out.options.command.empty(), ValueError, kOp, "no program to run");
+    THD_CHECK(out.options.nproc > 0, ValueError, kOp, "missing -n N: how many processes to start");
+  }
+  THD_CHECK(out.options.command.empty() || !out.options.command.front().empty(), ValueError, kOp,
+            "the program name is empty");
   return out;
 }
 
-std::string usage_line() { return "usage: thdrun -n N [options] [--] program [args...]"; }
+std::string usage_line() {
+  return "usage: thdrun -n N [options] [--] program [args...]\n"
+         "       thdrun --pool -n N [--listen HOST:PORT] [options] [[--] program [args...]]";
+}
 
 std::string help_text() {
   return usage_line() + R"(
@@ -185,13 +228,21 @@ options:
   --master-port PORT  its port (default: a free port)
   --timeout-kill S    seconds between SIGTERM and SIGKILL when stopping the
                       processes after a failure (default 5)
-  --tag-output        prefix every output line with "[rank R] "
+  --tag-output        prefix every output line with "[rank R] " ("[node K] " and
+                      "[master] " with --pool)
+  --pool              keep a pool of N thd-worker processes (nodes 0..N-1)
+                      serving one master after another, until SIGINT/SIGTERM;
+                      with a program, run it as the pool's master and stop the
+                      pool when it exits (it finds the pool in THD_POOL_URL)
+  --listen HOST:PORT  where the pool's store listens (default 127.0.0.1 and a
+                      free port); masters attach with init_method tcp://HOST:PORT
   -h, --help          this text
   -V, --version       thdrun's version
 
 exit status: 0 when every process exits with 0; else the first failure's status;
 2 for a bad command line; 126/127 when the program cannot be run / is not found;
-1 when thdrun itself fails. Details: docs/thdrun.md
+1 when thdrun itself fails. A pool stopped by a signal exits 0. Details:
+docs/thdrun.md, docs/worker_pool.md
 )";
 }
 

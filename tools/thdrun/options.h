@@ -20,6 +20,11 @@ struct LaunchOptions {
   std::optional<uint16_t> master_port;            // --master-port; unset: a free one
   std::chrono::milliseconds kill_grace{5000};     // --timeout-kill: SIGTERM -> SIGKILL
   bool tag_output = false;                        // --tag-output
+  // --pool: keep -n thd-worker processes serving masters (docs/worker_pool.md);
+  // the command, if any, runs as a master of the pool and the pool stops after it.
+  bool pool = false;
+  std::string listen_host = "127.0.0.1";          // --listen HOST:PORT: the pool's store
+  uint16_t listen_port = 0;                       // 0: a free port, printed at start
   std::vector<std::string> command;               // the program and its arguments
 };
 

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <system_error>
 #include <utility>
+
+#include "tensor/check.h"
 
 namespace thd::launch {
 namespace {
@@ -15,6 +18,13 @@ namespace {
 constexpr int kWriteStallTimeoutMs = 10000;
 
 }  // namespace
+
+Pipe make_pipe() {
+  int fds[2];
+  THD_CHECK(::pipe2(fds, O_CLOEXEC) == 0, Error, "thdrun", "cannot create a pipe: {}",
+            std::system_category().message(errno));
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
 
 TaggedOutput::TaggedOutput(std::string prefix, UniqueFd read_end, int out_fd)
     : prefix_(std::move(prefix)), pipe_(std::move(read_end)), out_fd_(out_fd) {

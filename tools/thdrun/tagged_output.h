@@ -12,6 +12,15 @@ namespace thd::launch {
 // rank that never writes a newline cannot grow the launcher's memory.
 inline constexpr size_t kMaxTaggedLine = 64 * 1024;
 
+// A pipe, both ends close-on-exec: spawn() installs the write end as a child's
+// stdout or stderr, and the launcher reads the other through a TaggedOutput.
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+// Throws thd::Error when the pipe cannot be made.
+Pipe make_pipe();
+
 class TaggedOutput {
  public:
   // `read_end` is the pipe's read side (made nonblocking here); `out_fd` is where

@@ -1,0 +1,90 @@
+// thd_pool_master: a master of a worker pool for the pool tests, doing what its
+// first argument says. The pool's address is the second argument, else
+// THD_POOL_URL (thdrun --pool sets it); the token comes from the environment.
+//
+//   run URL      attach, check arithmetic on every node, shut down; exit 0, or 3 on
+//                a wrong value
+//   hold URL     attach, leave tensors on every node, print "holding: <live tensors
+//                per node>", then wait to be killed (at most a minute)
+//   attach URL   attach and shut down at once: prints "attached" and exits 0
+//   exit N       exit with status N without attaching
+// Errors from thd are printed ("error: ...") and exit 4.
+#include <thd/thd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr auto kTimeout = std::chrono::seconds(10);
+
+thd::MasterWorkerOptions pool_options(int argc, char** argv) {
+  const char* url = argc > 2 ? argv[2] : std::getenv("THD_POOL_URL");
+  if (url == nullptr) throw std::runtime_error("no pool address: give it as an argument or in THD_POOL_URL");
+  return thd::MasterWorkerOptions{.init_method = url, .timeout = kTimeout};
+}
+
+std::string join(const std::vector<uint64_t>& values) {
+  std::string out;
+  for (uint64_t v : values) out += (out.empty() ? "" : " ") + std::to_string(v);
+  return out;
+}
+
+// On every node: (arange(8) + node) * 2, summed; checked against the formula.
+int run() {
+  int wrong = 0;
+  for (int node = 0; node < thd::num_nodes(); ++node) {
+    thd::NodeScope on(node);
+    auto x = thd::DistributedTensor::arange(8, thd::kFloat32);
+    auto y = (x + static_cast<float>(node)) * 2.0f;
+    const float sum = y.sum().item<float>();
+    const float expected = 2.0f * (28.0f + 8.0f * static_cast<float>(node));
+    if (sum != expected) {
+      std::fprintf(stderr, "node %d: sum %g, expected %g\n", node, sum, expected);
+      ++wrong;
+    }
+  }
+  return wrong == 0 ? 0 : 3;
+}
+
+int hold() {
+  std::vector<thd::DistributedTensor> kept;
+  for (int node = 0; node < thd::num_nodes(); ++node) {
+    thd::NodeScope on(node);
+    kept.push_back(thd::DistributedTensor::ones({64, 64}));
+    kept.push_back(kept.back() * 3.0f);
+  }
+  thd::synchronize();
+  std::printf("holding: %s\n", join(thd::detail::live_tensors_per_node()).c_str());
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::minutes(1));
+  return 5;  // the test should have killed it by now
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "exit" && argc > 2) return std::atoi(argv[2]);
+    if (mode != "run" && mode != "hold" && mode != "attach") {
+      std::fprintf(stderr, "usage: thd_pool_master run|hold|attach [URL] | exit N\n");
+      return 2;
+    }
+    thd::init_master_worker(pool_options(argc, argv));
+    std::printf("attached: %d nodes\n", thd::num_nodes());
+    std::fflush(stdout);
+    int status = 0;
+    if (mode == "run") status = run();
+    if (mode == "hold") status = hold();
+    thd::shutdown();
+    return status;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 4;
+  }
+}

@@ -1,0 +1,58 @@
+// Sessions begin with init_master_worker and end with shutdown, several times in one
+// process: the workers exit cleanly, handles of an ended session refuse to work
+// (rather than reaching into the next session), and shutdown raises a remote error
+// nobody has seen yet.
+#include <gtest/gtest.h>
+
+#include <thd/distributed.h>
+
+#include "local_job.h"
+#include "remote_check.h"
+
+namespace thd::test {
+namespace {
+
+TEST(Sessions, SeveralSessionsOneAfterAnother) {
+  EXPECT_FALSE(is_master());
+  DistributedTensor from_first;
+  {
+    LocalJob first(1);
+    EXPECT_TRUE(is_master());
+    EXPECT_EQ(num_nodes(), 1);
+    from_first = DistributedTensor::full({3}, 5, kInt32);
+    EXPECT_TRUE(same_tensor(from_first.get(), Tensor::full({3}, 5, kInt32)));
+    EXPECT_EQ(first.stop().problems(), "");
+    EXPECT_FALSE(is_master());
+  }
+  // Nothing of the ended session works any more, and nothing crashes.
+  EXPECT_THROW(from_first.get(), Error);
+  EXPECT_THROW(from_first.add(1), Error);
+  EXPECT_THROW(DistributedTensor::zeros({2}), Error);
+  EXPECT_NO_THROW(shutdown()) << "shutdown() twice must be safe";
+
+  LocalJob second(2);
+  EXPECT_TRUE(is_master());
+  EXPECT_EQ(num_nodes(), 2);
+  DistributedTensor fresh = DistributedTensor::full({3}, 9, kInt32);
+  // The first session's handle does not alias a tensor of the second.
+  EXPECT_THROW(from_first.get(), Error);
+  EXPECT_THROW((void)(fresh + from_first), Error);
+  EXPECT_TRUE(same_tensor(fresh.to_node(1).get(), Tensor::full({3}, 9, kInt32)));
+  from_first = {};  // releasing a handle of an ended session is harmless
+  EXPECT_EQ(second.stop().problems(), "");
+}
+
+TEST(Sessions, ShutdownRaisesAnUnseenRemoteError) {
+  LocalJob job(1);
+  {
+    DistributedTensor x = DistributedTensor::zeros({3});
+    DistributedTensor bad = x.index_select(0, make({1}, kInt64, {7}).dist_send());  // never downloaded
+  }
+  const JobEnd& end = job.stop();
+  ASSERT_TRUE(end.shutdown_error) << "shutdown() did not raise the unreported error";
+  EXPECT_EQ(error_type(end.shutdown_error), "thd::RemoteError") << error_text(end.shutdown_error);
+  EXPECT_EQ(end.worker_exit_codes, std::vector<int>{0}) << "the worker did not exit cleanly after the session";
+}
+
+}  // namespace
+}  // namespace thd::test
