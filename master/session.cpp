@@ -188,8 +188,9 @@ void Session::handle_reply(int node, const fb::Message& message) {
       std::lock_guard lock(mu_);
       const std::string name = f->op_name() ? f->op_name()->str() : "op";
       const std::string text = f->message() ? f->message()->str() : "";
-      bool raised = false;
-      for (const auto& r : failures_) raised = raised || (r.raised && r.op_id == f->op_id() && r.node == node);
+      // Already raised by a fetch (whose reply may come first, from another node's
+      // thread when the poison travelled with a copy): record it as raised.
+      const bool raised = raised_.count({node, f->op_id()}) != 0;
       failures_.push_back({node, f->op_id(), name, text, raised});
       return;
     }
@@ -203,6 +204,7 @@ void Session::handle_reply(int node, const fb::Message& message) {
         auto it = fetches_.find(f->fetch_tag());
         if (it == fetches_.end() || it->second.first != node) return;
         receive = it->second.second;
+        raised_.insert({f->node(), f->op_id()});
         for (auto& r : failures_) {
           if (r.op_id == f->op_id() && r.node == f->node()) r.raised = true;
         }
@@ -298,6 +300,7 @@ std::exception_ptr Session::take_unraised_failure() {
   std::lock_guard lock(mu_);
   for (auto& r : failures_) {
     if (r.raised) continue;
+    raised_.insert({r.node, r.op_id});
     for (auto& same : failures_) {
       if (same.op_id == r.op_id && same.node == r.node) same.raised = true;
     }

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -94,6 +95,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::condition_variable cv_;
   std::vector<NodeState> nodes_;
   std::vector<RemoteFailure> failures_;
+  std::set<std::pair<int, uint64_t>> raised_;  // (node, op id) of every failure raised
   std::map<int64_t, std::pair<int, Request>> fetches_;  // fetch tag -> (node, receive)
 
   std::vector<std::thread> reply_threads_;
