@@ -128,3 +128,40 @@ run_bench(out rc err tensor --quick -n 2)
 if(rc EQUAL 0 OR NOT err MATCHES "unknown option '-n'")
   message(FATAL_ERROR "tensor -n 2: expected an unknown-option error, got exit ${rc}:\n${err}")
 endif()
+
+# The dispatch suite in tiny mode: thd-bench is the master and starts a worker and a
+# reference peer, both copies of itself.
+run_bench(out rc err --list)
+if(NOT out MATCHES "(^|\n)dispatch ")
+  message(FATAL_ERROR "thd-bench --list does not name the dispatch suite:\n${out}")
+endif()
+run_bench(out rc err dispatch --quick)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "thd-bench dispatch --quick exited with ${rc}:\n${out}${err}")
+endif()
+check_lines("${out}" names)
+foreach(required
+        "mw\\.dispatch\\.async [0-9.]+ ops/s" "mw\\.sync\\.rtt [0-9.]+ us" "ref\\.tcp\\.p2p\\.rtt\\.8B [0-9.]+ us"
+        "ratio\\.mw\\.sync\\.rtt [0-9.]+ x"
+        "mw\\.copy\\.to_worker\\.[0-9]+[KM]iB [0-9.]+ GB/s" "mw\\.copy\\.from_worker\\.[0-9]+[KM]iB [0-9.]+ GB/s"
+        "ref\\.tcp\\.p2p\\.bw\\.[0-9]+[KM]iB [0-9.]+ GB/s"
+        "ratio\\.mw\\.copy\\.to_worker [0-9.]+ x" "ratio\\.mw\\.copy\\.from_worker [0-9.]+ x")
+  if(NOT out MATCHES "(^|\n)${required}\n")
+    message(FATAL_ERROR "dispatch --quick: no line matching '${required}' in:\n${out}")
+  endif()
+endforeach()
+
+# --filter reaches the peer too (both must skip the same figures): the round-trip
+# group alone.
+run_bench(out rc err dispatch --quick --filter rtt)
+if(NOT rc EQUAL 0 OR NOT out MATCHES
+   "^mw\\.sync\\.rtt [0-9.]+ us\nref\\.tcp\\.p2p\\.rtt\\.8B [0-9.]+ us\nratio\\.mw\\.sync\\.rtt [0-9.]+ x\n$")
+  message(FATAL_ERROR "dispatch --quick --filter rtt (exit ${rc}): expected the round-trip group alone, got:\n"
+                      "${out}${err}")
+endif()
+
+# The hidden role option is checked.
+run_bench(out rc err dispatch --quick --role no-such-role)
+if(rc EQUAL 0 OR NOT err MATCHES "--role must be worker or peer")
+  message(FATAL_ERROR "dispatch --role no-such-role: expected an error, got exit ${rc}:\n${err}")
+endif()

@@ -162,7 +162,14 @@ void Session::reply_loop(int node) {
       THD_LOG_WARN("master: dropped a malformed reply from node {}: {}", node, e.what());
     } catch (const std::exception& e) {
       if (stopping_) return;
+      // Without its replies the node cannot be used (no credits, no syncs): fail it
+      // loudly rather than let the next wait run into its timeout.
       THD_LOG_WARN("master: reading replies from node {} failed: {}", node, e.what());
+      auto lost = worker_lost(node, e);
+      links_[node]->on_lost(lost);
+      fail_fetches_of(node, lost);
+      std::lock_guard lock(mu_);
+      cv_.notify_all();
       return;
     }
   }

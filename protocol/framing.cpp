@@ -85,10 +85,13 @@ void MessageReceiver::post() {
 
 bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll, std::chrono::milliseconds body_timeout) {
   try {
-    pending_.wait(poll);
-  } catch (const TimeoutError&) {
-    if (!pending_.test()) return false;  // still posted: poll again later
-    throw;
+    try {
+      pending_.wait(poll);
+    } catch (const TimeoutError&) {
+      if (!pending_.test()) return false;  // still posted: poll again later
+      // It finished between the poll's timeout and the test: take its outcome.
+      pending_.wait();
+    }
   } catch (const ValueError& e) {
     // A frame of the wrong size (a peer not speaking this protocol): the channel
     // discarded it; keep listening.

@@ -12,14 +12,14 @@ ExecContext::ExecContext(std::shared_ptr<DataChannel> channel)
 
 void ExecContext::begin(const fb::Command& command) {
   op_id_ = command.id();
-  op_name_ = protocol::op_name(command);
+  command_ = &command;
   outputs_.clear();
 }
 
 void ExecContext::fresh(uint64_t id) {
-  if (id == 0) THD_THROW(ValueError, op_name_, "the op's output id is 0, which means \"no tensor\"");
+  if (id == 0) THD_THROW(ValueError, op_name(), "the op's output id is 0, which means \"no tensor\"");
   if (table_.find(id) != nullptr) {
-    THD_THROW(ValueError, op_name_, "output tensor id {} is already in use (the master never reuses an id)", id);
+    THD_THROW(ValueError, op_name(), "output tensor id {} is already in use (the master never reuses an id)", id);
   }
   outputs_.push_back(id);
 }
@@ -31,7 +31,7 @@ void ExecContext::target(uint64_t id) {
 const Tensor& ExecContext::input(uint64_t id) {
   const Entry* e = table_.find(id);
   if (e == nullptr) {
-    THD_THROW(ValueError, op_name_, "tensor id {} is not live on node {} (never created, or already freed)", id,
+    THD_THROW(ValueError, op_name(), "tensor id {} is not live on node {} (never created, or already freed)", id,
               node_);
   }
   if (e->poison) throw PoisonedInput{e->poison};
@@ -41,7 +41,7 @@ const Tensor& ExecContext::input(uint64_t id) {
 void ExecContext::define(uint64_t id, Tensor tensor) { table_.define(id, std::move(tensor)); }
 
 std::shared_ptr<const Poison> ExecContext::new_poison(const std::string& message) const {
-  return std::make_shared<const Poison>(Poison{op_id_, op_name_, message, node_});
+  return std::make_shared<const Poison>(Poison{op_id_, op_name(), message, node_});
 }
 
 void ExecContext::fail(std::shared_ptr<const Poison> poison, bool report) {

@@ -38,7 +38,8 @@ class ExecContext {
   // ---- one command -------------------------------------------------------------------
   void begin(const protocol::fb::Command& command);
   uint64_t op_id() const { return op_id_; }
-  const std::string& op_name() const { return op_name_; }
+  // Built only when needed (errors): most ops never ask.
+  std::string op_name() const { return command_ != nullptr ? protocol::op_name(*command_) : "op"; }
   // Declares a new tensor the op makes: ValueError (before anything runs) when the
   // id is 0 or already live; poisoned when the op fails.
   void fresh(uint64_t id);
@@ -72,7 +73,7 @@ class ExecContext {
   std::unordered_map<uint64_t, std::pair<Tensor, Request>> uploads_;
 
   uint64_t op_id_ = 0;
-  std::string op_name_;
+  const protocol::fb::Command* command_ = nullptr;
   std::vector<uint64_t> outputs_;
 };
 

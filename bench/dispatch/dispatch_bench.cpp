@@ -1,0 +1,144 @@
+// The "dispatch" suite: the master-worker runtime's overheads (command dispatch, a
+// sync round trip, tensor copies to and from a worker) next to plain TCP sockets
+// doing the same on the same machine, measured in the same run.
+//
+//   thd-bench dispatch [harness options]
+//
+// This process is the master; it starts one worker and a reference peer, both
+// copies of itself (bench/dispatch/job.h), over the tcp backend on loopback. The
+// figures are listed in bench/dispatch/figures.h.
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+#include <thd/distributed.h>
+#include <thd/store.h>
+
+#include "bench/dispatch/figures.h"
+#include "bench/dispatch/job.h"
+#include "bench/harness.h"
+
+namespace thd::bench::mw {
+namespace {
+
+constexpr const char* kSuite = "dispatch";
+
+// Every wait of the master, the worker and the peer for one another (rendezvous
+// included), and how long the children have to exit after the run.
+constexpr std::chrono::seconds kTimeout{120};
+constexpr std::chrono::seconds kQuickTimeout{20};
+constexpr std::chrono::seconds kExitTimeout{10};
+
+std::chrono::milliseconds timeout_of(const Options& opt) { return opt.quick ? kQuickTimeout : kTimeout; }
+
+int64_t integer_arg(const Options& opt, const std::string& flag, int64_t lo, int64_t hi) {
+  const auto it = opt.suite_args.find(flag);
+  if (it == opt.suite_args.end()) throw std::invalid_argument(flag + " is required");
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(it->second, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size() || v < lo || v > hi) {
+    throw std::invalid_argument(fmt::format("{} must be an integer in {}..{}, got '{}'", flag, lo, hi, it->second));
+  }
+  return v;
+}
+
+// Shuts the session down on every path out of the master, before the Job kills the
+// worker, so a failed run does not end with a second error about a lost worker.
+struct SessionGuard {
+  ~SessionGuard() {
+    try {
+      thd::shutdown();
+    } catch (const std::exception& e) {
+      std::cerr << "thd-bench dispatch: shutdown: " << e.what() << "\n";
+    }
+  }
+};
+
+void run_master(Context& ctx) {
+  const Options& opt = ctx.options();
+  const auto timeout = timeout_of(opt);
+  std::unique_ptr<Job> job = Job::start(kSuite, opt.args, timeout);
+  try {
+    SessionGuard session;
+    thd::init_master_worker({.backend = "tcp",
+                             .init_method = job->init_method(),
+                             .world_size = 2,
+                             .rank = 0,
+                             .timeout = timeout,
+                             .token = job->token()});
+    run_figures(ctx, {.role = Role::Master, .store = job->store(), .timeout = timeout});
+    thd::shutdown();
+  } catch (const std::exception& e) {
+    // A child that has ended with an error may be the cause (a dead worker) or a
+    // consequence (the peer gives up waiting for a master that hangs): name both.
+    try {
+      job->check_children();
+    } catch (const std::exception& child) {
+      throw std::runtime_error(fmt::format("{}; meanwhile {}", e.what(), child.what()));
+    }
+    throw;
+  }
+  job->finish(kExitTimeout);
+}
+
+[[noreturn]] void run_worker(const Options& opt) {
+  die_with_parent(static_cast<pid_t>(integer_arg(opt, kParentPidFlag, 1, INT32_MAX)));
+  // RANK=1: serves as node 0 and exits the process when the master shuts down.
+  thd::init_master_worker({.backend = "tcp", .timeout = timeout_of(opt)});
+  throw std::logic_error("init_master_worker returned on rank 1");
+}
+
+void run_peer(Context& ctx) {
+  const Options& opt = ctx.options();
+  die_with_parent(static_cast<pid_t>(integer_arg(opt, kParentPidFlag, 1, INT32_MAX)));
+  const auto timeout = timeout_of(opt);
+  // The token comes from THD_AUTH_TOKEN, which the master set.
+  auto store = std::make_shared<TCPStore>(TCPStoreOptions{
+      .host = "127.0.0.1",
+      .port = static_cast<uint16_t>(integer_arg(opt, kStorePortFlag, 1, 65535)),
+      .is_server = false,
+      .timeout = timeout,
+  });
+  run_figures(ctx, {.role = Role::Peer, .store = store, .timeout = timeout});
+}
+
+void run_dispatch(Context& ctx) {
+  const auto role = ctx.options().suite_args.find(kRoleFlag);
+  if (role == ctx.options().suite_args.end()) {
+    run_master(ctx);
+  } else if (role->second == kWorkerRole) {
+    run_worker(ctx.options());
+  } else if (role->second == kPeerRole) {
+    run_peer(ctx);
+  } else {
+    throw std::invalid_argument(fmt::format("{} must be {} or {}, got '{}'", kRoleFlag, kWorkerRole, kPeerRole,
+                                            role->second));
+  }
+}
+
+[[maybe_unused]] const bool registered = register_suite({
+    kSuite,
+    "master-worker runtime: dispatch rate, sync round trip, copies, vs plain TCP",
+    run_dispatch,
+    {
+        // Internal: what the master passes to the worker and the peer it starts.
+        {kRoleFlag, "ROLE", ""},
+        {kParentPidFlag, "PID", ""},
+        {kStorePortFlag, "PORT", ""},
+    },
+});
+
+}  // namespace
+}  // namespace thd::bench::mw

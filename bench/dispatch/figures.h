@@ -1,0 +1,48 @@
+// The figures of the dispatch suite, measured by the master (this process, with
+// the worker behind thd::init_master_worker) and the reference peer together: both
+// run the same cases in the same order through one DistTimer, each doing its own
+// part (the peer does nothing in the runtime's cases, the worker nothing in the
+// plain-socket ones). Sizes shrink under --quick; names say the size used.
+//   mw.dispatch.async            1M ops `c = a + b` (16 floats, node 0; 1000 under
+//                                --quick), results dropped, issued back to back,
+//                                then thd::synchronize()                          ops/s
+//   mw.sync.rtt                  (x + 1).sum().item<float>() on 16 floats, the
+//                                median over single round trips                   us
+//   ref.tcp.p2p.rtt.8B           8 bytes there and back, plain busy-polled socket,
+//                                the median over single round trips               us
+//   ratio.mw.sync.rtt            mw / ref time (target <= 3)                        x
+//   mw.copy.to_worker.64MiB      dist_send of a 64 MiB tensor; one synchronize()
+//                                per timed batch of them                          GB/s
+//   mw.copy.from_worker.64MiB    get() of a 64 MiB tensor on node 0                 GB/s
+//   ref.tcp.p2p.bw.64MiB         64 MiB over the plain socket, one 1-byte ack per
+//                                repetition                                         GB/s
+//   ratio.mw.copy.to_worker      mw / ref rate (target >= 0.8)                      x
+//   ratio.mw.copy.from_worker    mw / ref rate (target >= 0.8)                      x
+// The master also checks each target on stderr (full runs only).
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include <thd/store.h>
+
+#include "bench/harness.h"
+
+namespace thd::bench::mw {
+
+enum class Role { Master, Peer };
+
+struct FigureSettings {
+  Role role = Role::Master;
+  // Shared by the master and the peer (Job::store).
+  std::shared_ptr<Store> store;
+  // Every wait for the other side.
+  std::chrono::milliseconds timeout{std::chrono::minutes(2)};
+};
+
+// Runs every figure the filter lets through; on the master, reports them through
+// ctx. The master must have joined the master-worker job first. Throws on any
+// failure, a wrong result included.
+void run_figures(Context& ctx, const FigureSettings& settings);
+
+}  // namespace thd::bench::mw
