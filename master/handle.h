@@ -30,9 +30,7 @@ struct Handle {
   const Tensor meta;
 };
 
-// A contiguous metadata mirror of `shape` and `dtype`.
+// A contiguous metadata mirror of `shape` and `dtype` (views of it are mirrors too).
 Tensor mirror(const Shape& shape, DType dtype);
-// A mirror sharing `base`'s placeholder storage (for views).
-bool is_mirror(const Tensor& t);
 
 }  // namespace thd::master

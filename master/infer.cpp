@@ -29,8 +29,6 @@ Tensor mirror(const Shape& shape, DType dtype) {
   return Tensor(std::move(storage), dtype, shape, std::move(strides), 0);
 }
 
-bool is_mirror(const Tensor& t) { return t.defined() && t.storage()->data() == g_placeholder; }
-
 Tensor probe_of(const Tensor& meta) {
   // Sizes of 0 stay 0, so ops that refuse empty input (max() of nothing) refuse
   // the probe too.
