@@ -106,4 +106,24 @@ std::vector<Suite> suites() {
   return out;
 }
 
+int64_t suite_integer_arg(const Options& opt, const std::string& flag, std::optional<int64_t> fallback, int64_t lo,
+                          int64_t hi) {
+  const auto it = opt.suite_args.find(flag);
+  if (it == opt.suite_args.end()) {
+    if (!fallback) throw std::invalid_argument(flag + " is required");
+    return *fallback;
+  }
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(it->second, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size() || v < lo || v > hi) {
+    throw std::invalid_argument(fmt::format("{} must be an integer in {}..{}, got '{}'", flag, lo, hi, it->second));
+  }
+  return v;
+}
+
 }  // namespace thd::bench

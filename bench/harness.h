@@ -10,6 +10,7 @@
 #include <functional>
 #include <iosfwd>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,12 @@ class Context {
   std::ostream& out_;
   std::ostream& diag_;
 };
+
+// The integer value of suite option `flag`, in lo..hi: `fallback` when it was not
+// given (std::invalid_argument when there is none), std::invalid_argument naming the
+// flag and the range for anything else.
+int64_t suite_integer_arg(const Options& opt, const std::string& flag, std::optional<int64_t> fallback, int64_t lo,
+                          int64_t hi);
 
 // An option only one suite takes, e.g. the datachannel suite's `--backend tcp`. Each
 // takes one value; main() parses it into Options::suite_args.

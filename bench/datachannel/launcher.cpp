@@ -20,32 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A loopback port nothing listens on right now. Rank 0 binds it a moment later;
-// another process taking it in between makes rank 0 fail, and the job with it.
-uint16_t free_loopback_port() {
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    throw std::runtime_error(std::string("cannot pick a free loopback port: ") + std::strerror(errno));
-  }
-  return ntohs(addr.sin_port);
-}
-
-// 256 random bits as hex: the job's shared secret, never written to disk.
-std::string random_token() {
-  std::array<uint8_t, 32> bytes{};
-  if (::getrandom(bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
-    throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
-  }
-  std::string hex;
-  for (uint8_t b : bytes) hex += fmt::format("{:02x}", b);
-  return hex;
-}
-
 // Rank 0 last: it hosts the store, and the others would report losing it.
 void kill_all(std::vector<ChildProcess>& ranks) {
   for (auto it = ranks.rbegin(); it != ranks.rend(); ++it) it->kill();

@@ -113,4 +113,15 @@ class LineReader {
 // The absolute path of this process's executable (/proc/self/exe).
 std::string self_executable();
 
+// A loopback port nothing listens on right now. The caller binds it a moment
+// later; another process taking it in between fails the run.
+uint16_t free_loopback_port();
+
+// 256 random bits as hex: a run's shared secret, passed only through environments.
+std::string random_token();
+
+// A child that calls this dies (SIGKILL) with its launcher, even when the launcher
+// is SIGKILLed; throws when the launcher `parent` is already gone.
+void die_with_parent(pid_t parent);
+
 }  // namespace thd::bench::dc

@@ -45,13 +45,6 @@ class Figures {
   int rank_;
 };
 
-// A launcher that dies (even by SIGKILL) takes its ranks with it.
-void die_with_parent(pid_t parent) {
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) throw std::runtime_error("prctl(PR_SET_PDEATHSIG) failed");
-  // It may have died before the prctl took effect.
-  if (::getppid() != parent) throw std::runtime_error("the launcher is gone");
-}
-
 // Deterministic values every element of which a receiver can check.
 float pattern(int64_t i) { return static_cast<float>(i % 8191) - 4095.0f; }
 

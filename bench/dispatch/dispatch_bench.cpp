@@ -39,19 +39,7 @@ constexpr std::chrono::seconds kExitTimeout{10};
 std::chrono::milliseconds timeout_of(const Options& opt) { return opt.quick ? kQuickTimeout : kTimeout; }
 
 int64_t integer_arg(const Options& opt, const std::string& flag, int64_t lo, int64_t hi) {
-  const auto it = opt.suite_args.find(flag);
-  if (it == opt.suite_args.end()) throw std::invalid_argument(flag + " is required");
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(it->second, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  if (used == 0 || used != it->second.size() || v < lo || v > hi) {
-    throw std::invalid_argument(fmt::format("{} must be an integer in {}..{}, got '{}'", flag, lo, hi, it->second));
-  }
-  return v;
+  return suite_integer_arg(opt, flag, std::nullopt, lo, hi);
 }
 
 // Shuts the session down on every path out of the master, before the Job kills the
@@ -94,7 +82,7 @@ void run_master(Context& ctx) {
 }
 
 [[noreturn]] void run_worker(const Options& opt) {
-  die_with_parent(static_cast<pid_t>(integer_arg(opt, kParentPidFlag, 1, INT32_MAX)));
+  dc::die_with_parent(static_cast<pid_t>(integer_arg(opt, kParentPidFlag, 1, INT32_MAX)));
   // RANK=1: serves as node 0 and exits the process when the master shuts down.
   thd::init_master_worker({.backend = "tcp", .timeout = timeout_of(opt)});
   throw std::logic_error("init_master_worker returned on rank 1");
@@ -102,7 +90,7 @@ void run_master(Context& ctx) {
 
 void run_peer(Context& ctx) {
   const Options& opt = ctx.options();
-  die_with_parent(static_cast<pid_t>(integer_arg(opt, kParentPidFlag, 1, INT32_MAX)));
+  dc::die_with_parent(static_cast<pid_t>(integer_arg(opt, kParentPidFlag, 1, INT32_MAX)));
   const auto timeout = timeout_of(opt);
   // The token comes from THD_AUTH_TOKEN, which the master set.
   auto store = std::make_shared<TCPStore>(TCPStoreOptions{

@@ -21,32 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A loopback port nothing listens on right now, for the master's rendezvous store
-// (the master binds it a moment later; a process taking it in between fails the run).
-uint16_t free_loopback_port() {
-  dc::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    throw std::runtime_error(std::string("cannot pick a free loopback port: ") + std::strerror(errno));
-  }
-  return ntohs(addr.sin_port);
-}
-
-// 256 random bits as hex: the run's shared secret, passed only through environments.
-std::string random_token() {
-  std::array<uint8_t, 32> bytes{};
-  if (::getrandom(bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
-    throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
-  }
-  std::string hex;
-  for (uint8_t b : bytes) hex += fmt::format("{:02x}", b);
-  return hex;
-}
-
 dc::ChildProcess spawn(const std::string& exe, const std::string& suite, std::vector<std::string> args,
                        std::vector<std::string> env) {
   dc::ChildProcess::Spec spec;
@@ -70,8 +44,8 @@ void check(const char* name, dc::ChildProcess& child) {
 std::unique_ptr<Job> Job::start(const std::string& suite, const std::vector<std::string>& args,
                                 std::chrono::milliseconds timeout) {
   std::unique_ptr<Job> job(new Job());
-  job->token_ = random_token();
-  job->master_port_ = free_loopback_port();
+  job->token_ = dc::random_token();
+  job->master_port_ = dc::free_loopback_port();
   auto store = std::make_shared<TCPStore>(TCPStoreOptions{
       .host = "127.0.0.1",
       .port = 0,
@@ -122,10 +96,5 @@ void Job::finish(std::chrono::milliseconds timeout) {
   }
 }
 
-void die_with_parent(pid_t parent) {
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) throw std::runtime_error("prctl(PR_SET_PDEATHSIG) failed");
-  // It may have died before the prctl took effect.
-  if (::getppid() != parent) throw std::runtime_error("the benchmark process is gone");
-}
 
 }  // namespace thd::bench::mw

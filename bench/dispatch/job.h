@@ -66,8 +66,5 @@ class Job {
   std::optional<dc::ChildProcess> peer_;
 };
 
-// In a child: ends this process (SIGKILL) when `parent` dies, whatever way it dies.
-// Throws std::runtime_error when the parent is already gone.
-void die_with_parent(pid_t parent);
 
 }  // namespace thd::bench::mw
