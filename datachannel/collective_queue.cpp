@@ -1,5 +1,7 @@
 #include "datachannel/collective_queue.h"
 
+#include "datachannel/net/thread_name.h"
+
 namespace thd::detail {
 
 CollectiveQueue::~CollectiveQueue() {
@@ -17,7 +19,10 @@ void CollectiveQueue::submit(Task task) {
     tasks_.push_back(std::move(task));
     // The thread starts with the first async call: groups that only ever run
     // blocking collectives never have one.
-    if (!worker_.joinable()) worker_ = std::thread([this] { serve(); });
+    if (!worker_.joinable()) worker_ = std::thread([this] {
+      net::name_this_thread("thd-collectives");
+      serve();
+    });
   }
   cv_.notify_all();
 }

@@ -30,6 +30,7 @@ Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind
   auto req = detail::make_request(g, fmt::format("send to rank {} (tag {})", dst, o.tag),
                                   detail::resolve_timeout(g, o.timeout), g.transport.get());
   if (keep != nullptr) req->keepalive.push_back(*keep);
+  req->passive_wait = o.passive_wait;
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   g.transport->post_send(data, (*g.world_ranks)[dst], env, req);
   return Request(std::move(req));
@@ -44,6 +45,7 @@ Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int 
   auto req = detail::make_request(g, fmt::format("recv from {} (tag {})", from, o.tag),
                                   detail::resolve_timeout(g, o.timeout), g.transport.get());
   if (keep != nullptr) req->keepalive.push_back(*keep);
+  req->passive_wait = o.passive_wait;
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   g.transport->post_recv(data, src == kAnySource ? kAnySource : (*g.world_ranks)[src], env, req);
   return Request(std::move(req));

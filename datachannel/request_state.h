@@ -51,6 +51,8 @@ struct RequestState {
   // Group ranks of the channel that made the request, so source() can answer in
   // group numbering. Null for world-group requests.
   std::shared_ptr<const std::vector<int>> group_ranks;
+  // Set before the request is posted: its waiters only block (P2POptions::passive_wait).
+  bool passive_wait = false;
   // Whatever must outlive the transfer (the tensors, staging buffers).
   std::vector<Tensor> keepalive;
 

@@ -31,18 +31,22 @@ NodeLink::NodeLink(std::shared_ptr<DataChannel> channel, int node, const MasterW
 
 uint64_t NodeLink::append(fb::Op type, const BuildOp& build) {
   throw_if_lost();
-  std::lock_guard lock(mu_);
-  const uint64_t id = next_op_id_();
-  const auto table = build(builder_);
-  if (commands_.empty()) {
-    first_append_ = Clock::now();
-    on_pending_();
+  uint64_t id;
+  bool first;
+  {
+    std::lock_guard lock(mu_);
+    id = next_op_id_();
+    const auto table = build(builder_);
+    first = commands_.empty();
+    if (first) first_append_ = Clock::now();
+    commands_.push_back(fb::CreateCommand(builder_, id, type, table));
+    if (static_cast<int64_t>(builder_.GetSize()) >= options_.batch_bytes ||
+        commands_.size() >= static_cast<size_t>(options_.max_ops_in_flight / 4 + 1)) {
+      flush_locked();
+    }
   }
-  commands_.push_back(fb::CreateCommand(builder_, id, type, table));
-  if (static_cast<int64_t>(builder_.GetSize()) >= options_.batch_bytes ||
-      commands_.size() >= static_cast<size_t>(options_.max_ops_in_flight / 4 + 1)) {
-    flush_locked();
-  }
+  // Outside the buffer's lock: the flusher looks at buffers while holding its own.
+  if (first) on_pending_();
   return id;
 }
 
@@ -66,6 +70,7 @@ void NodeLink::queue_free(uint64_t id) {
   {
     std::lock_guard lock(free_mu_);
     first = frees_.empty();
+    if (first) first_free_ = Clock::now();
     frees_.push_back(id);
   }
   if (first) on_pending_();
@@ -100,8 +105,17 @@ bool NodeLink::has_pending() const {
 void NodeLink::flush_if_idle(Clock::time_point now, std::chrono::microseconds idle) {
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // someone is appending or sending: not idle
-  if (!commands_.empty() && now - first_append_ < idle) return;
   if (lost()) return;
+  if (!commands_.empty()) {
+    if (now - first_append_ >= idle) flush_locked();
+    return;
+  }
+  // Frees alone are in no hurry: they ride along with the next batch, and go on
+  // their own only after a longer while (a program that stopped issuing ops).
+  {
+    std::lock_guard free_lock(free_mu_);
+    if (frees_.empty() || now - first_free_ < idle * kFreeIdleFactor) return;
+  }
   flush_locked();
 }
 

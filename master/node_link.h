@@ -31,8 +31,8 @@ class NodeLink {
   // Builds one op's table in the batch's builder; returns its offset.
   using BuildOp = std::function<flatbuffers::Offset<void>(Builder&)>;
 
-  // on_pending: called when the buffer goes from empty to holding something (it
-  // wakes the idle flusher).
+  // on_pending: called (without any lock of the link held) when the buffer goes
+  // from empty to holding something; it wakes the flusher if it sleeps.
   NodeLink(std::shared_ptr<DataChannel> channel, int node, const MasterWorkerOptions& options,
            std::function<uint64_t()> next_op_id, std::function<void()> on_pending);
 
@@ -50,8 +50,10 @@ class NodeLink {
   void flush();
   // Flushes, then sends a control message (Hello, Goodbye) in order after it.
   void send_control(std::span<const uint8_t> message);
-  // Sends the buffer when it has waited for `idle` (the background flusher).
+  // Sends the buffer when its first command has waited for `idle`, or its first
+  // queued free for kFreeIdleFactor times that (the background flusher).
   void flush_if_idle(Clock::time_point now, std::chrono::microseconds idle);
+  static constexpr int kFreeIdleFactor = 10;
   bool has_pending() const;
 
   // From the node's reply thread.
@@ -81,6 +83,7 @@ class NodeLink {
 
   std::mutex free_mu_;  // frees come from any thread, also from handle destructors
   std::vector<uint64_t> frees_;
+  Clock::time_point first_free_{};
 
   mutable std::mutex credit_mu_;
   std::condition_variable credit_cv_;

@@ -1,6 +1,7 @@
 #include "master/session.h"
 
 #include "datachannel/check.h"
+#include "datachannel/net/thread_name.h"
 #include "protocol/framing.h"
 #include "tensor/log.h"
 
@@ -10,6 +11,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReplyPoll{100};
+// The flusher ticks every flush_after while work is pending, and sleeps after this
+// many ticks with nothing pending (waking to look again every kFlusherSleepCheck
+// in case a wake-up raced with its last look).
+constexpr int kFlusherIdleTicks = 25;
+constexpr std::chrono::milliseconds kFlusherSleepCheck{2000};
 constexpr size_t kMaxReplyBytes = size_t{1} << 20;
 
 std::mutex g_session_mu;
@@ -65,7 +71,7 @@ Session::Session(std::shared_ptr<DataChannel> channel, const MasterWorkerOptions
   nodes_.resize(nodes);
   for (int n = 0; n < nodes; ++n) {
     links_.push_back(std::make_unique<NodeLink>(
-        channel_, n, options_, [this] { return next_op_id(); }, [this] { flusher_cv_.notify_one(); }));
+        channel_, n, options_, [this] { return next_op_id(); }, [this] { wake_flusher(); }));
   }
 }
 
@@ -84,6 +90,8 @@ NodeLink& Session::link(int node, const char* op) {
   return *links_[node];
 }
 
+int64_t Session::next_fetch_tag() { return protocol::kFetchTagBase + next_fetch_.fetch_add(1); }
+
 int64_t Session::next_transfer_tag() { return protocol::kTransferTagBase + next_transfer_.fetch_add(1); }
 
 std::shared_ptr<Handle> Session::new_handle(int node, Device device, Tensor meta) {
@@ -91,7 +99,10 @@ std::shared_ptr<Handle> Session::new_handle(int node, Device device, Tensor meta
 }
 
 void Session::start(uint64_t session_id, uint64_t seed) {
-  for (int n = 0; n < num_nodes(); ++n) reply_threads_.emplace_back([this, n] { reply_loop(n); });
+  for (int n = 0; n < num_nodes(); ++n) reply_threads_.emplace_back([this, n] {
+      net::name_this_thread(fmt::format("thd-replies-{}", n));
+      reply_loop(n);
+    });
   for (int n = 0; n < num_nodes(); ++n) {
     auto hello = message_of(fb::Body::Hello, [&](auto& b) {
       return fb::CreateHello(b, protocol::kVersion, session_id, n, num_nodes(), seed);
@@ -114,25 +125,36 @@ void Session::start(uint64_t session_id, uint64_t seed) {
     }
   }
   lock.unlock();
-  flusher_ = std::thread([this] { flusher_loop(); });
+  flusher_ = std::thread([this] {
+    net::name_this_thread("thd-flusher");
+    flusher_loop();
+  });
 }
 
 void Session::flusher_loop() {
   // Its own mutex: a flush may block on credits, and the reply threads that return
   // them must never wait for the flusher.
   std::unique_lock lock(flusher_mu_);
+  int idle_ticks = 0;
   while (!stopping_) {
-    bool pending = false;
-    for (auto& l : links_) pending = pending || l->has_pending();
-    if (!pending) {
-      // on_pending wakes it; the timeout covers a wake-up that raced with the check.
-      flusher_cv_.wait_for(lock, std::chrono::milliseconds(20));
+    if (idle_ticks >= kFlusherIdleTicks) {
+      // Nothing pending for a while: sleep until an append wakes it (the timeout is
+      // only a safety net: wake_flusher cannot miss this look). While the
+      // program is busy it ticks instead, so appends never pay for a wake-up (a
+      // context switch per op batch that, on a small machine, takes the CPU of the
+      // very thread about to flush and wait).
+      flusher_asleep_.store(true);
+      bool pending = false;
+      for (auto& l : links_) pending = pending || l->has_pending();
+      if (!pending && !stopping_) flusher_cv_.wait_for(lock, kFlusherSleepCheck);
+      flusher_asleep_.store(false);
+      idle_ticks = 0;
       continue;
     }
-    // Give the program the idle time to add more before the buffers go.
     flusher_cv_.wait_for(lock, options_.flush_after);
     if (stopping_) break;
     const auto now = Clock::now();
+    bool pending = false;
     for (auto& l : links_) {
       try {
         l->flush_if_idle(now, options_.flush_after);
@@ -140,16 +162,40 @@ void Session::flusher_loop() {
         // A lost node: its next op raises WorkerLost at the caller.
         THD_LOG_DEBUG("master: background flush of a node failed: {}", e.what());
       }
+      pending = pending || l->has_pending();
     }
+    idle_ticks = pending ? 0 : idle_ticks + 1;
   }
 }
 
+void Session::wake_flusher() {
+  if (!flusher_asleep_.load() || !flusher_asleep_.exchange(false)) return;
+  // Taking its mutex orders this with the flusher's last look at the buffers: it
+  // either saw this append, or is already waiting and gets the notification.
+  std::lock_guard lock(flusher_mu_);
+  flusher_cv_.notify_one();
+}
+
 void Session::reply_loop(int node) {
-  protocol::MessageReceiver replies(channel_, node + 1, protocol::kReplyTag, kMaxReplyBytes);
+  // Passive: this thread only sleeps until a reply is in. The threads that need an
+  // answer fast (a fetch, a sync) wait on their own tags and drive the channel.
+  protocol::MessageReceiver replies(channel_, node + 1, protocol::kReplyTag, kMaxReplyBytes, /*passive=*/true);
   protocol::Received m;
+  // Counts every reply handled, also one dropped as malformed: a SyncDone says how
+  // many the worker sent before it.
+  struct CountHandled {
+    Session* s;
+    int node;
+    ~CountHandled() {
+      std::lock_guard lock(s->mu_);
+      ++s->nodes_[node].replies_handled;
+      s->cv_.notify_all();
+    }
+  };
   while (!stopping_) {
     try {
       if (!replies.next(m, kReplyPoll, options_.timeout)) continue;
+      CountHandled counted{this, node};
       handle_reply(node, protocol::verify_message(m.bytes, "master"));
     } catch (const PeerLost& e) {
       auto lost = worker_lost(node, e);
@@ -219,14 +265,6 @@ void Session::handle_reply(int node, const fb::Message& message) {
       receive.cancel(remote_error(f->node(), f->op_id(), name, text));
       return;
     }
-    case fb::Body::SyncDone: {
-      const fb::SyncDone* d = message.body_as_SyncDone();
-      std::lock_guard lock(mu_);
-      nodes_[node].sync_done = std::max(nodes_[node].sync_done, d->sync_id());
-      nodes_[node].live_tensors = d->live_tensors();
-      cv_.notify_all();
-      return;
-    }
     case fb::Body::HelloReply: {
       const fb::HelloReply* h = message.body_as_HelloReply();
       std::lock_guard lock(mu_);
@@ -239,8 +277,8 @@ void Session::handle_reply(int node, const fb::Message& message) {
     case fb::Body::Hello:
     case fb::Body::Goodbye:
     case fb::Body::CommandBatch:
-      THD_LOG_WARN("master: node {} sent a {} message, which only a master sends", node,
-                   fb::EnumNameBody(message.body_type()));
+    case fb::Body::SyncDone:  // comes on the sync's own tag
+      THD_LOG_WARN("master: node {} sent a {} message on the reply tag", node, fb::EnumNameBody(message.body_type()));
       return;
   }
 }
@@ -260,7 +298,7 @@ Tensor Session::fetch(const Handle& h) {
   NodeLink& l = link(h.node, "get");
   l.throw_if_lost();
   Tensor out = Tensor::empty(h.meta.shape(), h.meta.dtype());
-  const int64_t tag = protocol::kFetchTagBase + next_fetch_.fetch_add(1);
+  const int64_t tag = next_fetch_tag();
   Request receive = channel_->irecv(out, l.rank(), {.tag = tag, .timeout = options_.timeout});
   {
     std::lock_guard lock(mu_);
@@ -290,15 +328,37 @@ Tensor Session::fetch(const Handle& h) {
   return out;
 }
 
-void Session::wait_for_syncs(const std::vector<uint64_t>& targets) {
+uint64_t Session::await_sync(int node, protocol::InlineMessageReceive& answer, uint64_t sync_id) {
+  NodeLink& l = *links_[node];
+  const fb::Message* m = nullptr;
+  try {
+    m = &protocol::verify_message(answer.wait(), "master");
+  } catch (const PeerLost& e) {
+    l.on_lost(worker_lost(node, e));
+    return 0;
+  } catch (const TimeoutError&) {
+    THD_THROW_AT(TimeoutError, "synchronize", 0, node + 1, "worker node {} did not finish its ops within {} ms", node,
+                 options_.timeout.count());
+  }
+  const fb::SyncDone* done = m->body_as_SyncDone();
+  if (done == nullptr || done->sync_id() != sync_id) {
+    THD_THROW_AT(protocol::ProtocolError, "synchronize", 0, node + 1,
+                 "worker node {} answered sync {} with a {} message", node, sync_id,
+                 done == nullptr ? fb::EnumNameBody(m->body_type()) : "SyncDone of another sync");
+  }
+  std::lock_guard lock(mu_);
+  nodes_[node].live_tensors = done->live_tensors();
+  return done->replies_sent();
+}
+
+void Session::wait_for_replies(int node, uint64_t count) {
   std::unique_lock lock(mu_);
   const auto deadline = Clock::now() + options_.timeout;
-  for (int n = 0; n < num_nodes(); ++n) {
-    while (nodes_[n].sync_done < targets[n] && !links_[n]->lost()) {
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-        THD_THROW_AT(TimeoutError, "synchronize", 0, n + 1, "worker node {} did not finish its ops within {} ms", n,
-                     options_.timeout.count());
-      }
+  while (nodes_[node].replies_handled < count && !links_[node]->lost()) {
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      THD_THROW_AT(TimeoutError, "synchronize", 0, node + 1,
+                   "the replies of worker node {} were not handled within {} ms ({} of {})", node,
+                   options_.timeout.count(), nodes_[node].replies_handled, count);
     }
   }
 }
@@ -317,18 +377,32 @@ std::exception_ptr Session::take_unraised_failure() {
 }
 
 void Session::synchronize() {
-  std::vector<uint64_t> targets(num_nodes(), 0);
+  // Each node answers on a tag of its own, received by this thread: no reply thread
+  // in the way of the round trip. The receives are posted before the Syncs leave.
+  struct Pending {
+    int node;
+    uint64_t id;
+    std::unique_ptr<protocol::InlineMessageReceive> answer;
+  };
+  std::vector<Pending> pending;
   for (int n = 0; n < num_nodes(); ++n) {
     if (links_[n]->lost()) continue;
     const uint64_t id = ++next_sync_;
+    const int64_t tag = next_fetch_tag();
+    auto answer = std::make_unique<protocol::InlineMessageReceive>(*channel_, links_[n]->rank(), tag, options_.timeout);
     try {
-      links_[n]->append(fb::Op::Sync, [&](auto& b) { return fb::CreateSync(b, id).Union(); });
+      links_[n]->append(fb::Op::Sync, [&](auto& b) { return fb::CreateSync(b, id, tag).Union(); });
       links_[n]->flush();
-      targets[n] = id;
+      pending.push_back({n, id, std::move(answer)});
     } catch (const WorkerLost&) {
     }
   }
-  wait_for_syncs(targets);
+  for (auto& p : pending) {
+    const uint64_t replies = await_sync(p.node, *p.answer, p.id);
+    // Everything the worker reported before the sync (errors, acks) is handled
+    // before the sync point decides what to raise.
+    if (!links_[p.node]->lost()) wait_for_replies(p.node, replies);
+  }
   for (auto& l : links_) l->throw_if_lost();
   if (auto e = take_unraised_failure()) std::rethrow_exception(e);
 }
@@ -363,7 +437,10 @@ std::exception_ptr Session::close() {
       THD_LOG_DEBUG("master: goodbye to a node failed: {}", e.what());
     }
   }
-  stopping_ = true;
+  {
+    std::lock_guard lock(flusher_mu_);
+    stopping_ = true;
+  }
   flusher_cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
   for (auto& t : reply_threads_) {

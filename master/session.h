@@ -17,6 +17,7 @@
 
 #include "master/handle.h"
 #include "master/node_link.h"
+#include "protocol/framing.h"
 
 namespace thd::master {
 
@@ -65,20 +66,27 @@ class Session : public std::enable_shared_from_this<Session> {
     bool raised = false;
   };
   struct NodeState {
-    uint64_t sync_done = 0;
-    uint64_t live_tensors = 0;
+    uint64_t replies_handled = 0;  // by the reply thread, malformed ones included
+    uint64_t live_tensors = 0;     // at the last sync
     bool hello = false;
     std::string hello_error;
   };
 
   void reply_loop(int node);
   void flusher_loop();
+  // From an append that made a buffer non-empty: wakes the flusher if it sleeps.
+  void wake_flusher();
   void handle_reply(int node, const fb::Message& message);
   void fail_fetches_of(int node, std::exception_ptr why);
   std::exception_ptr remote_error(int node, uint64_t op_id, const std::string& op_name, const std::string& message);
   // The first failure not yet raised, marked raised; nullptr if none.
   std::exception_ptr take_unraised_failure();
-  void wait_for_syncs(const std::vector<uint64_t>& targets);
+  int64_t next_fetch_tag();
+  // The SyncDone of `sync_id` from `node` (0 if the node was lost meanwhile): the
+  // number of replies the node sent before it.
+  uint64_t await_sync(int node, protocol::InlineMessageReceive& answer, uint64_t sync_id);
+  // Until the reply thread of `node` has handled `count` replies (or the node is lost).
+  void wait_for_replies(int node, uint64_t count);
 
   std::shared_ptr<DataChannel> channel_;
   MasterWorkerOptions options_;
@@ -103,6 +111,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::thread flusher_;
   std::mutex flusher_mu_;
   std::condition_variable flusher_cv_;
+  std::atomic<bool> flusher_asleep_{false};
   bool closed_ = false;
 };
 

@@ -36,6 +36,8 @@ inline constexpr int64_t kUploadTag = 3;   // master -> worker tensor bytes, in 
 inline constexpr int64_t kFetchTagBase = int64_t{1} << 40;
 inline constexpr int64_t kTransferTagBase = int64_t{2} << 40;
 inline constexpr int64_t kTagRange = int64_t{1} << 40;
+// Where a worker may send a fetch's bytes or a sync's answer.
+inline constexpr bool is_fetch_tag(int64_t tag) { return tag >= kFetchTagBase && tag < kFetchTagBase + kTagRange; }
 
 // A message that does not pass verification: the worker answers it with an error,
 // it never reads it.

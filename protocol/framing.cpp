@@ -39,16 +39,11 @@ void send_message(DataChannel& channel, int dst, int64_t tag, std::span<const ui
   first.wait();
 }
 
-std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
-                                  std::chrono::milliseconds timeout) {
-  uint8_t head[kHeadFrameBytes];
-  try {
-    channel.recv_bytes({head, sizeof head}, src, {.tag = tag, .timeout = timeout});
-  } catch (const TimeoutError&) {
-    throw;
-  } catch (const ValueError& e) {
-    THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", src, e.what());
-  }
+namespace {
+
+// The message length a head frame announces; ProtocolError for a wrong magic or a
+// length over `max_bytes`.
+uint32_t head_length(const uint8_t* head, int src, size_t max_bytes) {
   uint32_t magic = 0;
   uint32_t length = 0;
   std::memcpy(&magic, head, 4);
@@ -61,14 +56,59 @@ std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, si
     THD_THROW(protocol::ProtocolError, "receive", "message of {} bytes from rank {} exceeds the limit of {} bytes",
               length, src, max_bytes);
   }
+  return length;
+}
+
+}  // namespace
+
+std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
+                                  std::chrono::milliseconds timeout) {
+  uint8_t head[kHeadFrameBytes];
+  try {
+    channel.recv_bytes({head, sizeof head}, src, {.tag = tag, .timeout = timeout});
+  } catch (const TimeoutError&) {
+    throw;
+  } catch (const ValueError& e) {
+    THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", src, e.what());
+  }
+  const uint32_t length = head_length(head, src, max_bytes);
   if (length <= kInlineBytes) return {head + kHeadPrefixBytes, head + kHeadPrefixBytes + length};
   std::vector<uint8_t> body(length);
   channel.recv_bytes(body, src, {.tag = tag, .timeout = timeout});
   return body;
 }
 
-MessageReceiver::MessageReceiver(std::shared_ptr<DataChannel> channel, int source, int64_t tag, size_t max_bytes)
-    : channel_(std::move(channel)), source_(source), tag_(tag), max_bytes_(max_bytes), head_(kHeadFrameBytes) {
+InlineMessageReceive::InlineMessageReceive(DataChannel& channel, int source, int64_t tag,
+                                           std::chrono::milliseconds timeout)
+    : source_(source), request_(channel.irecv_bytes({head_, sizeof head_}, source, {.tag = tag, .timeout = timeout})) {}
+
+InlineMessageReceive::~InlineMessageReceive() {
+  try {
+    request_.cancel();  // no-op once finished; otherwise the channel must let go of head_
+  } catch (...) {
+  }
+}
+
+std::span<const uint8_t> InlineMessageReceive::wait() {
+  try {
+    request_.wait();
+  } catch (const TimeoutError&) {
+    throw;
+  } catch (const ValueError& e) {
+    THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", source_, e.what());
+  }
+  const uint32_t length = head_length(head_, source_, kInlineBytes);
+  return {head_ + kHeadPrefixBytes, length};
+}
+
+MessageReceiver::MessageReceiver(std::shared_ptr<DataChannel> channel, int source, int64_t tag, size_t max_bytes,
+                                 bool passive)
+    : channel_(std::move(channel)),
+      source_(source),
+      tag_(tag),
+      max_bytes_(max_bytes),
+      passive_(passive),
+      head_(kHeadFrameBytes) {
   post();
 }
 
@@ -80,7 +120,8 @@ MessageReceiver::~MessageReceiver() {
 }
 
 void MessageReceiver::post() {
-  pending_ = channel_->irecv_bytes(head_, source_, {.tag = tag_, .timeout = kPostedReceiveLifetime});
+  pending_ = channel_->irecv_bytes(head_, source_,
+                                   {.tag = tag_, .timeout = kPostedReceiveLifetime, .passive_wait = passive_});
 }
 
 bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll, std::chrono::milliseconds body_timeout) {
@@ -98,19 +139,13 @@ bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll, std::c
     post();
     THD_THROW(protocol::ProtocolError, "receive", "malformed message head: {}", e.what());
   }
-  uint32_t magic = 0;
-  uint32_t length = 0;
-  std::memcpy(&magic, head_.data(), 4);
-  std::memcpy(&length, head_.data() + 4, 4);
   out.source = pending_.source();
-  if (magic != kMagic || length > max_bytes_) {
+  uint32_t length = 0;
+  try {
+    length = head_length(head_.data(), out.source, max_bytes_);
+  } catch (...) {
     post();
-    if (magic != kMagic) {
-      THD_THROW(protocol::ProtocolError, "receive", "message head from rank {} has magic {:#x}, expected {:#x}", out.source,
-                magic, kMagic);
-    }
-    THD_THROW(protocol::ProtocolError, "receive", "message of {} bytes from rank {} exceeds the limit of {} bytes", length,
-              out.source, max_bytes_);
+    throw;
   }
   if (length <= kInlineBytes) {
     out.bytes.assign(head_.begin() + kHeadPrefixBytes, head_.begin() + kHeadPrefixBytes + length);
@@ -121,7 +156,7 @@ bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll, std::c
   // posting the next head, which would otherwise match it first.
   out.bytes.resize(length);
   try {
-    channel_->recv_bytes(out.bytes, out.source, {.tag = tag_, .timeout = body_timeout});
+    channel_->recv_bytes(out.bytes, out.source, {.tag = tag_, .timeout = body_timeout, .passive_wait = passive_});
   } catch (...) {
     post();
     throw;

@@ -34,11 +34,34 @@ struct Received {
 std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
                                   std::chrono::milliseconds timeout);
 
+// One small message (it fits the head frame) expected on a tag of its own, e.g. a
+// sync's answer: the receive is posted before the command that triggers it leaves,
+// and the thread that needs the answer waits on it directly.
+class InlineMessageReceive {
+ public:
+  InlineMessageReceive(DataChannel& channel, int source, int64_t tag, std::chrono::milliseconds timeout);
+  ~InlineMessageReceive();
+  InlineMessageReceive(const InlineMessageReceive&) = delete;
+  InlineMessageReceive& operator=(const InlineMessageReceive&) = delete;
+
+  // The message; the channel's errors (PeerLost, TimeoutError), ProtocolError for
+  // a malformed head or a message too long to travel inline.
+  std::span<const uint8_t> wait();
+
+ private:
+  int source_;
+  uint8_t head_[kHeadFrameBytes];
+  Request request_;
+};
+
 // Receives messages on one (source, tag): the head frame's receive stays posted
 // between calls, so a caller may poll with short timeouts without losing a message.
 class MessageReceiver {
  public:
-  MessageReceiver(std::shared_ptr<DataChannel> channel, int source, int64_t tag, size_t max_bytes);
+  // passive: a listener on a background thread, which waits without spinning or
+  // driving the channel's progress (P2POptions::passive_wait).
+  MessageReceiver(std::shared_ptr<DataChannel> channel, int source, int64_t tag, size_t max_bytes,
+                  bool passive = false);
   ~MessageReceiver();
   MessageReceiver(const MessageReceiver&) = delete;
   MessageReceiver& operator=(const MessageReceiver&) = delete;
@@ -54,6 +77,7 @@ class MessageReceiver {
   int source_;
   int64_t tag_;
   size_t max_bytes_;
+  bool passive_;
   std::vector<uint8_t> head_;
   Request pending_;
 };

@@ -65,6 +65,7 @@ DataChannel& ExecContext::group(const std::vector<int>& nodes) {
 
 void ExecContext::reply(std::span<const uint8_t> message) {
   protocol::send_message(*channel_, 0, protocol::kReplyTag, message, timeout());
+  ++replies_sent_;
 }
 
 }  // namespace thd::worker

@@ -61,8 +61,10 @@ class ExecContext {
   DataChannel& group(const std::vector<int>& nodes);
   // Receives posted for this batch's uploads, in Upload order.
   std::unordered_map<uint64_t, std::pair<Tensor, Request>>& uploads() { return uploads_; }
-  // Sends a reply (a finished Message) to the master.
+  // Sends a reply (a finished Message) to the master on the reply tag.
   void reply(std::span<const uint8_t> message);
+  // Replies sent so far this session (a SyncDone tells the master how many to expect).
+  uint64_t replies_sent() const { return replies_sent_; }
 
  private:
   std::shared_ptr<DataChannel> channel_;
@@ -71,6 +73,8 @@ class ExecContext {
   Generator generator_;
   std::map<std::vector<int>, std::shared_ptr<DataChannel>> groups_;
   std::unordered_map<uint64_t, std::pair<Tensor, Request>> uploads_;
+
+  uint64_t replies_sent_ = 0;
 
   uint64_t op_id_ = 0;
   const protocol::fb::Command* command_ = nullptr;

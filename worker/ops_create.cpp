@@ -53,8 +53,7 @@ void run(ExecContext& ctx, const fb::Upload& op) {
 
 void run(ExecContext& ctx, const fb::Fetch& op) {
   const Entry* e = ctx.table().find(op.src());
-  const bool tagged = op.fetch_tag() >= protocol::kFetchTagBase &&
-                      op.fetch_tag() < protocol::kFetchTagBase + protocol::kTagRange;
+  const bool tagged = protocol::is_fetch_tag(op.fetch_tag());
   if (e == nullptr || e->poison || !tagged) {
     // The master waits on the fetch's tag: answer with the reason instead.
     Poison unknown;
@@ -90,10 +89,13 @@ void run(ExecContext& ctx, const fb::Free& op) {
 }
 
 void run(ExecContext& ctx, const fb::Sync& op) {
+  if (!protocol::is_fetch_tag(op.reply_tag())) {
+    THD_THROW(protocol::ProtocolError, "synchronize", "sync reply tag {} is outside the fetch range", op.reply_tag());
+  }
   flatbuffers::FlatBufferBuilder b(64);
-  auto body = fb::CreateSyncDone(b, op.sync_id(), ctx.table().size());
+  auto body = fb::CreateSyncDone(b, op.sync_id(), ctx.table().size(), ctx.replies_sent());
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::SyncDone, body.Union()));
-  ctx.reply({b.GetBufferPointer(), b.GetSize()});
+  protocol::send_message(ctx.channel(), 0, op.reply_tag(), {b.GetBufferPointer(), b.GetSize()}, ctx.timeout());
 }
 
 void run(ExecContext& ctx, const fb::ManualSeed& op) { ctx.generator().manual_seed(node_seed(op.seed(), ctx.node())); }

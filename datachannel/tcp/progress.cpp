@@ -50,6 +50,11 @@ inline void cpu_relax() noexcept {
 
 bool TcpTransport::wait(RequestState& request, net::Deadline until) {
   if (request.finished()) return true;
+  // A passive waiter neither spins nor polls, and is no blocker either: blockers
+  // call the progress thread back the moment a spinner stops, which in a ping-pong
+  // would wake it on every round. It resumes by itself kStandDown after the last
+  // spin, or finds the request's message on its next epoll round.
+  if (request.passive_wait) return request.block_until(until);
   const nanoseconds budget = spin_.budget();
   if (budget.count() > 0) {
     const SpinPolicy::Outcome outcome = spin(request, until, budget);

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "datachannel/check.h"
+#include "datachannel/net/thread_name.h"
 #include "tensor/log.h"
 
 namespace thd::detail::tcp {
@@ -56,7 +57,10 @@ TcpTransport::TcpTransport(int rank, int size, Mesh mesh, const Tuning& tuning)
     p.interest = EPOLLIN | EPOLLRDHUP;
     add(p.socket.fd(), p.interest, static_cast<uint64_t>(r));
   }
-  progress_ = std::thread([this] { progress_loop(); });
+  progress_ = std::thread([this] {
+    net::name_this_thread("thd-tcp-prog");
+    progress_loop();
+  });
 }
 
 TcpTransport::~TcpTransport() {

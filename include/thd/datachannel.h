@@ -74,6 +74,11 @@ struct P2POptions {
   int64_t tag = 0;
   // 0: the channel's timeout.
   std::chrono::milliseconds timeout{0};
+  // A thread waiting on this request only sleeps until the backend completes it; it
+  // never spins or drives the backend's progress itself, so a listener on a
+  // background thread takes no CPU from the program's own waits. Its completion
+  // may come up to about a millisecond later while other threads drive progress.
+  bool passive_wait = false;
 };
 
 struct CollectiveOptions {

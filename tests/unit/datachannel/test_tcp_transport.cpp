@@ -3,6 +3,8 @@
 // as threads over a HashStore, or as forked processes over a FileStore or TCPStore.
 #include <gtest/gtest.h>
 
+#include <ctime>
+
 #include <poll.h>
 #include <signal.h>
 
@@ -504,6 +506,38 @@ TEST(TcpTransport, PollerIsWokenWhenAnotherThreadFinishesItsRequest) {
     EXPECT_EQ(test::holds<ValueError>(e), by_cancel) << test::what(e);
     EXPECT_LT(woke_at - finished_at, 50ms) << "by cancel: " << by_cancel;
   }
+}
+
+// CPU time of the calling thread.
+std::chrono::microseconds thread_cpu_time() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::duration_cast<std::chrono::microseconds>(
+                                               std::chrono::nanoseconds(ts.tv_nsec));
+}
+
+TEST(TcpTransport, PassiveWaiterSleepsAndTheProgressThreadCompletesItsReceive) {
+  // A spin budget far longer than the wait: an ordinary waiter spins through it
+  // (unless the spin policy sees the machine busy and blocks early, which is why
+  // only the passive side can be held to a figure).
+  auto ts = thread_world(2, size_t{256} << 20, 1'000'000us);
+  std::vector<uint8_t> got(3);
+  auto r = test::irecv(*ts[1], got, 0, 5);
+  r->passive_wait = true;
+  std::thread sender([&] {
+    std::this_thread::sleep_for(150ms);
+    test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("abc"), 1, 5));
+  });
+  const auto cpu0 = thread_cpu_time();
+  const auto t0 = std::chrono::steady_clock::now();
+  test::wait_ok(*ts[1], *r);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  const auto cpu = thread_cpu_time() - cpu0;
+  sender.join();
+  EXPECT_EQ(std::string(got.begin(), got.end()), "abc");
+  EXPECT_GT(waited, 100ms);
+  EXPECT_LT(waited, 1s) << "the progress thread did not complete the passive receive";
+  EXPECT_LT(cpu, 30ms) << "a passive waiter spun";
 }
 
 TEST(TcpTransport, SpinningPausesWhileItCostsOthersTheirCpu) {

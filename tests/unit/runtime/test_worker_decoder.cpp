@@ -254,6 +254,31 @@ TEST_F(WorkerDecoder, RandomlyMutatedBatchesNeverStopTheWorker) {
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
 
+TEST_F(WorkerDecoder, SyncAnswersOnItsOwnTagCountingTheRepliesSentBeforeIt) {
+  const int64_t tag = protocol::kFetchTagBase + 77;
+  protocol::InlineMessageReceive answer(*master_, 1, tag, seconds(5));
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{
+        fb::CreateCommand(b, 1, fb::Op::Unary, fb::CreateUnary(b, 60, fb::UnaryOp::Neg, 998).Union()),
+        fb::CreateCommand(b, 2, fb::Op::Unary, fb::CreateUnary(b, 61, fb::UnaryOp::Neg, 999).Union()),
+        fb::CreateCommand(b, 3, fb::Op::Sync, fb::CreateSync(b, 42, tag).Union())};
+  }));
+  const fb::Message& m = protocol::verify_message(answer.wait(), "test");
+  ASSERT_EQ(m.body_type(), fb::Body::SyncDone);
+  EXPECT_EQ(m.body_as_SyncDone()->sync_id(), 42u);
+  EXPECT_EQ(m.body_as_SyncDone()->replies_sent(), 2u) << "both errors went out before the sync";
+  expect_error("tensor id 998 is not live");
+  expect_error("tensor id 999 is not live");
+
+  // A reply tag outside the fetch range (e.g. the command tag) is refused.
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{
+        fb::CreateCommand(b, 4, fb::Op::Sync, fb::CreateSync(b, 43, protocol::kCommandTag).Union())};
+  }));
+  expect_error("outside the fetch range");
+  expect_still_serving(102);
+}
+
 TEST_F(WorkerDecoder, GoodbyeEndsTheSession) {
   send(finish([](flatbuffers::FlatBufferBuilder& b) { return std::make_pair(fb::Body::Goodbye, fb::CreateGoodbye(b).Union()); }));
   worker_.join();
