@@ -19,7 +19,7 @@ namespace thd::protocol {
 namespace fb = thd::protocol::fb;
 
 // Bumped on every incompatible schema change; the HELLO checks it.
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 
 // Limits a worker enforces before it reads a message.
 inline constexpr size_t kMaxMessageBytes = size_t{64} << 20;
