@@ -15,8 +15,14 @@
 //   ref.sgemm.f32.1024          cblas_sgemm on the same buffers, c reused    GFLOP/s
 //   tensor.bmm.f32.4096x32      4096 products of 32 x 32 matrices            GFLOP/s
 //   ref.sgemm_loop.f32.4096x32  one cblas_sgemm per batch, one thread        GFLOP/s
+//   tensor.<op>.f32.16          a small op as a worker runs it: a.add(b),    ns/op
+//                               a.add(2.0), x.add_(b), a.mul(b), a.exp(), a.sum() on
+//                               16 floats (new outputs allocated by the op), x.fill_(1.5)
+//   ref.add.f32.16              c[i] = a[i] + b[i] over 16 floats, c reused  ns/op
+//   ref.sum.f32.16              the reference sum loop over 16 floats        ns/op
 //   ratio.<op>                  thd's rate / the reference's rate            x
 //   ratio.<op>.mt               thd's rate / the all-cores reference's rate  x
+//   ratio.<op>.f32.16           the reference's time / thd's time            x
 #include <cblas.h>
 
 #include <algorithm>
@@ -119,6 +125,43 @@ void bench_sum(Context& ctx) {
   ctx.report("ratio.sum.mt", t[2] / t[0], "x");
 }
 
+// The fixed cost of an op on a tiny tensor (checks, output allocation, dispatch):
+// what bounds a worker that executes a stream of small commands. The size stays 16
+// under --quick: it is the point of the figure.
+void bench_small(Context& ctx) {
+  ctx.begin_group("small");
+  constexpr int64_t n = 16;
+  const Tensor a = filled({n}, 10), b = filled({n}, 11);
+  Tensor x = filled({n}, 12);
+  Tensor c = Tensor::empty({n}, kFloat32);
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* pc = c.data<float>();
+  const std::vector<double> t = ctx.time({
+      {"tensor.add.f32.16", [&] { (void)a.add(b); }},
+      {"tensor.sum.f32.16", [&] { (void)a.sum(); }},
+      {"ref.add.f32.16", [&] { ref::stream_add(pa, pb, pc, n); }},
+      {"ref.sum.f32.16", [&] { g_sink = ref::sum(pa, n); }},
+      {"tensor.add_scalar.f32.16", [&] { (void)a.add(2.0); }},
+      {"tensor.add_.f32.16", [&] { x.add_(b); }},
+      {"tensor.mul.f32.16", [&] { (void)a.mul(b); }},
+      {"tensor.exp.f32.16", [&] { (void)a.exp(); }},
+      {"tensor.fill_.f32.16", [&] { x.fill_(1.5); }},
+  });
+  constexpr double kNano = 1e9;
+  ctx.report("tensor.add.f32.16", t[0] * kNano, "ns/op");
+  ctx.report("tensor.sum.f32.16", t[1] * kNano, "ns/op");
+  ctx.report("ref.add.f32.16", t[2] * kNano, "ns/op");
+  ctx.report("ref.sum.f32.16", t[3] * kNano, "ns/op");
+  ctx.report("tensor.add_scalar.f32.16", t[4] * kNano, "ns/op");
+  ctx.report("tensor.add_.f32.16", t[5] * kNano, "ns/op");
+  ctx.report("tensor.mul.f32.16", t[6] * kNano, "ns/op");
+  ctx.report("tensor.exp.f32.16", t[7] * kNano, "ns/op");
+  ctx.report("tensor.fill_.f32.16", t[8] * kNano, "ns/op");
+  ctx.report("ratio.add.f32.16", t[2] / t[0], "x");
+  ctx.report("ratio.sum.f32.16", t[3] / t[1], "x");
+}
+
 void bench_matmul(Context& ctx) {
   ctx.begin_group("matmul");
   const int n = ctx.options().quick ? 64 : 1024;
@@ -175,12 +218,13 @@ void bench_bmm(Context& ctx) {
 void run(Context& ctx) {
   bench_add(ctx);
   bench_sum(ctx);
+  bench_small(ctx);
   bench_matmul(ctx);
   bench_bmm(ctx);
 }
 
 [[maybe_unused]] const bool registered = register_suite(
-    {"tensor", "dense CPU tensor ops (add, sum, matmul, bmm) against plain loops and BLAS", run});
+    {"tensor", "dense CPU tensor ops (add, sum, small ops, matmul, bmm) against plain loops and BLAS", run});
 
 }  // namespace
 }  // namespace thd::bench

@@ -103,17 +103,52 @@ void check_integer_exponent(const Tensor& exponent, DType compute) {
   });
 }
 
-template <typename Op>
-Tensor run(const char* op, const Tensor& a, const Tensor& b, DType compute, DType result,
-           const Tensor* self = nullptr) {
-  check_dtype<Op>(op, compute);
-  ElementwisePlan plan = plan_elementwise(op, {a, b}, compute, result, self);
-  if constexpr (std::is_same_v<Op, PowOp>) check_integer_exponent(plan.inputs[1], compute);
+// Runs Op's typed kernel over operands laid out by plan_flat or plan_elementwise.
+template <typename Op, typename Plan>
+void launch(const char* op, DType compute, const Plan& plan) {
   dispatch<allowed_dtypes<Op>()>(compute, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    binary_kernel<T, T>(plan.out, plan.inputs[0], plan.inputs[1], Op{});
+    binary_kernel<T, T>(plan, Op{});
   });
+}
+
+// The same with a scalar second operand, read as compute dtype.
+template <typename Op>
+void launch(const char* op, DType compute, const FlatPlan<2>& plan, const Scalar& b) {
+  dispatch<allowed_dtypes<Op>()>(compute, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    binary_kernel<T, T>(plan, scalar_to<T>(b), Op{});
+  });
+}
+
+// a op b into a new tensor.
+template <typename Op>
+Tensor run(const char* op, const Tensor& a, const Tensor& b, DType compute) {
+  check_dtype<Op>(op, compute);
+  if (auto flat = plan_flat<2>({&a, &b}, compute, compute)) {
+    if constexpr (std::is_same_v<Op, PowOp>) check_integer_exponent(b, compute);
+    launch<Op>(op, compute, *flat);
+    return std::move(flat->out);
+  }
+  ElementwisePlan plan = plan_elementwise(op, {a, b}, compute, compute);
+  if constexpr (std::is_same_v<Op, PowOp>) check_integer_exponent(plan.inputs[1], compute);
+  launch<Op>(op, compute, plan);
   return plan.finish();
+}
+
+// self op= other.
+template <typename Op>
+void run_inplace(const char* op, Tensor& self, const Tensor& other, DType compute) {
+  check_dtype<Op>(op, compute);
+  if (auto flat = plan_flat<2>({&self, &other}, compute, compute, &self)) {
+    if constexpr (std::is_same_v<Op, PowOp>) check_integer_exponent(other, compute);
+    launch<Op>(op, compute, *flat);
+    return;
+  }
+  ElementwisePlan plan = plan_elementwise(op, {self, other}, compute, compute, &self);
+  if constexpr (std::is_same_v<Op, PowOp>) check_integer_exponent(plan.inputs[1], compute);
+  launch<Op>(op, compute, plan);
+  plan.finish();
 }
 
 // The dtype an op computes in, given its operands' promoted dtype.
@@ -127,30 +162,40 @@ template <typename Op>
 Tensor tensor_tensor(const char* op, const Tensor& a, const Tensor& b) {
   check_defined(a, op, "self");
   check_defined(b, op, "other");
-  DType c = compute_dtype<Op>(result_type(a, b));
-  return run<Op>(op, a, b, c, c);
+  return run<Op>(op, a, b, compute_dtype<Op>(result_type(a, b)));
 }
+
+// A scalar operand takes part as a 0-dim tensor of the compute dtype would; on the
+// flat path it stays a value. (pow checks its exponent as a tensor.)
+template <typename Op>
+constexpr bool scalar_stays_value = !std::is_same_v<Op, PowOp>;
 
 template <typename Op>
 Tensor tensor_scalar(const char* op, const Tensor& a, const Scalar& b) {
   check_defined(a, op, "self");
   DType c = compute_dtype<Op>(result_type(a, b));
-  return run<Op>(op, a, scalar_tensor(b, c), c, c);
+  if constexpr (scalar_stays_value<Op>) {
+    check_dtype<Op>(op, c);
+    if (auto flat = plan_flat<1>({&a}, c, c)) {
+      launch<Op>(op, c, *flat, b);
+      return std::move(flat->out);
+    }
+  }
+  return run<Op>(op, a, scalar_tensor(b, c), c);
 }
 
 template <typename Op>
 Tensor scalar_tensor_op(const char* op, const Scalar& a, const Tensor& b) {
   check_defined(b, op, "other");
   DType c = compute_dtype<Op>(result_type(b, a));
-  return run<Op>(op, scalar_tensor(a, c), b, c, c);
+  return run<Op>(op, scalar_tensor(a, c), b, c);
 }
 
 template <typename Op>
 Tensor& inplace(const char* op, Tensor& self, const Tensor& other) {
   check_defined(self, op, "self");
   check_defined(other, op, "other");
-  DType c = compute_dtype<Op>(result_type(self, other));
-  run<Op>(op, self, other, c, c, &self);
+  run_inplace<Op>(op, self, other, compute_dtype<Op>(result_type(self, other)));
   return self;
 }
 
@@ -158,7 +203,14 @@ template <typename Op>
 Tensor& inplace(const char* op, Tensor& self, const Scalar& other) {
   check_defined(self, op, "self");
   DType c = compute_dtype<Op>(result_type(self, other));
-  run<Op>(op, self, scalar_tensor(other, c), c, c, &self);
+  if constexpr (scalar_stays_value<Op>) {
+    check_dtype<Op>(op, c);
+    if (auto flat = plan_flat<1>({&self}, c, c, &self)) {
+      launch<Op>(op, c, *flat, other);
+      return self;
+    }
+  }
+  run_inplace<Op>(op, self, scalar_tensor(other, c), c);
   return self;
 }
 

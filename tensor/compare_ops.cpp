@@ -26,13 +26,22 @@ struct GeOp {
   template <typename C> bool operator()(C a, C b) const { return a >= b; }
 };
 
-template <typename Op>
-Tensor compare(const char* op, const Tensor& a, const Tensor& b, DType compute) {
-  ElementwisePlan plan = plan_elementwise(op, {a, b}, compute, kBool);
+template <typename Op, typename Plan>
+void launch(const char* op, DType compute, const Plan& plan) {
   dispatch_all(compute, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    binary_kernel<bool, T>(plan.out, plan.inputs[0], plan.inputs[1], Op{});
+    binary_kernel<bool, T>(plan, Op{});
   });
+}
+
+template <typename Op>
+Tensor compare(const char* op, const Tensor& a, const Tensor& b, DType compute) {
+  if (auto flat = plan_flat<2>({&a, &b}, compute, kBool)) {
+    launch<Op>(op, compute, *flat);
+    return std::move(flat->out);
+  }
+  ElementwisePlan plan = plan_elementwise(op, {a, b}, compute, kBool);
+  launch<Op>(op, compute, plan);
   return plan.out;
 }
 
@@ -64,21 +73,29 @@ Tensor clamp_impl(const char* op, const Tensor& self, const std::optional<Scalar
   DType c = self.dtype();
   if (lo) c = combine_categories(c, wrapped_dtype(*lo));
   if (hi) c = combine_categories(c, wrapped_dtype(*hi));
-  ElementwisePlan plan = plan_elementwise(op, {self}, c, c, in_place ? &self : nullptr);
-  dispatch<kNumericSet>(c, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
-    const bool has_lo = lo.has_value(), has_hi = hi.has_value();
-    // Bounds are rounded to the compute dtype first, as torch does.
-    const C l = has_lo ? C(scalar_to<T>(*lo)) : C(0);
-    const C h = has_hi ? C(scalar_to<T>(*hi)) : C(0);
-    // NaN inputs stay NaN (both comparisons are false); min > max gives max.
-    unary_kernel<T, T>(plan.out, plan.inputs[0], [=](C x) {
-      if (has_lo && x < l) x = l;
-      if (has_hi && x > h) x = h;
-      return x;
+  auto launch = [&](const auto& plan) {
+    dispatch<kNumericSet>(c, op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      const bool has_lo = lo.has_value(), has_hi = hi.has_value();
+      // Bounds are rounded to the compute dtype first, as torch does.
+      const C l = has_lo ? C(scalar_to<T>(*lo)) : C(0);
+      const C h = has_hi ? C(scalar_to<T>(*hi)) : C(0);
+      // NaN inputs stay NaN (both comparisons are false); min > max gives max.
+      unary_kernel<T, T>(plan, [=](C x) {
+        if (has_lo && x < l) x = l;
+        if (has_hi && x > h) x = h;
+        return x;
+      });
     });
-  });
+  };
+  const Tensor* target = in_place ? &self : nullptr;
+  if (auto flat = plan_flat<1>({&self}, c, c, target)) {
+    launch(*flat);
+    return in_place ? self : std::move(flat->out);
+  }
+  ElementwisePlan plan = plan_elementwise(op, {self}, c, c, target);
+  launch(plan);
   return plan.finish();
 }
 

@@ -1,4 +1,5 @@
 // copy_, fill_, dtype conversion and the copies built on them.
+#include <algorithm>
 #include <cstring>
 
 #include "tensor/check.h"
@@ -13,12 +14,16 @@ using namespace detail;
 Tensor& Tensor::copy_(const Tensor& src_in) {
   check_defined(*this, "copy_", "destination");
   check_defined(src_in, "copy_", "source");
-  THD_CHECK(broadcast_shapes(shape_, src_in.shape(), "copy_") == shape_, ShapeError, "copy_",
-            "source of shape {} does not broadcast to the destination's shape {}",
+  THD_CHECK(src_in.shape() == shape_ || broadcast_shapes(shape_, src_in.shape(), "copy_") == shape_,
+            ShapeError, "copy_", "source of shape {} does not broadcast to the destination's shape {}",
             shape_str(src_in.shape()), shape_str(shape_));
   check_writable(*this, "copy_");
   if (same_view(*this, src_in) || numel() == 0) return *this;
-  Tensor src = unalias_input(src_in, *this);
+  // A source that overlaps the destination is read from a copy (unalias_input); the
+  // common case keeps a reference, not a copy of the handle.
+  Tensor unaliased;
+  if (memory_overlaps(src_in, *this)) unaliased = src_in.clone();
+  const Tensor& src = unaliased.defined() ? unaliased : src_in;
   if (src.dtype() == dtype_ && src.shape() == shape_ && src.is_contiguous() && is_contiguous()) {
     const char* s = static_cast<const char*>(src.data_ptr());
     char* d = static_cast<char*>(data_ptr());
@@ -58,6 +63,13 @@ Tensor& Tensor::fill_(Scalar value) {
   dispatch_all(dtype_, "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = scalar_to<T>(value);
+    if (is_contiguous()) {
+      for_each_flat<1>({static_cast<char*>(data_ptr())}, {int64_t{sizeof(T)}}, numel(),
+                       [v](char** p, const int64_t*, int64_t n) {
+                         std::fill_n(reinterpret_cast<T*>(p[0]), n, v);
+                       });
+      return;
+    }
     nary_kernel<1>({this}, [v](char** p) { *reinterpret_cast<T*>(p[0]) = v; });
   });
   return *this;

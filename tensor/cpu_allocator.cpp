@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -37,11 +38,30 @@ void* map_block(size_t size) {
 }
 
 struct State {
+  // Counters every allocation updates.
+  std::atomic<int64_t> allocated_bytes{0};
+  std::atomic<int64_t> peak_allocated_bytes{0};
+  std::atomic<int64_t> num_allocs{0};
+
+  // The cache of large blocks.
   std::mutex mu;
   std::multimap<size_t, void*> cached;  // block size -> block
-  size_t cached_bytes = 0;
+  size_t cached_bytes = 0;              // guarded by mu, as the fields below
+  int64_t num_cache_hits = 0;
   size_t limit = cache_limit();
-  MemoryStats stats;
+
+  void add_allocated(size_t bytes) {
+    const int64_t now =
+        allocated_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) +
+        static_cast<int64_t>(bytes);
+    int64_t peak = peak_allocated_bytes.load(std::memory_order_relaxed);
+    while (now > peak &&
+           !peak_allocated_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+  void sub_allocated(size_t bytes) {
+    allocated_bytes.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  }
 
   void release_until(size_t target) {
     // Largest blocks first: they are the least likely to fit the next request.
@@ -51,9 +71,13 @@ struct State {
       cached_bytes -= it->first;
       cached.erase(it);
     }
-    stats.cached_bytes = static_cast<int64_t>(cached_bytes);
   }
 };
+
+size_t small_block_size(size_t nbytes) {
+  constexpr size_t a = CpuAllocator::kAlignment;
+  return std::max(a, (nbytes + a - 1) / a * a);
+}
 
 State& state() {
   static State* s = new State;  // never destroyed: tensors may outlive static destructors
@@ -70,21 +94,19 @@ CpuAllocator& CpuAllocator::instance() {
 void* CpuAllocator::allocate(size_t nbytes, size_t* allocated) {
   State& s = state();
   if (nbytes < kLargeBlock) {
-    size_t size = std::max(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
+    const size_t size = small_block_size(nbytes);
     void* p = std::aligned_alloc(kAlignment, size);
     if (p == nullptr) return nullptr;
     *allocated = size;
-    std::lock_guard lock(s.mu);
-    s.stats.allocated_bytes += static_cast<int64_t>(size);
-    s.stats.peak_allocated_bytes = std::max(s.stats.peak_allocated_bytes, s.stats.allocated_bytes);
-    ++s.stats.num_allocs;
+    s.num_allocs.fetch_add(1, std::memory_order_relaxed);
+    s.add_allocated(size);
     return p;
   }
   const size_t size = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
+  s.num_allocs.fetch_add(1, std::memory_order_relaxed);
   void* p = nullptr;
   {
     std::lock_guard lock(s.mu);
-    ++s.stats.num_allocs;
     // Best fit among blocks at most 25% larger, so big blocks are not wasted on small
     // requests.
     auto it = s.cached.lower_bound(size);
@@ -92,9 +114,8 @@ void* CpuAllocator::allocate(size_t nbytes, size_t* allocated) {
       p = it->second;
       *allocated = it->first;
       s.cached_bytes -= it->first;
-      s.stats.cached_bytes = static_cast<int64_t>(s.cached_bytes);
       s.cached.erase(it);
-      ++s.stats.num_cache_hits;
+      ++s.num_cache_hits;
     }
   }
   if (p == nullptr) {
@@ -108,22 +129,18 @@ void* CpuAllocator::allocate(size_t nbytes, size_t* allocated) {
     if (p == nullptr) return nullptr;
     *allocated = size;
   }
-  std::lock_guard lock(s.mu);
-  s.stats.allocated_bytes += static_cast<int64_t>(*allocated);
-  s.stats.peak_allocated_bytes = std::max(s.stats.peak_allocated_bytes, s.stats.allocated_bytes);
+  s.add_allocated(*allocated);
   return p;
 }
 
 void CpuAllocator::deallocate(void* p, size_t allocated) {
   State& s = state();
+  s.sub_allocated(allocated);
   if (allocated < kLargeBlock) {
     std::free(p);
-    std::lock_guard lock(s.mu);
-    s.stats.allocated_bytes -= static_cast<int64_t>(allocated);
     return;
   }
   std::lock_guard lock(s.mu);
-  s.stats.allocated_bytes -= static_cast<int64_t>(allocated);
   if (allocated > s.limit) {
     munmap(p, allocated);
     return;
@@ -131,19 +148,32 @@ void CpuAllocator::deallocate(void* p, size_t allocated) {
   s.cached.emplace(allocated, p);
   s.cached_bytes += allocated;
   s.release_until(s.limit);
-  s.stats.cached_bytes = static_cast<int64_t>(s.cached_bytes);
 }
+
+void CpuAllocator::count_small(size_t nbytes) {
+  State& s = state();
+  s.num_allocs.fetch_add(1, std::memory_order_relaxed);
+  s.add_allocated(small_block_size(nbytes));
+}
+
+void CpuAllocator::uncount_small(size_t nbytes) { state().sub_allocated(small_block_size(nbytes)); }
 
 MemoryStats CpuAllocator::stats() const {
   State& s = state();
+  MemoryStats m;
+  m.allocated_bytes = s.allocated_bytes.load(std::memory_order_relaxed);
+  m.peak_allocated_bytes = s.peak_allocated_bytes.load(std::memory_order_relaxed);
+  m.num_allocs = s.num_allocs.load(std::memory_order_relaxed);
   std::lock_guard lock(s.mu);
-  return s.stats;
+  m.cached_bytes = static_cast<int64_t>(s.cached_bytes);
+  m.num_cache_hits = s.num_cache_hits;
+  return m;
 }
 
 void CpuAllocator::reset_peak() {
   State& s = state();
-  std::lock_guard lock(s.mu);
-  s.stats.peak_allocated_bytes = s.stats.allocated_bytes;
+  s.peak_allocated_bytes.store(s.allocated_bytes.load(std::memory_order_relaxed),
+                               std::memory_order_relaxed);
 }
 
 void CpuAllocator::empty_cache() {

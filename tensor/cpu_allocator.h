@@ -4,7 +4,9 @@
 // pages requested, and are cached when freed: a loop that makes a same-sized result
 // each iteration reuses warm pages instead of page-faulting fresh ones (a fresh
 // 64 MiB output costs more in faults than the add that fills it). The cache is
-// bounded (THD_CPU_CACHE_BYTES, default 1 GiB); small blocks go to malloc.
+// bounded (THD_CPU_CACHE_BYTES, default 1 GiB); small blocks go to malloc. The
+// counters of small blocks are atomics, so the many small allocations of small ops
+// take no lock.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +24,12 @@ class CpuAllocator {
   // returned block's bookkeeping through `allocated`: pass it back to deallocate.
   void* allocate(size_t nbytes, size_t* allocated);
   void deallocate(void* p, size_t allocated);
+
+  // The bookkeeping alone, for small data (nbytes < kLargeBlock) whose memory the
+  // caller gets from the heap itself (allocate_storage() puts a small storage's data
+  // in the heap block of its control block): counted as allocate() would count it.
+  void count_small(size_t nbytes);
+  void uncount_small(size_t nbytes);
 
   MemoryStats stats() const;
   void reset_peak();

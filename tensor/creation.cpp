@@ -6,6 +6,7 @@
 #include "tensor/loops.h"
 #include "tensor/op_util.h"
 #include "tensor/shape_util.h"
+#include "tensor/storage_alloc.h"
 
 namespace thd {
 
@@ -16,8 +17,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   const auto es = static_cast<int64_t>(thd::element_size(dtype));
   THD_CHECK(numel <= INT64_MAX / es, ValueError, "empty",
             "shape {} of {} needs more bytes than fit in int64", shape_str(shape), dtype);
-  auto storage = std::make_shared<StorageImpl>(static_cast<size_t>(numel * es), device);
-  return Tensor(std::move(storage), dtype, shape, contiguous_strides(shape), 0);
+  return Tensor(allocate_storage(static_cast<size_t>(numel * es), device), dtype, shape,
+                contiguous_strides(shape), 0);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {

@@ -141,6 +141,25 @@ void for_each_run(const Geometry<N>& g, Loop&& loop, int64_t grain = kGrainSize)
   });
 }
 
+// for_each_run for operands that need no geometry: operand k's element i lies at
+// base[k] + i * step[k] (step 0: one value every element reads). Calls
+// loop(char* ptrs[N], const int64_t steps[N], int64_t n) over chunks of [0, numel),
+// on the calling thread alone when numel is at most `grain`.
+template <size_t N, typename Loop>
+void for_each_flat(const std::array<char*, N>& base, const std::array<int64_t, N>& step,
+                   int64_t numel, Loop&& loop, int64_t grain = kGrainSize) {
+  auto chunk = [&](int64_t begin, int64_t end) {
+    std::array<char*, N> p;
+    for (size_t k = 0; k < N; ++k) p[k] = base[k] + begin * step[k];
+    loop(p.data(), step.data(), end - begin);
+  };
+  if (numel <= grain) {
+    if (numel > 0) chunk(0, numel);
+    return;
+  }
+  parallel_for(0, numel, grain, chunk);
+}
+
 // ---- typed inner loops ------------------------------------------------------------
 // f receives compute_t<In> values and returns something convertible to Out.
 

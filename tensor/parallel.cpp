@@ -39,7 +39,7 @@ class ThreadPool {
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
   }
 
-  void run(int64_t chunks, const std::function<void(int64_t)>& body) {
+  void run(int64_t chunks, FunctionRef<void(int64_t)> body) {
     std::unique_lock run_lock(run_mu_);  // one job at a time: jobs from several user
                                          // threads queue here
     {
@@ -88,7 +88,7 @@ class ThreadPool {
 
   // Takes chunks until none are left.
   void drain() {
-    const std::function<void(int64_t)>* body;
+    const FunctionRef<void(int64_t)>* body;
     int64_t chunks;
     {
       std::lock_guard lock(mu_);
@@ -123,7 +123,7 @@ class ThreadPool {
   std::condition_variable done_cv_;
   std::vector<std::thread> workers_;
   bool stopping_ = false;
-  const std::function<void(int64_t)>* job_ = nullptr;
+  const FunctionRef<void(int64_t)>* job_ = nullptr;
   int64_t job_chunks_ = 0;
   std::atomic<int64_t> next_chunk_{0};
   int64_t done_chunks_ = 0;
@@ -146,10 +146,14 @@ void set_num_threads(int n) { pool().resize(std::max(1, n)); }
 bool in_parallel_region() { return t_in_parallel; }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn) {
+                  FunctionRef<void(int64_t, int64_t)> fn) {
   if (end <= begin) return;
   int64_t n = end - begin;
   grain = std::max<int64_t>(grain, 1);
+  if (n <= grain) {  // one chunk: no need to ask how many threads there are
+    fn(begin, end);
+    return;
+  }
   int threads = t_in_parallel ? 1 : num_threads();
   // A few chunks per thread rather than one: when another process holds a core, the
   // free threads take over the slow thread's share instead of waiting for it.

@@ -2,7 +2,8 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+
+#include "tensor/function_ref.h"
 
 namespace thd::detail {
 
@@ -18,9 +19,10 @@ void set_num_threads(int n);
 // Calls fn(chunk_begin, chunk_end) over disjoint chunks covering [begin, end), each
 // at least `grain` long except possibly the last, in parallel when the range is
 // large enough. Blocks until all chunks ran; rethrows the first exception a chunk
-// threw. Nested calls (from inside a chunk) run serially.
+// threw. Nested calls (from inside a chunk) run serially. A range of at most `grain`
+// elements is one call of fn on the calling thread, without touching the pool.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn);
+                  FunctionRef<void(int64_t, int64_t)> fn);
 
 // True on a pool thread or inside a parallel_for chunk.
 bool in_parallel_region();

@@ -62,10 +62,9 @@ struct ReduceGeometry {
   int64_t n_red = 1;               // elements folded into each output
 };
 
-// `reduce[d]` marks the dims of `in` to reduce. The output is contiguous with the
-// input's shape where reduced dims have size 1 (keepdim), so its flat index is the
-// same whether or not those dims are kept.
-inline ReduceGeometry make_reduce_geometry(const Tensor& in, const std::vector<bool>& reduce) {
+// make_reduce_geometry's general form: drops size-1 dims, sorts the rest into memory
+// order and merges neighbours whose strides chain.
+inline ReduceGeometry merged_reduce_geometry(const Tensor& in, const std::vector<bool>& reduce) {
   ReduceGeometry g;
   g.base = static_cast<const char*>(in.data_ptr());
   const int64_t nd = in.dim();
@@ -122,6 +121,23 @@ inline ReduceGeometry make_reduce_geometry(const Tensor& in, const std::vector<b
   // Reducing only size-1 dims: one element per output.
   if (g.reduced.empty()) g.reduced.push_back({1, 0, 0, 0});
   return g;
+}
+
+// `reduce[d]` marks the dims of `in` to reduce. The output is contiguous with the
+// input's shape where reduced dims have size 1 (keepdim), so its flat index is the
+// same whether or not those dims are kept.
+inline ReduceGeometry make_reduce_geometry(const Tensor& in, const std::vector<bool>& reduce) {
+  const int64_t n = in.numel();
+  if (n > 1 && in.is_contiguous() && std::find(reduce.begin(), reduce.end(), false) == reduce.end()) {
+    // A contiguous tensor reduced whole, as a small sum() is: one run, which is what
+    // merged_reduce_geometry finds, without its sorting and allocations.
+    ReduceGeometry g;
+    g.base = static_cast<const char*>(in.data_ptr());
+    g.n_red = n;
+    g.reduced.push_back({n, static_cast<int64_t>(in.element_size()), 0, 1});
+    return g;
+  }
+  return merged_reduce_geometry(in, reduce);
 }
 
 // Steps through the multi-index of `dims` (outermost first) in row-major order,

@@ -1,10 +1,14 @@
 #include <thd/storage.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <new>
 
 #include <thd/memory.h>
 
 #include "tensor/check.h"
 #include "tensor/cpu_allocator.h"
+#include "tensor/storage_alloc.h"
 
 namespace thd {
 
@@ -28,6 +32,71 @@ StorageImpl::StorageImpl(void* data, size_t nbytes, Device device, Deleter delet
 StorageImpl::~StorageImpl() {
   if (deleter_) deleter_(data_);
 }
+
+namespace detail {
+namespace {
+
+[[noreturn]] void throw_out_of_memory(size_t nbytes, Device device) {
+  THD_THROW(ValueError, "allocate", "out of memory allocating {} bytes on {}", nbytes,
+            device.str());
+}
+
+// The allocator std::allocate_shared builds a small storage with. Every block it
+// hands out has room for `nbytes` of data, 64-byte aligned, behind the object it is
+// asked for (the control block, which holds the StorageImpl); construct() builds the
+// StorageImpl over the bytes behind itself, so a small storage costs one heap
+// allocation where StorageImpl(nbytes, device) costs two.
+template <typename T>
+class TrailingDataAllocator {
+ public:
+  using value_type = T;
+
+  explicit TrailingDataAllocator(size_t nbytes) : nbytes_(nbytes) {}
+  template <typename U>
+  TrailingDataAllocator(const TrailingDataAllocator<U>& other)  // NOLINT: rebinding
+      : nbytes_(other.nbytes()) {}
+
+  size_t nbytes() const { return nbytes_; }
+
+  T* allocate(size_t n) {
+    void* p = std::malloc(n * sizeof(T) + CpuAllocator::kAlignment - 1 + nbytes_);
+    if (p == nullptr) throw_out_of_memory(nbytes_, Device::cpu());
+    CpuAllocator::instance().count_small(nbytes_);
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) {
+    std::free(p);
+    CpuAllocator::instance().uncount_small(nbytes_);
+  }
+
+  // The object lies inside a block from allocate(), so the data fits behind it.
+  void construct(StorageImpl* p, Device device) {
+    const auto end = reinterpret_cast<uintptr_t>(p + 1);
+    constexpr uintptr_t a = CpuAllocator::kAlignment;
+    void* data = reinterpret_cast<void*>((end + a - 1) & ~(a - 1));
+    ::new (static_cast<void*>(p)) StorageImpl(data, nbytes_, device, nullptr);
+  }
+  void destroy(StorageImpl* p) { p->~StorageImpl(); }
+
+  template <typename U>
+  bool operator==(const TrailingDataAllocator<U>&) const {
+    return true;  // any of them frees any block
+  }
+
+ private:
+  size_t nbytes_;  // of data; copies and rebound copies keep it, and so know what to free
+};
+
+}  // namespace
+
+Storage allocate_storage(size_t nbytes, Device device) {
+  if (device.is_cpu() && nbytes < CpuAllocator::kLargeBlock) {
+    return std::allocate_shared<StorageImpl>(TrailingDataAllocator<StorageImpl>(nbytes), device);
+  }
+  return std::make_shared<StorageImpl>(nbytes, device);
+}
+
+}  // namespace detail
 
 namespace {
 void check_cpu(Device device, const char* op) {

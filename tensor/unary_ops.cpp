@@ -90,52 +90,78 @@ void check_dtype(const char* op, DType dtype) {
   }
 }
 
+// The dtype Op computes in for an input of dtype `in`.
 template <typename Op>
-Tensor run(const char* op, const Tensor& self, bool in_place) {
+DType compute_dtype(DType in) {
+  return promotes_to_float<Op>() && !is_floating_point(in) ? kFloat32 : in;
+}
+
+// Runs Op's typed kernel over operands laid out by plan_flat or plan_elementwise.
+template <typename Op, typename Plan>
+void launch(const char* op, DType compute, const Plan& plan) {
+  constexpr unsigned allowed = promotes_to_float<Op>() ? kFloatingSet : kNumericSet;
+  dispatch<allowed>(compute, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    unary_kernel<T, T>(plan, Op{});
+  });
+}
+
+// Op(self) into a new tensor.
+template <typename Op>
+Tensor run(const char* op, const Tensor& self) {
   check_defined(self, op);
   check_dtype<Op>(op, self.dtype());
-  const DType c = promotes_to_float<Op>() && !is_floating_point(self.dtype()) ? kFloat32
-                                                                              : self.dtype();
-  ElementwisePlan plan = plan_elementwise(op, {self}, c, c, in_place ? &self : nullptr);
-  constexpr unsigned allowed = promotes_to_float<Op>() ? kFloatingSet : kNumericSet;
-  dispatch<allowed>(c, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    unary_kernel<T, T>(plan.out, plan.inputs[0], Op{});
-  });
+  const DType c = compute_dtype<Op>(self.dtype());
+  if (auto flat = plan_flat<1>({&self}, c, c)) {
+    launch<Op>(op, c, *flat);
+    return std::move(flat->out);
+  }
+  ElementwisePlan plan = plan_elementwise(op, {self}, c, c);
+  launch<Op>(op, c, plan);
   return plan.finish();
 }
 
+// self = Op(self).
 template <typename Op>
 Tensor& run_inplace(const char* op, Tensor& self) {
-  run<Op>(op, self, true);
+  check_defined(self, op);
+  check_dtype<Op>(op, self.dtype());
+  const DType c = compute_dtype<Op>(self.dtype());
+  if (auto flat = plan_flat<1>({&self}, c, c, &self)) {
+    launch<Op>(op, c, *flat);
+    return self;
+  }
+  ElementwisePlan plan = plan_elementwise(op, {self}, c, c, &self);
+  launch<Op>(op, c, plan);
+  plan.finish();
   return self;
 }
 
 }  // namespace
 
-Tensor Tensor::neg() const { return run<NegOp>("neg", *this, false); }
+Tensor Tensor::neg() const { return run<NegOp>("neg", *this); }
 Tensor& Tensor::neg_() { return run_inplace<NegOp>("neg_", *this); }
-Tensor Tensor::abs() const { return run<AbsOp>("abs", *this, false); }
+Tensor Tensor::abs() const { return run<AbsOp>("abs", *this); }
 Tensor& Tensor::abs_() { return run_inplace<AbsOp>("abs_", *this); }
-Tensor Tensor::relu() const { return run<ReluOp>("relu", *this, false); }
+Tensor Tensor::relu() const { return run<ReluOp>("relu", *this); }
 Tensor& Tensor::relu_() { return run_inplace<ReluOp>("relu_", *this); }
-Tensor Tensor::exp() const { return run<ExpOp>("exp", *this, false); }
+Tensor Tensor::exp() const { return run<ExpOp>("exp", *this); }
 Tensor& Tensor::exp_() { return run_inplace<ExpOp>("exp_", *this); }
-Tensor Tensor::log() const { return run<LogOp>("log", *this, false); }
+Tensor Tensor::log() const { return run<LogOp>("log", *this); }
 Tensor& Tensor::log_() { return run_inplace<LogOp>("log_", *this); }
-Tensor Tensor::sqrt() const { return run<SqrtOp>("sqrt", *this, false); }
+Tensor Tensor::sqrt() const { return run<SqrtOp>("sqrt", *this); }
 Tensor& Tensor::sqrt_() { return run_inplace<SqrtOp>("sqrt_", *this); }
-Tensor Tensor::rsqrt() const { return run<RsqrtOp>("rsqrt", *this, false); }
+Tensor Tensor::rsqrt() const { return run<RsqrtOp>("rsqrt", *this); }
 Tensor& Tensor::rsqrt_() { return run_inplace<RsqrtOp>("rsqrt_", *this); }
-Tensor Tensor::sin() const { return run<SinOp>("sin", *this, false); }
+Tensor Tensor::sin() const { return run<SinOp>("sin", *this); }
 Tensor& Tensor::sin_() { return run_inplace<SinOp>("sin_", *this); }
-Tensor Tensor::cos() const { return run<CosOp>("cos", *this, false); }
+Tensor Tensor::cos() const { return run<CosOp>("cos", *this); }
 Tensor& Tensor::cos_() { return run_inplace<CosOp>("cos_", *this); }
-Tensor Tensor::tanh() const { return run<TanhOp>("tanh", *this, false); }
+Tensor Tensor::tanh() const { return run<TanhOp>("tanh", *this); }
 Tensor& Tensor::tanh_() { return run_inplace<TanhOp>("tanh_", *this); }
-Tensor Tensor::sigmoid() const { return run<SigmoidOp>("sigmoid", *this, false); }
+Tensor Tensor::sigmoid() const { return run<SigmoidOp>("sigmoid", *this); }
 Tensor& Tensor::sigmoid_() { return run_inplace<SigmoidOp>("sigmoid_", *this); }
-Tensor Tensor::gelu() const { return run<GeluOp>("gelu", *this, false); }
+Tensor Tensor::gelu() const { return run<GeluOp>("gelu", *this); }
 Tensor& Tensor::gelu_() { return run_inplace<GeluOp>("gelu_", *this); }
 
 }  // namespace thd
