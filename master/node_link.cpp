@@ -40,6 +40,7 @@ uint64_t NodeLink::append(fb::Op type, const BuildOp& build) {
     first = commands_.empty();
     if (first) first_append_ = Clock::now();
     commands_.push_back(fb::CreateCommand(builder_, id, type, table));
+    pending_.store(true);  // seq_cst: paired with the flusher's asleep flag
     if (static_cast<int64_t>(builder_.GetSize()) >= options_.batch_bytes ||
         commands_.size() >= static_cast<size_t>(options_.max_ops_in_flight / 4 + 1)) {
       flush_locked();
@@ -72,6 +73,7 @@ void NodeLink::queue_free(uint64_t id) {
     first = frees_.empty();
     if (first) first_free_ = Clock::now();
     frees_.push_back(id);
+    pending_.store(true);  // seq_cst: paired with the flusher's asleep flag
   }
   if (first) on_pending_();
 }
@@ -93,30 +95,25 @@ void NodeLink::flush() {
   flush_locked();
 }
 
-bool NodeLink::has_pending() const {
-  {
-    std::lock_guard lock(mu_);
-    if (!commands_.empty()) return true;
-  }
-  std::lock_guard lock(const_cast<std::mutex&>(free_mu_));
-  return !frees_.empty();
-}
+bool NodeLink::has_pending() const { return pending_.load(); }
 
-void NodeLink::flush_if_idle(Clock::time_point now, std::chrono::microseconds idle) {
+bool NodeLink::flush_if_idle(Clock::time_point now, std::chrono::microseconds idle) {
   std::unique_lock lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // someone is appending or sending: not idle
-  if (lost()) return;
+  if (!lock.owns_lock()) return false;  // someone is appending or sending: not idle
+  if (lost()) return false;
   if (!commands_.empty()) {
-    if (now - first_append_ >= idle) flush_locked();
-    return;
+    if (now - first_append_ < idle) return false;
+    flush_locked();
+    return true;
   }
   // Frees alone are in no hurry: they ride along with the next batch, and go on
   // their own only after a longer while (a program that stopped issuing ops).
   {
     std::lock_guard free_lock(free_mu_);
-    if (frees_.empty() || now - first_free_ < idle * kFreeIdleFactor) return;
+    if (frees_.empty() || now - first_free_ < idle * kFreeIdleFactor) return false;
   }
   flush_locked();
+  return false;  // no op was waiting: nothing says the program relies on idle flushes
 }
 
 void NodeLink::flush_locked() {
@@ -136,6 +133,11 @@ void NodeLink::flush_locked() {
   auto reset = [&] {
     builder_.Clear();
     commands_.clear();
+    {
+      // Frees queued while this batch was sent stay pending.
+      std::lock_guard lock(free_mu_);
+      pending_.store(!frees_.empty());
+    }
     uploads_.clear();
     upload_bytes_ = 0;
   };

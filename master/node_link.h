@@ -3,6 +3,7 @@
 // released handles, and the credits that bound what is in flight.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -51,9 +52,12 @@ class NodeLink {
   // Flushes, then sends a control message (Hello, Goodbye) in order after it.
   void send_control(std::span<const uint8_t> message);
   // Sends the buffer when its first command has waited for `idle`, or its first
-  // queued free for kFreeIdleFactor times that (the background flusher).
-  void flush_if_idle(Clock::time_point now, std::chrono::microseconds idle);
+  // queued free for kFreeIdleFactor times that (the background flusher); true if
+  // it sent ops that had been waiting (not for frees alone).
+  bool flush_if_idle(Clock::time_point now, std::chrono::microseconds idle);
   static constexpr int kFreeIdleFactor = 10;
+  // Commands or frees wait in the buffer. Lock-free (the flusher asks while a
+  // program's thread may hold the buffer for a long send); may be stale by a moment.
   bool has_pending() const;
 
   // From the node's reply thread.
@@ -80,6 +84,7 @@ class NodeLink {
   int64_t upload_bytes_ = 0;
   uint64_t seq_ = 0;
   Clock::time_point first_append_{};
+  std::atomic<bool> pending_{false};
 
   std::mutex free_mu_;  // frees come from any thread, also from handle destructors
   std::vector<uint64_t> frees_;

@@ -11,10 +11,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReplyPoll{100};
-// The flusher ticks every flush_after while work is pending, and sleeps after this
-// many ticks with nothing pending (waking to look again every kFlusherSleepCheck
-// in case a wake-up raced with its last look).
-constexpr int kFlusherIdleTicks = 25;
+// The flusher's tick backs off to kFlusherMaxPeriod while its ticks find nothing to
+// flush; after kFlusherQuietTicks such ticks with nothing pending it sleeps until an
+// append (looking again every kFlusherSleepCheck, a safety net).
+constexpr std::chrono::milliseconds kFlusherMaxPeriod{5};
+constexpr int kFlusherQuietTicks = 20;
 constexpr std::chrono::milliseconds kFlusherSleepCheck{2000};
 constexpr size_t kMaxReplyBytes = size_t{1} << 20;
 
@@ -135,36 +136,47 @@ void Session::flusher_loop() {
   // Its own mutex: a flush may block on credits, and the reply threads that return
   // them must never wait for the flusher.
   std::unique_lock lock(flusher_mu_);
-  int idle_ticks = 0;
+  // Every wake-up is a context switch that, on a small machine, takes the CPU of a
+  // thread that is spinning for a reply or streaming a copy. So the flusher ticks
+  // every flush_after only while its flushes are needed (the program left ops in a
+  // buffer and went on without a sync point), backs off while the program flushes
+  // its buffers itself, and sleeps when nothing is pending at all; only a sleeping
+  // flusher is woken by an append.
+  auto period = std::chrono::duration_cast<std::chrono::microseconds>(options_.flush_after);
+  const auto max_period = std::max(period, std::chrono::duration_cast<std::chrono::microseconds>(kFlusherMaxPeriod));
+  int quiet_ticks = 0;
   while (!stopping_) {
-    if (idle_ticks >= kFlusherIdleTicks) {
-      // Nothing pending for a while: sleep until an append wakes it (the timeout is
-      // only a safety net: wake_flusher cannot miss this look). While the
-      // program is busy it ticks instead, so appends never pay for a wake-up (a
-      // context switch per op batch that, on a small machine, takes the CPU of the
-      // very thread about to flush and wait).
+    if (quiet_ticks >= kFlusherQuietTicks) {
       flusher_asleep_.store(true);
       bool pending = false;
       for (auto& l : links_) pending = pending || l->has_pending();
+      // The timeout is only a safety net: wake_flusher cannot miss this look.
       if (!pending && !stopping_) flusher_cv_.wait_for(lock, kFlusherSleepCheck);
       flusher_asleep_.store(false);
-      idle_ticks = 0;
+      quiet_ticks = 0;
+      period = std::chrono::duration_cast<std::chrono::microseconds>(options_.flush_after);
       continue;
     }
-    flusher_cv_.wait_for(lock, options_.flush_after);
+    flusher_cv_.wait_for(lock, period);
     if (stopping_) break;
     const auto now = Clock::now();
+    bool flushed = false;
     bool pending = false;
     for (auto& l : links_) {
       try {
-        l->flush_if_idle(now, options_.flush_after);
+        flushed = l->flush_if_idle(now, options_.flush_after) || flushed;
       } catch (const std::exception& e) {
         // A lost node: its next op raises WorkerLost at the caller.
         THD_LOG_DEBUG("master: background flush of a node failed: {}", e.what());
       }
       pending = pending || l->has_pending();
     }
-    idle_ticks = pending ? 0 : idle_ticks + 1;
+    if (flushed) {
+      period = std::chrono::duration_cast<std::chrono::microseconds>(options_.flush_after);
+    } else {
+      period = std::min(2 * period, max_period);
+    }
+    quiet_ticks = pending || period < max_period ? 0 : quiet_ticks + 1;
   }
 }
 
