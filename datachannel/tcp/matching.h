@@ -39,7 +39,8 @@ struct PostedRecv {
 // A message that arrived before a receive for it was posted. Its payload is read
 // into `payload` as it arrives, or, while `parked`, left in the socket (the
 // sender's connection is then not read until a receive takes it or there is room
-// to buffer it).
+// to buffer it). An announced (rendezvous) message is only its header: its
+// payload stays with the sender until a receive takes it.
 struct UnexpectedMessage {
   int source = -1;
   FrameHeader header;
@@ -48,7 +49,8 @@ struct UnexpectedMessage {
   size_t charged = 0;                  // bytes counted against its sender's budget
   bool parked = false;
 
-  bool complete() const noexcept { return !parked && arrived == header.payload_bytes; }
+  bool announced() const noexcept { return header.kind == FrameKind::ReadyToSend; }
+  bool complete() const noexcept { return !parked && (announced() || arrived == header.payload_bytes); }
 };
 
 class MatchQueues {

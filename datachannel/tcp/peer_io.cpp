@@ -173,9 +173,17 @@ void TcpTransport::start_frame(Peer& p) {
     return;
   }
   p.rbegin += kFrameHeaderBytes;
+  if (h.kind != FrameKind::Message && h.kind != FrameKind::ReadyToSend) {
+    on_rendezvous_frame(p, h);
+    return;
+  }
   p.frame = h;
   if (auto recv = queues_.take_posted(p.rank, h.envelope)) {
-    receive_into(p, std::move(*recv));
+    if (h.kind == FrameKind::ReadyToSend) {
+      accept_announcement(p, h, std::move(*recv));
+    } else {
+      receive_into(p, std::move(*recv));
+    }
     return;
   }
   UnexpectedMessage m;
@@ -224,11 +232,20 @@ void TcpTransport::finish_frame(Peer& p) {
 }
 
 bool TcpTransport::try_buffer(Peer& p, UnexpectedMessage& message) {
-  const uint64_t size = message.header.payload_bytes;
+  // An announcement holds no payload here: only its header is charged.
+  const uint64_t size = message.announced() ? 0 : message.header.payload_bytes;
   // Each message is charged a little more than its payload, so a flood of empty
-  // messages is bounded too.
+  // messages (or of announcements) is bounded too.
   const uint64_t charge = size + kUnexpectedOverheadBytes;
   if (charge > tuning_.unexpected_limit || p.buffered + charge > tuning_.unexpected_limit) return false;
+  if (message.announced()) {
+    p.buffered += static_cast<size_t>(charge);
+    message.charged = static_cast<size_t>(charge);
+    message.parked = false;
+    p.entry = nullptr;
+    p.rx = Rx::Header;
+    return true;
+  }
   if (size > 0) {
     try {
       message.payload = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(size));
@@ -256,6 +273,21 @@ void TcpTransport::take_unexpected(UnexpectedMessage* m, PostedRecv recv) {
   const int src = m->source;
   const uint64_t size = m->header.payload_bytes;
   const size_t charged = m->charged;
+  if (m->announced()) {
+    // Nothing of it is here yet: ask its sender for it (or decline it).
+    Peer& p = peers_[static_cast<size_t>(src)];
+    const FrameHeader h = m->header;
+    const bool parked_on_it = p.rx == Rx::Parked && p.entry == m;
+    queues_.erase_unexpected(m);
+    if (parked_on_it) {
+      p.entry = nullptr;
+      p.rx = Rx::Header;
+    }
+    accept_announcement(p, h, std::move(recv));
+    release_buffer(p, charged);  // may unpark its sender
+    if (parked_on_it) resume_reading(p);
+    return;
+  }
   std::exception_ptr err = check_match(rank(), src, recv.envelope, recv.data.size(), m->header.envelope, size);
 
   if (m->complete()) {
@@ -367,12 +399,30 @@ size_t TcpTransport::write_to(Peer& p) {
       op.payload_sent += b;
       left -= b;
       if (op.header_sent < kFrameHeaderBytes || op.payload_sent < op.payload.size()) break;
-      op.request->complete(-1, op.nbytes);
+      sent_frame(p, op);
       p.sends.pop_front();
     }
   }
   update_interest(p);
   return moved;
+}
+
+void TcpTransport::sent_frame(Peer& p, SendOp& op) {
+  switch (op.kind) {
+    case FrameKind::Message:
+    case FrameKind::Data:
+      if (op.request) op.request->complete(-1, op.nbytes);
+      return;
+    case FrameKind::ReadyToSend:
+      // Announced: the payload goes when the receiver asks. An announcement
+      // cancelled while it was being written was revoked behind it already.
+      if (op.request && !op.request->finished()) p.announced.emplace(op.rendezvous_id, std::move(op));
+      return;
+    case FrameKind::ClearToSend:
+    case FrameKind::Decline:
+    case FrameKind::Revoke:
+      return;
+  }
 }
 
 void TcpTransport::update_interest(Peer& p) {
@@ -387,6 +437,136 @@ void TcpTransport::update_interest(Peer& p) {
     return;
   }
   p.interest = want;
+}
+
+// ---- rendezvous ---------------------------------------------------------------------------
+
+void TcpTransport::queue_frame(Peer& p, SendOp op) {
+  p.sends.push_back(std::move(op));
+  if (p.sends.size() == 1) {
+    write_to(p);
+  } else {
+    update_interest(p);
+  }
+}
+
+void TcpTransport::queue_control(Peer& p, FrameKind kind, uint64_t id) {
+  SendOp op;
+  op.kind = kind;
+  op.rendezvous_id = id;
+  op.header = encode_rendezvous_frame(kind, id);
+  queue_frame(p, std::move(op));
+}
+
+void TcpTransport::accept_announcement(Peer& p, const FrameHeader& h, PostedRecv recv) {
+  const uint64_t id = h.rendezvous_id;
+  if (p.lost) {
+    recv.request->fail(lost_error(p, recv.request->op));
+    return;
+  }
+  if (auto err = check_match(rank(), p.rank, recv.envelope, recv.data.size(), h.envelope, h.payload_bytes)) {
+    recv.request->fail(err);
+    queue_control(p, FrameKind::Decline, id);
+    return;
+  }
+  if (!p.awaiting_data.emplace(id, std::move(recv)).second) {
+    lose_peer(p, fmt::format("it announced rendezvous id {} twice; the connection was closed", id), /*warn=*/true);
+    return;
+  }
+  queue_control(p, FrameKind::ClearToSend, id);
+}
+
+void TcpTransport::on_rendezvous_frame(Peer& p, const FrameHeader& h) {
+  const uint64_t id = h.rendezvous_id;
+  switch (h.kind) {
+    case FrameKind::ClearToSend: {
+      // Unknown ids were revoked by this side after the receiver had asked.
+      auto it = p.announced.find(id);
+      if (it == p.announced.end()) return;
+      SendOp op = std::move(it->second);
+      p.announced.erase(it);
+      op.kind = FrameKind::Data;
+      op.header = encode_rendezvous_frame(FrameKind::Data, id, op.nbytes);
+      op.header_sent = 0;
+      op.payload = op.announced;
+      op.payload_sent = 0;
+      op.announced = {};
+      queue_frame(p, std::move(op));
+      return;
+    }
+    case FrameKind::Decline: {
+      // As for a whole message that did not fit its receive: the send completes,
+      // the receive reports the mismatch.
+      auto it = p.announced.find(id);
+      if (it == p.announced.end()) return;
+      it->second.request->complete(-1, it->second.nbytes);
+      p.announced.erase(it);
+      return;
+    }
+    case FrameKind::Revoke: {
+      auto it = p.awaiting_data.find(id);
+      if (it != p.awaiting_data.end()) {
+        if (it->second.request) {
+          try {
+            THD_THROW_AT(ConnectionError, it->second.request->op, rank(), p.rank,
+                         "rank {} gave up sending this message after it was matched (its send timed out or was "
+                         "cancelled)",
+                         p.rank);
+          } catch (...) {
+            it->second.request->fail(std::current_exception());
+          }
+        }
+        p.awaiting_data.erase(it);
+        return;
+      }
+      // Not matched yet: the announcement is withdrawn as if never sent.
+      const int src = p.rank;
+      size_t charged = 0;
+      queues_.erase_unexpected_if([&](const UnexpectedMessage& m) {
+        if (m.source != src || !m.announced() || m.header.rendezvous_id != id) return false;
+        charged += m.charged;
+        return true;
+      });
+      release_buffer(p, charged);
+      return;
+    }
+    case FrameKind::Data: {
+      auto it = p.awaiting_data.find(id);
+      if (it == p.awaiting_data.end()) {
+        lose_peer(p,
+                  fmt::format("it sent the data of a message (rendezvous id {}) that was never asked for; the "
+                              "connection was closed",
+                              id),
+                  /*warn=*/true);
+        return;
+      }
+      PostedRecv recv = std::move(it->second);
+      p.awaiting_data.erase(it);
+      if (h.payload_bytes != recv.data.size()) {
+        lose_peer(p,
+                  fmt::format("it sent {} bytes for a message (rendezvous id {}) announced with {}; the "
+                              "connection was closed",
+                              h.payload_bytes, id, recv.data.size()),
+                  /*warn=*/true);
+        if (recv.request) recv.request->fail(lost_error(p, recv.request->op));
+        return;
+      }
+      p.frame = h;
+      if (!recv.request || recv.request->finished()) {
+        p.discard_left = h.payload_bytes;
+        p.rx = Rx::Discard;
+      } else {
+        p.target = std::move(recv);
+        p.target_done = 0;
+        p.rx = Rx::IntoRecv;
+      }
+      advance_payload(p, 0);  // an empty message is complete already
+      return;
+    }
+    case FrameKind::Message:
+    case FrameKind::ReadyToSend:
+      return;  // not rendezvous steps: start_frame handles them
+  }
 }
 
 }  // namespace thd::detail::tcp

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <optional>
 #include <system_error>
 
 #include "datachannel/check.h"
@@ -76,7 +78,9 @@ TcpTransport::~TcpTransport() {
   for (;;) {
     {
       std::lock_guard lock(mu_);
-      const bool drained = std::all_of(peers_.begin(), peers_.end(), [](const Peer& p) { return p.sends.empty(); });
+      // Announced messages too: their receivers may still ask for them.
+      const bool drained = std::all_of(peers_.begin(), peers_.end(),
+                                       [](const Peer& p) { return p.sends.empty() && p.announced.empty(); });
       if (drained) break;
     }
     if (Clock::now() >= linger_end) {
@@ -116,8 +120,11 @@ TcpTransport::~TcpTransport() {
   }
   for (Peer& p : peers_) {
     if (p.rx == Rx::IntoRecv) p.target.request->fail(closed_error(p.target.request->op));
-    for (SendOp& op : p.sends) op.request->fail(closed_error(op.request->op));
+    for (SendOp& op : p.sends) {
+      if (op.request) op.request->fail(closed_error(op.request->op));
+    }
     p.sends.clear();
+    fail_rendezvous(p, [&](const RequestState& r) { return closed_error(r.op); });
   }
   // The sockets close with peers_.
 }
@@ -153,9 +160,17 @@ void TcpTransport::post_send(std::span<const uint8_t> data, int dst, const Envel
   }
   SendOp op;
   op.request = request;
-  op.header = encode_frame_header(envelope, data.size());
-  op.payload = data;
   op.nbytes = data.size();
+  if (!data.empty() && data.size() >= tuning_.rendezvous_bytes) {
+    // Large: announce it; the payload leaves when the receiver asks for it.
+    op.kind = FrameKind::ReadyToSend;
+    op.rendezvous_id = p.next_rendezvous_id++;
+    op.header = encode_frame_header(envelope, data.size(), FrameKind::ReadyToSend, op.rendezvous_id);
+    op.announced = data;
+  } else {
+    op.header = encode_frame_header(envelope, data.size());
+    op.payload = data;
+  }
   p.sends.push_back(std::move(op));
   // An empty queue means nothing is waiting for EPOLLOUT: write now, from this
   // thread. Otherwise the frame joins the queue and leaves with the others.
@@ -205,6 +220,14 @@ void TcpTransport::cancel_locked(const std::shared_ptr<RequestState>& request, s
     return;
   }
   for (Peer& p : peers_) {
+    for (auto& [id, recv] : p.awaiting_data) {
+      if (recv.request == request) {
+        // Asked for already: its data will come and goes nowhere.
+        recv.request = nullptr;
+        request->fail(why);
+        return;
+      }
+    }
     if (p.rx == Rx::IntoRecv && p.target.request == request) {
       // Mid-payload: the rest of the message goes nowhere, the stream stays in step.
       p.discard_left = p.frame.payload_bytes - p.target_done;
@@ -222,12 +245,36 @@ bool TcpTransport::cancel_send(Peer& p, const std::shared_ptr<RequestState>& req
   // A frame larger than this that was cancelled mid-write closes the connection
   // instead of being copied to finish it.
   constexpr size_t kMaxCancelCopy = size_t{64} << 20;
+  for (auto a = p.announced.begin(); a != p.announced.end(); ++a) {
+    if (a->second.request != request) continue;
+    // Announced and not asked for yet: withdrawn. (Asked for meanwhile: the
+    // receiver drops the ClearToSend's answer; see on_rendezvous_frame.)
+    const uint64_t id = a->first;
+    p.announced.erase(a);
+    request->fail(why);
+    queue_control(p, FrameKind::Revoke, id);
+    return true;
+  }
   auto it = std::find_if(p.sends.begin(), p.sends.end(), [&](const SendOp& op) { return op.request == request; });
   if (it == p.sends.end()) return false;
   if (it->header_sent == 0) {
+    // Never on the wire: gone. The data of a message that was asked for is
+    // replaced by its revocation, so the receiver does not wait for it.
+    const bool was_data = it->kind == FrameKind::Data;
+    const uint64_t id = it->rendezvous_id;
     p.sends.erase(it);
     request->fail(why);
-    update_interest(p);
+    if (was_data) {
+      queue_control(p, FrameKind::Revoke, id);
+    } else {
+      update_interest(p);
+    }
+    return true;
+  }
+  if (it->kind == FrameKind::ReadyToSend) {
+    // Half an announcement is out: it is finished (it has no payload), then revoked.
+    request->fail(why);
+    queue_control(p, FrameKind::Revoke, it->rendezvous_id);
     return true;
   }
   // Part of the frame is on the wire: the rest must follow or the stream breaks.
@@ -311,18 +358,48 @@ void TcpTransport::lose_peer(Peer& p, std::string why, bool warn) {
   p.rx = Rx::Header;
   p.rbegin = p.rend = 0;
   const int lost_rank = p.rank;
+  // An announcement's data can no longer come.
   queues_.erase_unexpected_if(
-      [&](const UnexpectedMessage& m) { return m.source == lost_rank && !m.complete(); });
+      [&](const UnexpectedMessage& m) { return m.source == lost_rank && (!m.complete() || m.announced()); });
   for (const PostedRecv& r : queues_.withdraw_if([&](const PostedRecv& r) { return r.source == lost_rank; })) {
     r.request->fail(lost_error(p, r.request->op));
   }
-  for (SendOp& op : p.sends) op.request->fail(lost_error(p, op.request->op));
+  for (SendOp& op : p.sends) {
+    if (op.request) op.request->fail(lost_error(p, op.request->op));
+  }
   p.sends.clear();
+  fail_rendezvous(p, [&](const RequestState& r) { return lost_error(p, r.op); });
+}
+
+void TcpTransport::fail_rendezvous(Peer& p, const std::function<std::exception_ptr(const RequestState&)>& why) {
+  for (auto& [id, op] : p.announced) op.request->fail(why(*op.request));
+  p.announced.clear();
+  for (auto& [id, recv] : p.awaiting_data) {
+    if (recv.request) recv.request->fail(why(*recv.request));
+  }
+  p.awaiting_data.clear();
 }
 
 // ---- construction ------------------------------------------------------------------------
 
 namespace {
+
+// The largest THD_TCP_RENDEZVOUS_BYTES: 1 TiB (in effect, never).
+constexpr uint64_t kMaxRendezvousSetting = uint64_t{1} << 40;
+
+std::optional<size_t> parse_rendezvous_bytes(const std::optional<std::string>& value) {
+  if (!value) return std::nullopt;
+  const std::string& s = *value;
+  uint64_t bytes = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), bytes);
+  THD_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size() && bytes >= 1 &&
+                bytes <= kMaxRendezvousSetting,
+            ValueError, "tcp backend",
+            "THD_TCP_RENDEZVOUS_BYTES must be a whole number of bytes from 1 (every message by rendezvous) to {}, "
+            "not '{}'",
+            kMaxRendezvousSetting, s);
+  return static_cast<size_t>(bytes);
+}
 
 bool is_loopback(const std::string& host) {
   return host.starts_with("127.") || host == "localhost" || host == "::1" || host == "[::1]";
@@ -333,6 +410,7 @@ bool is_loopback(const std::string& host) {
 Tuning tuning_for(const DataChannelOptions& options, const net::EnvLookup& env) {
   Tuning t;
   t.spin_budget = parse_spin_us(env("THD_TCP_SPIN_US")).value_or(kDefaultSpinBudget);
+  t.rendezvous_bytes = parse_rendezvous_bytes(env("THD_TCP_RENDEZVOUS_BYTES")).value_or(kDefaultRendezvousBytes);
   const int cpus = usable_cpus();
   t.cpus = cpus;
   // On one core a spinner only delays the thread it waits for.

@@ -16,7 +16,9 @@
 //
 // Receive path per peer: a 64 KiB read buffer for headers and small payloads;
 // larger payloads are read straight into the posted receive's memory (or the
-// unexpected message's buffer). Send path per peer: a queue of frames written with
+// unexpected message's buffer). Messages of rendezvous_bytes or more are
+// announced first and their payload sent only once a receive has matched them, so
+// they are never buffered: they go from the sender's memory to the receiver's. Send path per peer: a queue of frames written with
 // sendmsg() over an iovec of (header, payload) pairs straight from the caller's
 // memory, as many queued frames per call as fit, so small messages that pile up
 // go out together.
@@ -29,10 +31,12 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "datachannel/net/fd.h"
@@ -46,12 +50,19 @@ struct epoll_event;
 
 namespace thd::detail::tcp {
 
+// Below this a message goes whole: the round trip of a rendezvous would cost more
+// than buffering it at the receiver.
+inline constexpr size_t kDefaultRendezvousBytes = size_t{1} << 20;
+
 // The knobs of one transport; make_transport fills them from the defaults and the
 // environment, tests set them directly.
 struct Tuning {
   // Unexpected payload bytes buffered per peer before its connection is no longer
   // read (TCP backpressure) until receives take them.
   size_t unexpected_limit = size_t{256} << 20;
+  // Messages this large or larger go by rendezvous (THD_TCP_RENDEZVOUS_BYTES):
+  // announced, and sent once the receiver has a receive for them.
+  size_t rendezvous_bytes = kDefaultRendezvousBytes;
   // The spin budget (THD_TCP_SPIN_US); zero never spins.
   std::chrono::microseconds spin_budget = kDefaultSpinBudget;
   // More ranks on this host than usable cores: start with spinning paused.
@@ -95,13 +106,16 @@ class TcpTransport final : public Transport {
 
  private:
   struct SendOp {
-    std::shared_ptr<RequestState> request;
+    std::shared_ptr<RequestState> request;  // null for rendezvous control frames
     FrameHeaderBytes header{};
     size_t header_sent = 0;
     std::span<const uint8_t> payload;  // the caller's memory, or `owned`
     size_t payload_sent = 0;
     size_t nbytes = 0;                   // the message's size, for completion
     std::unique_ptr<uint8_t[]> owned;    // the unsent rest of a send cancelled mid-frame
+    FrameKind kind = FrameKind::Message;
+    uint64_t rendezvous_id = 0;
+    std::span<const uint8_t> announced;  // ReadyToSend: the payload, sent once asked for
   };
 
   // epoll ids besides the peers' ranks.
@@ -139,6 +153,13 @@ class TcpTransport final : public Transport {
     UnexpectedMessage* entry = nullptr;   // IntoBuffer, Parked
     uint64_t discard_left = 0;            // Discard
     size_t buffered = 0;                  // bytes charged for its unexpected messages
+
+    // Rendezvous, sending: announced messages waiting for its ClearToSend, by id.
+    uint64_t next_rendezvous_id = 1;
+    std::unordered_map<uint64_t, SendOp> announced;
+    // Rendezvous, receiving: receives matched to its announcements, waiting for the
+    // Data, by its id; a null request discards the data (the receive was cancelled).
+    std::unordered_map<uint64_t, PostedRecv> awaiting_data;
   };
 
   // ---- progress and waiting (progress.cpp) ----
@@ -168,6 +189,8 @@ class TcpTransport final : public Transport {
 
   // ---- faults ----
   void lose_peer(Peer& p, std::string why, bool warn);
+  // Fails the peer's announced sends and the receives waiting for its data.
+  void fail_rendezvous(Peer& p, const std::function<std::exception_ptr(const RequestState&)>& why);
   std::exception_ptr lost_error(const Peer& p, const std::string& op) const;
   std::exception_ptr closed_error(const std::string& op) const;
 
@@ -186,6 +209,14 @@ class TcpTransport final : public Transport {
   // Counts n payload bytes in place; closes the frame when it is complete.
   void advance_payload(Peer& p, size_t n);
   void finish_frame(Peer& p);
+  // A whole frame was written: complete its send, or keep an announcement for its ClearToSend.
+  void sent_frame(Peer& p, SendOp& op);
+  // ---- rendezvous (peer_io.cpp) ----
+  void on_rendezvous_frame(Peer& p, const FrameHeader& h);
+  // An announcement met a receive: ask for the data, or decline a mismatch.
+  void accept_announcement(Peer& p, const FrameHeader& h, PostedRecv recv);
+  void queue_frame(Peer& p, SendOp op);
+  void queue_control(Peer& p, FrameKind kind, uint64_t id);
   void receive_into(Peer& p, PostedRecv recv);
   bool try_buffer(Peer& p, UnexpectedMessage& message);
   void release_buffer(Peer& p, size_t bytes);

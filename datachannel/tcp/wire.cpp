@@ -59,7 +59,8 @@ bool decode_hello(std::span<const uint8_t, kHelloBytes> bytes, Hello* out, std::
   return true;
 }
 
-FrameHeaderBytes encode_frame_header(const Envelope& envelope, uint64_t payload_bytes) {
+FrameHeaderBytes encode_frame_header(const Envelope& envelope, uint64_t payload_bytes, FrameKind kind,
+                                     uint64_t rendezvous_id) {
   FrameHeaderBytes b{};
   std::memcpy(b.data(), kFrameMagic.data(), 4);
   put<uint32_t>(b.data() + 4, envelope.context);
@@ -70,8 +71,13 @@ FrameHeaderBytes encode_frame_header(const Envelope& envelope, uint64_t payload_
   b[36] = static_cast<uint8_t>(envelope.kind.op);
   b[37] = envelope.kind.dtype;
   b[38] = envelope.kind.reduce;
-  b[39] = 0;
+  b[39] = static_cast<uint8_t>(kind);
+  put<uint64_t>(b.data() + 40, rendezvous_id);
   return b;
+}
+
+FrameHeaderBytes encode_rendezvous_frame(FrameKind kind, uint64_t rendezvous_id, uint64_t payload_bytes) {
+  return encode_frame_header(Envelope{}, payload_bytes, kind, rendezvous_id);
 }
 
 bool decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes, FrameHeader* out, std::string* why) {
@@ -95,8 +101,20 @@ bool decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes, Fram
     *why = fmt::format("a payload of {} bytes (the limit is {} bytes)", payload, kMaxPayloadBytes);
     return false;
   }
-  if (p[39] != 0) {
-    *why = fmt::format("reserved byte set to {}", p[39]);
+  if (p[39] > static_cast<uint8_t>(FrameKind::Revoke)) {
+    *why = fmt::format("unknown frame kind {}", p[39]);
+    return false;
+  }
+  const auto kind = static_cast<FrameKind>(p[39]);
+  const auto id = get<uint64_t>(p + 40);
+  const bool control = kind == FrameKind::ClearToSend || kind == FrameKind::Decline || kind == FrameKind::Revoke;
+  if (control && payload != 0) {
+    *why = fmt::format("a rendezvous control frame (kind {}) with a payload of {} bytes", p[39], payload);
+    return false;
+  }
+  if ((kind == FrameKind::Message) != (id == 0)) {
+    *why = kind == FrameKind::Message ? fmt::format("a whole message carrying rendezvous id {}", id)
+                                      : fmt::format("a rendezvous frame (kind {}) without an id", p[39]);
     return false;
   }
   out->envelope.context = get<uint32_t>(p + 4);
@@ -107,6 +125,8 @@ bool decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes, Fram
   out->envelope.kind.root = get<int32_t>(p + 32);
   out->envelope.kind.count = get<uint64_t>(p + 24);
   out->payload_bytes = payload;
+  out->kind = kind;
+  out->rendezvous_id = id;
   return true;
 }
 

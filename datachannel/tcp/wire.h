@@ -2,12 +2,19 @@
 //
 // After the auth handshake (net/auth.h) each side of a connection sends one
 // identity Hello; from then on the stream is a sequence of frames, each a fixed
-// 40-byte header followed by its payload, all integers little-endian:
+// 48-byte header followed by its payload, all integers little-endian:
 //
 //   Hello (32 B)        magic "thdT"[4] version[u32] rank[i32] world_size[i32]
 //                       channel_id[16]
-//   FrameHeader (40 B)  magic "thdF"[4] context[u32] tag[i64] payload_bytes[u64]
-//                       count[u64] root[i32] op[u8] dtype[u8] reduce[u8] reserved[u8]=0
+//   FrameHeader (48 B)  magic "thdF"[4] context[u32] tag[i64] payload_bytes[u64]
+//                       count[u64] root[i32] op[u8] dtype[u8] reduce[u8] kind[u8]
+//                       rendezvous_id[u64]
+//
+// A frame is a whole message (kind Message), or one step of a large message's
+// rendezvous (docs/tcp_backend.md, "Rendezvous"): the sender announces it
+// (ReadyToSend, no payload), the receiver asks for it once a receive matched it
+// (ClearToSend) or refuses it (Decline), the payload follows as Data; a sender
+// that gives up on an announced message says so (Revoke).
 //
 // Everything read from a socket is checked by the decoders below before it is
 // used: a peer that sends bytes they refuse is disconnected, never trusted.
@@ -23,7 +30,7 @@
 
 namespace thd::detail::tcp {
 
-inline constexpr uint32_t kWireVersion = 1;
+inline constexpr uint32_t kWireVersion = 2;
 
 // ---- identity hello ---------------------------------------------------------------
 
@@ -48,7 +55,7 @@ bool decode_hello(std::span<const uint8_t, kHelloBytes> bytes, Hello* out, std::
 
 // ---- message frames ---------------------------------------------------------------
 
-inline constexpr size_t kFrameHeaderBytes = 40;
+inline constexpr size_t kFrameHeaderBytes = 48;
 using FrameHeaderBytes = std::array<uint8_t, kFrameHeaderBytes>;
 
 // No payload may claim more (256 TiB): a header that does is corrupt. Payloads are
@@ -56,14 +63,29 @@ using FrameHeaderBytes = std::array<uint8_t, kFrameHeaderBytes>;
 // tcp_transport_impl.h), it only rejects nonsense early.
 inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 48;
 
-struct FrameHeader {
-  Envelope envelope;
-  uint64_t payload_bytes = 0;
+enum class FrameKind : uint8_t {
+  Message = 0,      // envelope + payload: a whole message
+  ReadyToSend = 1,  // envelope, payload_bytes = the message's size, no payload follows
+  ClearToSend = 2,  // receiver -> sender: send the announced message's payload
+  Decline = 3,      // receiver -> sender: the matched receive refused it, send nothing
+  Data = 4,         // the announced message's payload
+  Revoke = 5,       // sender -> receiver: the announced message will not come
 };
 
-FrameHeaderBytes encode_frame_header(const Envelope& envelope, uint64_t payload_bytes);
+struct FrameHeader {
+  Envelope envelope;  // Message and ReadyToSend only
+  uint64_t payload_bytes = 0;
+  FrameKind kind = FrameKind::Message;
+  uint64_t rendezvous_id = 0;  // the sender's id of an announced message; 0 for Message
+};
+
+FrameHeaderBytes encode_frame_header(const Envelope& envelope, uint64_t payload_bytes,
+                                     FrameKind kind = FrameKind::Message, uint64_t rendezvous_id = 0);
+// A rendezvous step other than the announcement: no envelope.
+FrameHeaderBytes encode_rendezvous_frame(FrameKind kind, uint64_t rendezvous_id, uint64_t payload_bytes = 0);
 // False (and why) for bytes that are not a valid frame header: wrong magic, an
-// unknown op, a negative tag, a nonzero reserved byte, an implausible size.
+// unknown op or frame kind, a negative tag, an implausible size, a payload on a
+// control frame, a rendezvous id where none belongs or none where one does.
 bool decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes, FrameHeader* out, std::string* why);
 
 }  // namespace thd::detail::tcp

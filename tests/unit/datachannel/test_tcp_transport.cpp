@@ -48,13 +48,18 @@ DataChannelOptions options_for(std::shared_ptr<Store> store, int rank, int world
   return o;
 }
 
+// rendezvous_bytes for tests of whole (eager) messages of any size.
+constexpr size_t kEagerOnly = SIZE_MAX;
+
 // Tuning for tests: the defaults for this host, with a receiver budget that can be
 // made small to exercise backpressure.
-Tuning tuning(int world, size_t unexpected_limit = size_t{256} << 20) {
+Tuning tuning(int world, size_t unexpected_limit = size_t{256} << 20,
+              size_t rendezvous_bytes = tcp::kDefaultRendezvousBytes) {
   DataChannelOptions o;
   o.world_size = world;
   Tuning t = tcp::tuning_for(o, [](const char*) { return std::nullopt; });
   t.unexpected_limit = unexpected_limit;
+  t.rendezvous_bytes = rendezvous_bytes;
   t.close_linger = 500ms;
   return t;
 }
@@ -62,10 +67,11 @@ Tuning tuning(int world, size_t unexpected_limit = size_t{256} << 20) {
 // A world of transports, one thread per rank making its own (their constructors
 // wait for each other), over one in-memory store.
 std::vector<TransportPtr> thread_world(int world, size_t unexpected_limit = size_t{256} << 20,
-                                       std::optional<std::chrono::microseconds> spin = std::nullopt) {
+                                       std::optional<std::chrono::microseconds> spin = std::nullopt,
+                                       size_t rendezvous_bytes = tcp::kDefaultRendezvousBytes) {
   auto store = std::make_shared<HashStore>(test::kLong);
   std::vector<TransportPtr> t(static_cast<size_t>(world));
-  Tuning tune = tuning(world, unexpected_limit);
+  Tuning tune = tuning(world, unexpected_limit, rendezvous_bytes);
   if (spin) tune.spin_budget = *spin;
   test::run_ranks(world, [&](int r) {
     t[static_cast<size_t>(r)] = tcp::make_transport(options_for(store, r, world), tune);
@@ -131,6 +137,20 @@ TEST(TcpTransport, InvalidOptionsAreValueErrors) {
   if (tcp::usable_cpus() > 1) {
     EXPECT_EQ(tcp::tuning_for(options_for(store, 0, 1), spin7).spin_budget, 7us);
   }
+  for (const char* bad : {"0", "-1", "1M", "", "2000000000000"}) {
+    const auto env_bad = [bad](const char* name) -> std::optional<std::string> {
+      if (std::string(name) == "THD_TCP_RENDEZVOUS_BYTES") return bad;
+      return std::nullopt;
+    };
+    THD_EXPECT_THROW_MSG(tcp::tuning_for(options_for(store, 0, 1), env_bad), ValueError,
+                         "THD_TCP_RENDEZVOUS_BYTES");
+  }
+  const auto rndv4k = [](const char* name) -> std::optional<std::string> {
+    if (std::string(name) == "THD_TCP_RENDEZVOUS_BYTES") return "4096";
+    return std::nullopt;
+  };
+  EXPECT_EQ(tcp::tuning_for(options_for(store, 0, 1), rndv4k).rendezvous_bytes, 4096u);
+  EXPECT_EQ(tcp::tuning_for(options_for(store, 0, 1), spin7).rendezvous_bytes, tcp::kDefaultRendezvousBytes);
 }
 
 TEST(TcpTransport, MissingRankTimesOutNamingIt) {
@@ -229,10 +249,14 @@ TEST(TcpTransport, StrangersDuringSetUpAreRefusedAndSetUpCompletes) {
 // ---- sizes, matching, unexpected messages ------------------------------------------------
 
 TEST(TcpTransport, SizesFromZeroBytesTo64MiBArriveIntactPostedFirstOrUnexpected) {
+  // Whole messages of every size, and with the default rendezvous threshold (the
+  // two large ones announced, their data sent once asked for).
+  for (size_t rendezvous_bytes : {kEagerOnly, tcp::kDefaultRendezvousBytes}) {
+  SCOPED_TRACE(rendezvous_bytes);
   const std::vector<size_t> sizes = {0, 1, 7, (size_t{1} << 20) + 13, size_t{64} << 20};
   std::vector<std::vector<uint8_t>> data;
   for (size_t n : sizes) data.push_back(test::pattern(n, static_cast<uint32_t>(n)));
-  auto ts = thread_world(2);
+  auto ts = thread_world(2, size_t{256} << 20, std::nullopt, rendezvous_bytes);
   test::run_ranks(2, [&](int r) {
     Transport& t = *ts[static_cast<size_t>(r)];
     int64_t tag = 0;
@@ -242,8 +266,11 @@ TEST(TcpTransport, SizesFromZeroBytesTo64MiBArriveIntactPostedFirstOrUnexpected)
         ++tag;
         if (r == 0) {
           if (posted_first) await_signal(t, 1);
-          test::wait_ok(t, *test::isend(t, message, 1, tag));  // unexpected: done once buffered there
+          // Unexpected: a whole message completes once buffered there, an announced
+          // one once the receive is posted (after the signal).
+          auto sent = test::isend(t, message, 1, tag);
           if (!posted_first) signal(t, 1);
+          test::wait_ok(t, *sent);
         } else {
           std::vector<uint8_t> got(n, 0xee);
           RequestPtr rq;
@@ -263,6 +290,7 @@ TEST(TcpTransport, SizesFromZeroBytesTo64MiBArriveIntactPostedFirstOrUnexpected)
       }
     }
   });
+  }
 }
 
 TEST(TcpTransport, TagsAndContextsMatchSeparatelyAndEachIsFifo) {
@@ -627,7 +655,8 @@ TEST(TcpTransport, FrameHeadersRoundTripAndBadOnesAreRefused) {
   refused([](auto& b) { b[15] = 0x80; }, "negative tag");
   refused([](auto& b) { b[23] = 0x01; }, "payload");
   refused([](auto& b) { b[36] = 10; }, "op code 10");
-  refused([](auto& b) { b[39] = 1; }, "reserved");
+  refused([](auto& b) { b[39] = 9; }, "frame kind 9");
+  refused([](auto& b) { b[40] = 1; }, "rendezvous id 1");
 
   tcp::Hello hello{5, 9, {}};
   hello.channel[3] = 42;
@@ -637,9 +666,9 @@ TEST(TcpTransport, FrameHeadersRoundTripAndBadOnesAreRefused) {
   EXPECT_EQ(back.world_size, 9);
   EXPECT_EQ(back.channel, hello.channel);
   tcp::HelloBytes wrong = tcp::encode_hello(hello);
-  wrong[4] = 2;  // another wire version
+  wrong[4] = 3;  // another wire version
   EXPECT_FALSE(tcp::decode_hello(wrong, &back, &why));
-  EXPECT_NE(why.find("version 2"), std::string::npos) << why;
+  EXPECT_NE(why.find("version 3"), std::string::npos) << why;
 }
 
 TEST(TcpTransport, PublishedEndpointsParseBack) {
@@ -662,8 +691,9 @@ TEST(TcpTransport, PublishedEndpointsParseBack) {
 
 TEST(TcpTransport, FullUnexpectedBudgetStopsReadingUntilReceivesDrainIt) {
   // Rank 1 buffers at most 1 MiB from rank 0: the rest waits in the socket (and in
-  // rank 0's queue) until receives take what is buffered.
-  auto ts = thread_world(2, size_t{1} << 20);
+  // rank 0's queue) until receives take what is buffered. (Whole messages only: an
+  // announced one would not be buffered at all.)
+  auto ts = thread_world(2, size_t{1} << 20, std::nullopt, kEagerOnly);
   constexpr int kSmall = 8;
   const size_t small = 512 << 10;
   // Over the whole budget (received straight from the socket), and more than the
@@ -718,8 +748,9 @@ TEST(TcpTransport, CancelledReceiveIsWithdrawnAndTheMessageGoesToTheNextOne) {
 TEST(TcpTransport, ReceiveCancelledWhileItsPayloadArrivesKeepsTheStreamInStep) {
   // Cancelled before, during or after its payload arrives (the timing varies by
   // round): whichever it was, the receive's memory is not touched after cancel()
-  // returns, and the next message on the stream arrives intact.
-  auto ts = thread_world(2);
+  // returns, and the next message on the stream arrives intact. (Whole messages:
+  // the rendezvous variant is below.)
+  auto ts = thread_world(2, size_t{256} << 20, std::nullopt, kEagerOnly);
   const auto data = test::pattern(size_t{16} << 20, 5);
   int round = 0;
   for (auto delay : {0us, 200us, 1000us, 3000us}) {
@@ -742,7 +773,9 @@ TEST(TcpTransport, ReceiveCancelledWhileItsPayloadArrivesKeepsTheStreamInStep) {
 }
 
 TEST(TcpTransport, SendCancelledMidMessageIsFinishedFromACopy) {
-  auto ts = thread_world(2, size_t{1} << 20);  // rank 1 does not read the 64 MiB until asked
+  // Rank 1 does not read the 64 MiB until asked; a whole message (an announced
+  // one is revoked instead: below).
+  auto ts = thread_world(2, size_t{1} << 20, std::nullopt, kEagerOnly);
   const auto original = test::pattern(size_t{64} << 20, 8);  // more than the socket buffers hold
   auto buffer = std::make_unique<std::vector<uint8_t>>(original);
   auto s = test::isend(*ts[0], *buffer, 1, 1);
@@ -757,6 +790,124 @@ TEST(TcpTransport, SendCancelledMidMessageIsFinishedFromACopy) {
   auto r = test::irecv(*ts[1], after, 0, 2);
   test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("ok"), 1, 2));
   ASSERT_TRUE(test::wait_ok(*ts[1], *r));
+}
+
+// ---- rendezvous --------------------------------------------------------------------------
+
+TEST(TcpTransport, AnnouncedMessageWaitsAtItsSenderAndDoesNotHoldUpSmallerOnes) {
+  auto ts = thread_world(2, size_t{256} << 20, std::nullopt, size_t{64} << 10);
+  auto& receiver = dynamic_cast<tcp::TcpTransport&>(*ts[1]);
+  const auto big = test::pattern(size_t{8} << 20, 1);
+  auto sent_big = test::isend(*ts[0], big, 1, 1);
+  auto sent_small = test::isend(*ts[0], bytes_of("after"), 1, 2);
+  // Sent later on the same connection, received first: the announcement is only a header.
+  std::vector<uint8_t> small(5);
+  ASSERT_TRUE(test::wait_ok(*ts[1], *test::irecv(*ts[1], small, 0, 2)));
+  EXPECT_EQ(std::string(small.begin(), small.end()), "after");
+  test::wait_ok(*ts[0], *sent_small);
+  EXPECT_FALSE(ts[0]->wait(*sent_big, in(50ms)));  // nobody has asked for it
+  EXPECT_LE(receiver.unexpected_bytes(0), size_t{1024});  // its header, not its 8 MiB
+  std::vector<uint8_t> got(big.size());
+  auto r = test::irecv(*ts[1], got, 0, 1);
+  ASSERT_TRUE(test::wait_ok(*ts[0], *sent_big));
+  ASSERT_TRUE(test::wait_ok(*ts[1], *r));
+  EXPECT_EQ(r->bytes, big.size());
+  EXPECT_EQ(r->source, 0);
+  EXPECT_TRUE(got == big);
+  EXPECT_EQ(receiver.unexpected_bytes(0), 0u);
+}
+
+TEST(TcpTransport, AnnouncedMessageThatDoesNotFitItsReceiveIsDeclined) {
+  for (bool posted_first : {true, false}) {
+    SCOPED_TRACE(posted_first);
+    auto ts = thread_world(2, size_t{256} << 20, std::nullopt, size_t{64} << 10);
+    const auto big = test::pattern(size_t{1} << 20, 2);
+    std::vector<uint8_t> too_small(big.size() - 4);
+    RequestPtr r;
+    if (posted_first) r = test::irecv(*ts[1], too_small, 0, 3);
+    auto s = test::isend(*ts[0], big, 1, 3);
+    if (!posted_first) {
+      std::this_thread::sleep_for(20ms);  // the announcement is there first
+      r = test::irecv(*ts[1], too_small, 0, 3);
+    }
+    std::string message;
+    EXPECT_TRUE(test::holds<ValueError>(test::wait_error(*ts[1], *r), &message)) << message;
+    EXPECT_NE(message.find("1048576"), std::string::npos) << message;
+    EXPECT_TRUE(test::wait_ok(*ts[0], *s));  // as for a whole message: the sender is not told
+    std::vector<uint8_t> after(2);
+    auto next = test::irecv(*ts[1], after, 0, 4);
+    test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("ok"), 1, 4));
+    ASSERT_TRUE(test::wait_ok(*ts[1], *next));
+  }
+}
+
+TEST(TcpTransport, AnnouncedSendCancelledBeforeItWasAskedForIsRevoked) {
+  auto ts = thread_world(2, size_t{256} << 20, std::nullopt, size_t{64} << 10);
+  auto& receiver = dynamic_cast<tcp::TcpTransport&>(*ts[1]);
+  auto first = std::make_unique<std::vector<uint8_t>>(test::pattern(size_t{4} << 20, 3));
+  auto s = test::isend(*ts[0], *first, 1, 5);
+  EXPECT_FALSE(ts[0]->wait(*s, in(50ms)));
+  ts[0]->cancel(s, std::make_exception_ptr(TimeoutError("send timed out")));
+  EXPECT_EQ(s->status(), RequestState::Failed);
+  first.reset();  // the caller's memory may go once the send failed
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (receiver.unexpected_bytes(0) != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(receiver.unexpected_bytes(0), 0u);  // the announcement was withdrawn there
+  // The next message with that tag is the one a receive gets.
+  const auto second = test::pattern(size_t{4} << 20, 4);
+  auto s2 = test::isend(*ts[0], second, 1, 5);
+  std::vector<uint8_t> got(second.size());
+  ASSERT_TRUE(test::wait_ok(*ts[1], *test::irecv(*ts[1], got, 0, 5)));
+  EXPECT_TRUE(got == second);
+  EXPECT_TRUE(test::wait_ok(*ts[0], *s2));
+}
+
+TEST(TcpTransport, ReceiveCancelledAtAnyPointOfARendezvousIsNotWrittenAfterwards) {
+  // Cancelled before the announcement arrives (the message then waits for the next
+  // receive), or after it was asked for (its data is read and dropped): either way
+  // the cancelled memory is not touched after cancel() returns, nothing is lost
+  // that a later receive could take, and the stream stays in step.
+  auto ts = thread_world(2, size_t{256} << 20, std::nullopt, size_t{64} << 10);
+  const auto data = test::pattern(size_t{16} << 20, 6);
+  int round = 0;
+  for (auto delay : {0us, 200us, 1000us, 3000us}) {
+    ++round;
+    const int64_t tag = 10 + round;
+    std::vector<uint8_t> got(data.size());
+    auto r = test::irecv(*ts[1], got, 0, tag);
+    auto s = test::isend(*ts[0], data, 1, tag);
+    std::this_thread::sleep_for(delay);
+    ts[1]->cancel(r, std::make_exception_ptr(TimeoutError("cancelled")));
+    EXPECT_TRUE(r->finished());
+    const std::vector<uint8_t> at_cancel = got;
+    if (!ts[0]->wait(*s, in(300ms))) {
+      // Still announced: a new receive takes it.
+      std::vector<uint8_t> again(data.size());
+      ASSERT_TRUE(test::wait_ok(*ts[1], *test::irecv(*ts[1], again, 0, tag))) << "round " << round;
+      EXPECT_TRUE(again == data) << "round " << round;
+      ASSERT_TRUE(test::wait_ok(*ts[0], *s));
+    }
+    std::vector<uint8_t> after(6);
+    auto marker = test::irecv(*ts[1], after, 0, 2);
+    test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("marker"), 1, 2));
+    ASSERT_TRUE(test::wait_ok(*ts[1], *marker)) << "round " << round;
+    EXPECT_EQ(std::string(after.begin(), after.end()), "marker");
+    EXPECT_TRUE(got == at_cancel) << "round " << round << ": written after cancel";
+  }
+}
+
+TEST(TcpTransport, AnnouncedSendFailsWithPeerLostWhenItsReceiverGoes) {
+  auto ts = thread_world(2, size_t{256} << 20, std::nullopt, size_t{64} << 10);
+  const auto big = test::pattern(size_t{1} << 20, 7);
+  auto s = test::isend(*ts[0], big, 1, 1);
+  EXPECT_FALSE(ts[0]->wait(*s, in(20ms)));
+  ts[1].reset();
+  std::string message;
+  ErrorContext ctx;
+  EXPECT_TRUE(test::holds<PeerLost>(test::wait_error(*ts[0], *s, 5s), &message, &ctx)) << message;
+  EXPECT_EQ(ctx.peer, 1);
 }
 
 // ---- faults ------------------------------------------------------------------------------
@@ -867,6 +1018,43 @@ TEST(TcpTransport, ParkedMessageAlreadyInTheReadBufferIsDeliveredOnceUnparked) {
     EXPECT_EQ(got0, test::pattern(1024, 0));
     EXPECT_EQ(got1, test::pattern(1024, 1));
   }
+}
+
+TEST(TcpTransport, RendezvousStepsOnTheWireAndDataNobodyAskedForDropsThePeer) {
+  FakeRank1 fake;
+  ASSERT_NE(fake.rank0, nullptr);
+  Transport& t = *fake.rank0;
+  // The fake announces 3 bytes; rank 0's receive asks for them with its id.
+  fake.send(tcp::encode_frame_header(test::raw_envelope(4, 3), 3, tcp::FrameKind::ReadyToSend, 41));
+  std::vector<uint8_t> got(3);
+  auto r = test::irecv(t, got, 1, 4);
+  tcp::FrameHeaderBytes cts{};
+  fake.sock.recv_exact(cts, in(test::kLong), "test");
+  tcp::FrameHeader h;
+  std::string why;
+  ASSERT_TRUE(tcp::decode_frame_header(cts, &h, &why)) << why;
+  EXPECT_EQ(h.kind, tcp::FrameKind::ClearToSend);
+  EXPECT_EQ(h.rendezvous_id, 41u);
+  fake.send(tcp::encode_rendezvous_frame(tcp::FrameKind::Data, 41, 3));
+  fake.send(bytes_of("xyz"));
+  ASSERT_TRUE(test::wait_ok(t, *r));
+  EXPECT_EQ(std::string(got.begin(), got.end()), "xyz");
+  // A matched announcement the fake revokes fails its receive and nothing else.
+  fake.send(tcp::encode_frame_header(test::raw_envelope(5, 3), 3, tcp::FrameKind::ReadyToSend, 42));
+  auto revoked = test::irecv(t, got, 1, 5);
+  fake.sock.recv_exact(cts, in(test::kLong), "test");
+  fake.send(tcp::encode_rendezvous_frame(tcp::FrameKind::Revoke, 42));
+  std::string message;
+  EXPECT_TRUE(test::holds<ConnectionError>(test::wait_error(t, *revoked, 2s), &message)) << message;
+  EXPECT_NE(message.find("gave up"), std::string::npos) << message;
+  EXPECT_EQ(t.peer_error(1), nullptr);
+  // Data for an id nobody asked for: the peer is dropped.
+  auto pending = test::irecv(t, got, 1, 6);
+  fake.send(tcp::encode_rendezvous_frame(tcp::FrameKind::Data, 77, 3));
+  fake.send(bytes_of("abc"));
+  EXPECT_TRUE(test::holds<PeerLost>(test::wait_error(t, *pending, 2s), &message)) << message;
+  EXPECT_NE(message.find("never asked for"), std::string::npos) << message;
+  EXPECT_TRUE(test::closed_by_peer(fake.sock));
 }
 
 TEST(TcpTransport, PeerKilledWithSigkillFailsPendingReceivesWithPeerLost) {
