@@ -12,6 +12,7 @@ set(THD_INSTALL_TARGETS
   thd              # thd::thd
   thd_tensor       # thd::tensor
   thd_datachannel  # thd::datachannel
+  thd_streams      # thd::streams
   thd_runtime      # thd::runtime (protocol/, master/, worker/)
 )
 

@@ -1,5 +1,7 @@
 #include "master/node_link.h"
 
+#include "master/stream_handle.h"
+
 #include "datachannel/check.h"
 #include "protocol/framing.h"
 
@@ -29,7 +31,9 @@ NodeLink::NodeLink(std::shared_ptr<DataChannel> channel, int node, const MasterW
       on_pending_(std::move(on_pending)),
       builder_(kInitialBuilderBytes) {}
 
-uint64_t NodeLink::append(fb::Op type, const BuildOp& build) {
+uint64_t NodeLink::append(fb::Op type, const BuildOp& build) { return append_on(scoped_stream(node_), type, build); }
+
+uint64_t NodeLink::append_on(uint32_t stream, fb::Op type, const BuildOp& build) {
   throw_if_lost();
   uint64_t id;
   bool first;
@@ -39,7 +43,7 @@ uint64_t NodeLink::append(fb::Op type, const BuildOp& build) {
     const auto table = build(builder_);
     first = commands_.empty();
     if (first) first_append_ = Clock::now();
-    commands_.push_back(fb::CreateCommand(builder_, id, type, table));
+    commands_.push_back(fb::CreateCommand(builder_, id, type, table, stream));
     pending_.store(true);  // seq_cst: paired with the flusher's asleep flag
     if (static_cast<int64_t>(builder_.GetSize()) >= options_.batch_bytes ||
         commands_.size() >= static_cast<size_t>(options_.max_ops_in_flight / 4 + 1)) {
@@ -57,7 +61,7 @@ uint64_t NodeLink::append_upload(const BuildOp& build, const Tensor& contiguous)
   const uint64_t id = next_op_id_();
   const auto table = build(builder_);
   if (commands_.empty()) first_append_ = Clock::now();
-  commands_.push_back(fb::CreateCommand(builder_, id, fb::Op::Upload, table));
+  commands_.push_back(fb::CreateCommand(builder_, id, fb::Op::Upload, table, scoped_stream(node_)));
   uploads_.push_back(contiguous);
   upload_bytes_ += static_cast<int64_t>(contiguous.nbytes());
   // Large payloads go at once: the caller's dist_send returns only when its bytes

@@ -42,7 +42,10 @@ class NodeLink {
 
   // Appends one command (flushing when the buffer is full); returns its op id.
   // Throws WorkerLost when the node is lost.
+  // The command runs on this thread's current stream of the node (StreamScope).
   uint64_t append(fb::Op type, const BuildOp& build);
+  // As append, on the given stream of the node.
+  uint64_t append_on(uint32_t stream, fb::Op type, const BuildOp& build);
   // As append, with a tensor whose bytes follow the batch on the upload tag.
   uint64_t append_upload(const BuildOp& build, const Tensor& contiguous);
   // Queues a Free of `id` for the next batch (never blocks, never throws).

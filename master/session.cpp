@@ -70,6 +70,7 @@ Session::Session(std::shared_ptr<DataChannel> channel, const MasterWorkerOptions
     : channel_(std::move(channel)), options_(options), detach_(std::move(detach)) {
   const int nodes = channel_->size() - 1;
   nodes_.resize(nodes);
+  next_stream_.assign(static_cast<size_t>(nodes), 0);
   for (int n = 0; n < nodes; ++n) {
     links_.push_back(std::make_unique<NodeLink>(
         channel_, n, options_, [this] { return next_op_id(); }, [this] { wake_flusher(); }));
@@ -269,10 +270,7 @@ void Session::handle_reply(int node, const fb::Message& message) {
         auto it = fetches_.find(f->fetch_tag());
         if (it == fetches_.end() || it->second.first != node) return;
         receive = it->second.second;
-        raised_.insert({f->node(), f->op_id()});
-        for (auto& r : failures_) {
-          if (r.op_id == f->op_id() && r.node == f->node()) r.raised = true;
-        }
+        mark_raised_locked(f->node(), f->op_id());
       }
       receive.cancel(remote_error(f->node(), f->op_id(), name, text));
       return;
@@ -289,7 +287,9 @@ void Session::handle_reply(int node, const fb::Message& message) {
     case fb::Body::Hello:
     case fb::Body::Goodbye:
     case fb::Body::CommandBatch:
-    case fb::Body::SyncDone:  // comes on the sync's own tag
+    case fb::Body::SyncDone:     // comes on the sync's own tag
+    case fb::Body::EventStatus:  // on the query's own tag
+    case fb::Body::EventNotice:  // worker to worker
       THD_LOG_WARN("master: node {} sent a {} message on the reply tag", node, fb::EnumNameBody(message.body_type()));
       return;
   }
@@ -372,6 +372,13 @@ void Session::wait_for_replies(int node, uint64_t count) {
                    "the replies of worker node {} were not handled within {} ms ({} of {})", node,
                    options_.timeout.count(), nodes_[node].replies_handled, count);
     }
+  }
+}
+
+void Session::mark_raised_locked(int node, uint64_t op_id) {
+  raised_.insert({node, op_id});
+  for (auto& r : failures_) {
+    if (r.op_id == op_id && r.node == node) r.raised = true;
   }
 }
 

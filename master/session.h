@@ -49,6 +49,20 @@ class Session : public std::enable_shared_from_this<Session> {
   // A handle for a new remote tensor on `node`.
   std::shared_ptr<Handle> new_handle(int node, Device device, Tensor meta);
 
+  // ---- streams and events (streams_api.cpp) ----
+  uint64_t next_event_id() { return next_event_id_.fetch_add(1, std::memory_order_relaxed); }
+  uint32_t next_stream_id(int node);
+  struct EventReport {
+    bool complete = false;
+    bool recorded = false;
+    int64_t time_ns = 0;         // when its latest record ran, on its node's clock
+    std::exception_ptr failure;  // a RemoteError, marked raised
+  };
+  // The state of `event` on `node`: at once, or (wait) once its latest record ran.
+  EventReport query_event(int node, uint64_t event, bool wait, const char* op);
+  // Whether `stream` of `node` has run everything issued on it so far.
+  bool query_stream(int node, uint32_t stream);
+
   // Downloads a tensor (a sync point).
   Tensor fetch(const Handle& handle);
   // Every node has run everything issued so far; then raises the first unraised
@@ -79,6 +93,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void handle_reply(int node, const fb::Message& message);
   void fail_fetches_of(int node, std::exception_ptr why);
   std::exception_ptr remote_error(int node, uint64_t op_id, const std::string& op_name, const std::string& message);
+  // Records that the failure of (node, op) was raised (by a fetch or an event).
+  void mark_raised_locked(int node, uint64_t op_id);
   // The first failure not yet raised, marked raised; nullptr if none.
   std::exception_ptr take_unraised_failure();
   int64_t next_fetch_tag();
@@ -97,6 +113,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<int64_t> next_fetch_{0};
   std::atomic<int64_t> next_transfer_{0};
   std::atomic<uint64_t> next_sync_{0};
+  std::atomic<uint64_t> next_event_id_{1};
+  std::vector<uint32_t> next_stream_;  // per node, under mu_
   std::mutex cross_node_mu_;
 
   std::mutex mu_;  // everything below

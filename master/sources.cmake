@@ -10,4 +10,5 @@ set(THD_MASTER_SOURCES
   master/pool_attach.cpp
   master/scopes.cpp
   master/session.cpp
+  master/streams_api.cpp
 )

@@ -165,6 +165,23 @@ std::string op_name(const fb::Command& c) {
       return c.op_as_Sort()->k() < 0 ? "sort" : "topk";
     case fb::Op::Collective:
       return snake(fb::EnumNameCollectiveKind(c.op_as_Collective()->kind()));
+    case fb::Op::StreamCreate:
+      return "Stream::create";
+    case fb::Op::StreamDestroy:
+      return "~Stream";
+    case fb::Op::EventRecord:
+      return "Event::record";
+    case fb::Op::EventWait:
+    case fb::Op::EventWaitRemote:
+      return "Stream::wait";
+    case fb::Op::EventNotify:
+      return "Stream::wait (notify)";
+    case fb::Op::EventQuery:
+      return c.op_as_EventQuery()->wait() ? "Event::synchronize" : "Event::query";
+    case fb::Op::EventDestroy:
+      return "~Event";
+    case fb::Op::StreamQuery:
+      return "Stream::query";
   }
   return "unknown";
 }

@@ -19,7 +19,7 @@ namespace thd::protocol {
 namespace fb = thd::protocol::fb;
 
 // Bumped on every incompatible schema change; the HELLO checks it.
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 
 // Limits a worker enforces before it reads a message.
 inline constexpr size_t kMaxMessageBytes = size_t{64} << 20;
@@ -37,6 +37,9 @@ inline constexpr int64_t kFetchTagBase = int64_t{1} << 40;
 inline constexpr int64_t kTransferTagBase = int64_t{2} << 40;
 inline constexpr int64_t kTagRange = int64_t{1} << 40;
 // Where a worker may send a fetch's bytes or a sync's answer.
+inline constexpr bool is_transfer_tag(int64_t tag) {
+  return tag >= kTransferTagBase && tag < kTransferTagBase + kTagRange;
+}
 inline constexpr bool is_fetch_tag(int64_t tag) { return tag >= kFetchTagBase && tag < kFetchTagBase + kTagRange; }
 
 // A message that does not pass verification: the worker answers it with an error,

@@ -39,9 +39,18 @@ class ThreadPool {
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
   }
 
-  void run(int64_t chunks, FunctionRef<void(int64_t)> body) {
-    std::unique_lock run_lock(run_mu_);  // one job at a time: jobs from several user
-                                         // threads queue here
+  // False (nothing ran) when another thread's job holds the pool: the caller runs
+  // its work itself instead of queueing behind that job, so ops of two streams (or
+  // two user threads) overlap rather than take turns.
+  bool try_run(int64_t chunks, FunctionRef<void(int64_t)> body) {
+    std::unique_lock run_lock(run_mu_, std::try_to_lock);
+    if (!run_lock.owns_lock()) return false;
+    run_locked(chunks, body);
+    return true;
+  }
+
+ private:
+  void run_locked(int64_t chunks, FunctionRef<void(int64_t)> body) {
     {
       std::lock_guard lock(mu_);
       job_ = &body;
@@ -61,7 +70,6 @@ class ThreadPool {
     if (error_) std::rethrow_exception(error_);
   }
 
- private:
   void stop() {
     {
       std::lock_guard lock(mu_);
@@ -165,11 +173,12 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     return;
   }
   int64_t per = (n + chunks - 1) / chunks;
-  pool().run(chunks, [&](int64_t c) {
+  const bool pooled = pool().try_run(chunks, [&](int64_t c) {
     int64_t b = begin + c * per;
     int64_t e = std::min(end, b + per);
     if (b < e) fn(b, e);
   });
+  if (!pooled) fn(begin, end);
 }
 
 }  // namespace thd::detail

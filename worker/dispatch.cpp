@@ -39,6 +39,15 @@ void run_command(ExecContext& ctx, const fb::Command& c) {
     case fb::Op::Split: return run(ctx, table_of(c.op_as_Split()));
     case fb::Op::Sort: return run(ctx, table_of(c.op_as_Sort()));
     case fb::Op::Collective: return run(ctx, table_of(c.op_as_Collective()));
+    case fb::Op::StreamCreate: return run(ctx, table_of(c.op_as_StreamCreate()));
+    case fb::Op::StreamDestroy: return run(ctx, table_of(c.op_as_StreamDestroy()));
+    case fb::Op::EventRecord: return run(ctx, table_of(c.op_as_EventRecord()));
+    case fb::Op::EventWait: return run(ctx, table_of(c.op_as_EventWait()));
+    case fb::Op::EventNotify: return run(ctx, table_of(c.op_as_EventNotify()));
+    case fb::Op::EventWaitRemote: return run(ctx, table_of(c.op_as_EventWaitRemote()));
+    case fb::Op::EventQuery: return run(ctx, table_of(c.op_as_EventQuery()));
+    case fb::Op::EventDestroy: return run(ctx, table_of(c.op_as_EventDestroy()));
+    case fb::Op::StreamQuery: return run(ctx, table_of(c.op_as_StreamQuery()));
   }
   THD_THROW(protocol::ProtocolError, "dispatch", "op type {} is not in this protocol version",
             static_cast<int>(c.op_type()));
@@ -46,8 +55,24 @@ void run_command(ExecContext& ctx, const fb::Command& c) {
 
 }  // namespace
 
-void dispatch(ExecContext& ctx, const fb::Command& command) {
-  ctx.begin(command);
+bool is_control(fb::Op op) {
+  switch (op) {
+    case fb::Op::Free:
+    case fb::Op::Sync:
+    case fb::Op::StreamCreate:
+    case fb::Op::StreamDestroy:
+    case fb::Op::EventNotify:
+    case fb::Op::EventQuery:
+    case fb::Op::EventDestroy:
+    case fb::Op::StreamQuery:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared) {
+  ctx.begin(command, std::move(prepared));
   try {
     run_command(ctx, command);
   } catch (const PoisonedInput& p) {

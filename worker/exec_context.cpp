@@ -2,23 +2,29 @@
 
 #include "protocol/framing.h"
 #include "tensor/check.h"
+#include "worker/session.h"
 
 namespace thd::worker {
 
 namespace fb = protocol::fb;
 
-ExecContext::ExecContext(std::shared_ptr<DataChannel> channel)
-    : channel_(std::move(channel)), node_(channel_->rank() - 1) {}
+ExecContext::ExecContext(Session& session, uint32_t stream) : session_(session), stream_(stream) {}
 
-void ExecContext::begin(const fb::Command& command) {
+int ExecContext::node() const { return session_.node(); }
+DataChannel& ExecContext::channel() { return session_.channel(); }
+HandleTable& ExecContext::table() { return session_.table(); }
+std::chrono::milliseconds ExecContext::timeout() const { return session_.timeout(); }
+
+void ExecContext::begin(const fb::Command& command, Prepared prepared) {
   op_id_ = command.id();
   command_ = &command;
+  prepared_ = std::move(prepared);
   outputs_.clear();
 }
 
 void ExecContext::fresh(uint64_t id) {
   if (id == 0) THD_THROW(ValueError, op_name(), "the op's output id is 0, which means \"no tensor\"");
-  if (table_.find(id) != nullptr) {
+  if (table().find(id) != nullptr) {
     THD_THROW(ValueError, op_name(), "output tensor id {} is already in use (the master never reuses an id)", id);
   }
   outputs_.push_back(id);
@@ -29,23 +35,32 @@ void ExecContext::target(uint64_t id) {
 }
 
 const Tensor& ExecContext::input(uint64_t id) {
-  const Entry* e = table_.find(id);
+  const Entry* e = table().find(id);
   if (e == nullptr) {
     THD_THROW(ValueError, op_name(), "tensor id {} is not live on node {} (never created, or already freed)", id,
-              node_);
+              node());
   }
-  if (e->poison) throw PoisonedInput{e->poison};
+  if (auto p = poison_of(e)) throw PoisonedInput{std::move(p)};
   return e->tensor;
 }
 
-void ExecContext::define(uint64_t id, Tensor tensor) { table_.define(id, std::move(tensor)); }
+void ExecContext::define(uint64_t id, Tensor tensor) {
+  if (inherited_) throw PoisonedInput{inherited_};
+  table().define(id, std::move(tensor));
+}
+
+std::shared_ptr<const Poison> ExecContext::poison_of(const Entry* entry) const {
+  if (entry != nullptr && entry->poison) return entry->poison;
+  return inherited_;
+}
 
 std::shared_ptr<const Poison> ExecContext::new_poison(const std::string& message) const {
-  return std::make_shared<const Poison>(Poison{op_id_, op_name(), message, node_});
+  return std::make_shared<const Poison>(Poison{op_id_, op_name(), message, node()});
 }
 
 void ExecContext::fail(std::shared_ptr<const Poison> poison, bool report) {
-  for (uint64_t id : outputs_) table_.poison(id, poison);
+  for (uint64_t id : outputs_) table().poison(id, poison);
+  if (!first_error_) first_error_ = poison;
   if (!report) return;
   flatbuffers::FlatBufferBuilder b(256);
   auto body = fb::CreateOpFailed(b, poison->op_id, b.CreateString(poison->op_name), b.CreateString(poison->message));
@@ -53,19 +68,19 @@ void ExecContext::fail(std::shared_ptr<const Poison> poison, bool report) {
   reply({b.GetBufferPointer(), b.GetSize()});
 }
 
-DataChannel& ExecContext::group(const std::vector<int>& nodes) {
-  auto it = groups_.find(nodes);
-  if (it != groups_.end()) return *it->second;
-  std::vector<int> ranks;
-  ranks.reserve(nodes.size());
-  for (int n : nodes) ranks.push_back(n + 1);
-  auto g = channel_->new_group(std::move(ranks));
-  return *groups_.emplace(nodes, std::move(g)).first->second;
+void ExecContext::inherit(std::shared_ptr<const Poison> poison) {
+  if (!poison) return;
+  if (!inherited_) inherited_ = poison;
+  if (!first_error_) first_error_ = std::move(poison);
 }
 
-void ExecContext::reply(std::span<const uint8_t> message) {
-  protocol::send_message(*channel_, 0, protocol::kReplyTag, message, timeout());
-  ++replies_sent_;
+void ExecContext::clear_errors() {
+  first_error_ = nullptr;
+  inherited_ = nullptr;
 }
+
+DataChannel& ExecContext::group(const std::vector<int>& nodes) { return session_.group(nodes); }
+void ExecContext::reply(std::span<const uint8_t> message) { session_.reply(message); }
+uint64_t ExecContext::replies_sent() const { return session_.replies_sent(); }
 
 }  // namespace thd::worker

@@ -1,14 +1,14 @@
-// What a worker's ops run against: the session's handle table, the channel, the
-// node's generator and groups, and the bookkeeping that turns a failing op into
-// poisoned outputs and an error reply instead of a dead worker.
+// What a worker's ops run against: the session (handle table, channel, groups,
+// streams, events) and, per stream, the op being run, the stream's generator and
+// its error state; the bookkeeping that turns a failing op into poisoned outputs and
+// an error reply instead of a dead worker. One ExecContext per stream: the default
+// stream's is used by the command loop, each other stream's by its executor.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <thd/datachannel.h>
@@ -19,25 +19,38 @@
 
 namespace thd::worker {
 
+class Session;
+class EventState;
+
 // Thrown by ExecContext::input() for a poisoned input: the op does not run and its
 // outputs carry the same poison.
 struct PoisonedInput {
   std::shared_ptr<const Poison> poison;
 };
 
+// What the command loop worked out for a command when it read it, for the stream
+// that runs it later (the record an event wait refers to, a collective's turn).
+struct Prepared {
+  uint64_t value = 0;
+  std::shared_ptr<EventState> event;
+};
+
 class ExecContext {
  public:
-  explicit ExecContext(std::shared_ptr<DataChannel> channel);
+  ExecContext(Session& session, uint32_t stream);
 
-  int node() const { return node_; }
-  DataChannel& channel() { return *channel_; }
-  HandleTable& table() { return table_; }
+  Session& session() { return session_; }
+  int node() const;
+  uint32_t stream() const { return stream_; }
+  DataChannel& channel();
+  HandleTable& table();
   Generator& generator() { return generator_; }
-  std::chrono::milliseconds timeout() const { return channel_->timeout(); }
+  std::chrono::milliseconds timeout() const;
 
   // ---- one command -------------------------------------------------------------------
-  void begin(const protocol::fb::Command& command);
+  void begin(const protocol::fb::Command& command, Prepared prepared = {});
   uint64_t op_id() const { return op_id_; }
+  const Prepared& prepared() const { return prepared_; }
   // Built only when needed (errors): most ops never ask.
   std::string op_name() const { return command_ != nullptr ? protocol::op_name(*command_) : "op"; }
   // Declares a new tensor the op makes: ValueError (before anything runs) when the
@@ -47,37 +60,44 @@ class ExecContext {
   void target(uint64_t id);
   // fresh(out), or target(inplace) for the in-place form (out == 0).
   void output(uint64_t out, uint64_t inplace) { out != 0 ? fresh(out) : target(inplace); }
-  // A live input: ValueError for an unknown id, PoisonedInput for a poisoned one.
+  // A live input: ValueError for an unknown id, PoisonedInput for a poisoned one
+  // (or any input while the stream carries an inherited failure).
   const Tensor& input(uint64_t id);
-  // The op's new tensor `id`.
+  // The op's new tensor `id` (PoisonedInput while the stream carries a failure).
   void define(uint64_t id, Tensor tensor);
   // The op failed: poison every declared output with `poison` (an inherited one, or
   // a new one, which is also reported to the master).
   void fail(std::shared_ptr<const Poison> poison, bool report);
   std::shared_ptr<const Poison> new_poison(const std::string& message) const;
+  // The poison an op reading `entry` takes: the entry's own, else the stream's
+  // inherited one; null when neither.
+  std::shared_ptr<const Poison> poison_of(const Entry* entry) const;
+
+  // ---- the stream's error state (docs/streams.md, "Errors") ----------------------------
+  // The first failure on this stream since the last synchronize(): what an event
+  // recorded here carries.
+  std::shared_ptr<const Poison> first_error() const { return first_error_; }
+  // A failure that reached this stream through an event wait: every later op on it
+  // is poisoned with it until synchronize().
+  void inherit(std::shared_ptr<const Poison> poison);
+  std::shared_ptr<const Poison> inherited() const { return inherited_; }
+  void clear_errors();
 
   // ---- session state -------------------------------------------------------------------
-  // The group of `nodes` (in that order), made on first use and cached.
   DataChannel& group(const std::vector<int>& nodes);
-  // Receives posted for this batch's uploads, in Upload order.
-  std::unordered_map<uint64_t, std::pair<Tensor, Request>>& uploads() { return uploads_; }
-  // Sends a reply (a finished Message) to the master on the reply tag.
   void reply(std::span<const uint8_t> message);
-  // Replies sent so far this session (a SyncDone tells the master how many to expect).
-  uint64_t replies_sent() const { return replies_sent_; }
+  uint64_t replies_sent() const;
 
  private:
-  std::shared_ptr<DataChannel> channel_;
-  int node_;
-  HandleTable table_;
+  Session& session_;
+  const uint32_t stream_;
   Generator generator_;
-  std::map<std::vector<int>, std::shared_ptr<DataChannel>> groups_;
-  std::unordered_map<uint64_t, std::pair<Tensor, Request>> uploads_;
-
-  uint64_t replies_sent_ = 0;
+  std::shared_ptr<const Poison> first_error_;
+  std::shared_ptr<const Poison> inherited_;
 
   uint64_t op_id_ = 0;
   const protocol::fb::Command* command_ = nullptr;
+  Prepared prepared_;
   std::vector<uint64_t> outputs_;
 };
 

@@ -7,12 +7,14 @@
 namespace thd::worker {
 
 const Entry* HandleTable::find(uint64_t id) const {
+  std::lock_guard lock(mu_);
   auto it = entries_.find(id);
   return it == entries_.end() ? nullptr : &it->second;
 }
 
 void HandleTable::define(uint64_t id, Tensor tensor) {
   if (id == 0) THD_THROW(ValueError, "define", "tensor id 0 is reserved for \"no tensor\"");
+  std::lock_guard lock(mu_);
   auto [it, inserted] = entries_.try_emplace(id);
   if (!inserted) {
     THD_THROW(ValueError, "define", "tensor id {} is already in use (the master never reuses an id)", id);
@@ -22,12 +24,27 @@ void HandleTable::define(uint64_t id, Tensor tensor) {
 
 void HandleTable::poison(uint64_t id, std::shared_ptr<const Poison> poison) {
   if (id == 0) return;
+  std::lock_guard lock(mu_);
   entries_[id] = Entry{Tensor(), std::move(poison)};
 }
 
-bool HandleTable::erase(uint64_t id) { return entries_.erase(id) != 0; }
+bool HandleTable::erase(uint64_t id) {
+  std::lock_guard lock(mu_);
+  return entries_.erase(id) != 0;
+}
+
+size_t HandleTable::size() const {
+  std::lock_guard lock(mu_);
+  return entries_.size();
+}
+
+void HandleTable::clear() {
+  std::lock_guard lock(mu_);
+  entries_.clear();
+}
 
 size_t HandleTable::storage_bytes() const {
+  std::lock_guard lock(mu_);
   std::unordered_set<const void*> seen;
   size_t total = 0;
   for (const auto& [id, e] : entries_) {

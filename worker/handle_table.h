@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -25,6 +26,8 @@ struct Entry {
   std::shared_ptr<const Poison> poison;  // set when poisoned
 };
 
+// Thread-safe: the node's streams run ops at once. An entry's address stays valid
+// until the entry is erased (frees wait until the ops issued before them have run).
 class HandleTable {
  public:
   // nullptr when the id is not live.
@@ -34,12 +37,13 @@ class HandleTable {
   void poison(uint64_t id, std::shared_ptr<const Poison> poison);
   // False when the id was not live.
   bool erase(uint64_t id);
-  size_t size() const { return entries_.size(); }
-  void clear() { entries_.clear(); }
+  size_t size() const;
+  void clear();
   // Bytes of tensor memory the live entries hold (each storage counted once).
   size_t storage_bytes() const;
 
  private:
+  mutable std::mutex mu_;
   std::unordered_map<uint64_t, Entry> entries_;
 };
 

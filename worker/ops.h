@@ -6,6 +6,9 @@
 #include "protocol/codec.h"
 #include "worker/exec_context.h"
 
+#include <string>
+#include <vector>
+
 namespace thd::worker {
 
 namespace fb = protocol::fb;
@@ -26,6 +29,16 @@ void run(ExecContext& ctx, const fb::ManualSeed& op);
 void run(ExecContext& ctx, const fb::SendTo& op);
 void run(ExecContext& ctx, const fb::RecvFrom& op);
 void run(ExecContext& ctx, const fb::Collective& op);
+
+void run(ExecContext& ctx, const fb::StreamCreate& op);
+void run(ExecContext& ctx, const fb::StreamDestroy& op);
+void run(ExecContext& ctx, const fb::EventRecord& op);
+void run(ExecContext& ctx, const fb::EventWait& op);
+void run(ExecContext& ctx, const fb::EventNotify& op);
+void run(ExecContext& ctx, const fb::EventWaitRemote& op);
+void run(ExecContext& ctx, const fb::EventQuery& op);
+void run(ExecContext& ctx, const fb::EventDestroy& op);
+void run(ExecContext& ctx, const fb::StreamQuery& op);
 
 void run(ExecContext& ctx, const fb::Unary& op);
 void run(ExecContext& ctx, const fb::Binary& op);
@@ -50,9 +63,23 @@ void run(ExecContext& ctx, const fb::Sort& op);
 
 // Runs one command; a failure poisons its outputs and is reported, never thrown.
 // Throws only PeerLost for the master (the session is over).
-void dispatch(ExecContext& ctx, const fb::Command& command);
+void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared = {});
 
 // A generator seed for `node` from the session's seed: nodes draw different streams.
 uint64_t node_seed(uint64_t seed, int node);
+
+// Erases the tensors; the first id that was not live (0: all were).
+uint64_t erase_tensors(HandleTable& table, const std::vector<uint64_t>& ids);
+// An OpFailed reply for `op` (its id and name) with `message`, from any thread.
+void report_failure(Session& session, const Poison& op, const std::string& message);
+
+// ValueError unless `peer_node` is another node of the session.
+void check_peer(const ExecContext& ctx, int peer_node, const char* op);
+// ProtocolError unless `tag` is in the worker-to-worker transfer range.
+void check_transfer_tag(int64_t tag, const char* op);
+
+// Where a command runs (docs/streams.md): control commands on the command loop at
+// once, whatever their stream; the others on their stream.
+bool is_control(fb::Op op);
 
 }  // namespace thd::worker

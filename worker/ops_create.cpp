@@ -2,6 +2,7 @@
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/ops.h"
+#include "worker/session.h"
 
 namespace thd::worker {
 
@@ -41,12 +42,11 @@ void run(ExecContext& ctx, const fb::Create& op) {
 
 void run(ExecContext& ctx, const fb::Upload& op) {
   ctx.fresh(op.out());
-  auto it = ctx.uploads().find(op.out());
-  if (it == ctx.uploads().end()) {
+  auto upload = ctx.session().take_upload(op.out());
+  if (!upload) {
     THD_THROW(protocol::ProtocolError, "dist_send", "upload of tensor {} was not announced in its batch", op.out());
   }
-  auto [tensor, request] = std::move(it->second);
-  ctx.uploads().erase(it);
+  auto& [tensor, request] = *upload;
   request.wait();
   ctx.define(op.out(), std::move(tensor));
 }
@@ -54,10 +54,11 @@ void run(ExecContext& ctx, const fb::Upload& op) {
 void run(ExecContext& ctx, const fb::Fetch& op) {
   const Entry* e = ctx.table().find(op.src());
   const bool tagged = protocol::is_fetch_tag(op.fetch_tag());
-  if (e == nullptr || e->poison || !tagged) {
+  const auto poison = e != nullptr ? ctx.poison_of(e) : nullptr;
+  if (e == nullptr || poison || !tagged) {
     // The master waits on the fetch's tag: answer with the reason instead.
     Poison unknown;
-    const Poison* p = e != nullptr && e->poison ? e->poison.get() : &unknown;
+    const Poison* p = poison ? poison.get() : &unknown;
     if (p == &unknown) {
       unknown = Poison{ctx.op_id(), "get",
                        tagged ? fmt::format("tensor id {} is not live on node {} (never created, or already freed)",
@@ -78,26 +79,61 @@ void run(ExecContext& ctx, const fb::Fetch& op) {
 
 void run(ExecContext& ctx, const fb::Free& op) {
   if (op.ids() == nullptr) return;
-  uint64_t unknown = 0;
-  for (uint64_t id : *op.ids()) {
-    if (!ctx.table().erase(id) && unknown == 0) unknown = id;
+  std::vector<uint64_t> ids(op.ids()->begin(), op.ids()->end());
+  Session& session = ctx.session();
+  if (session.streams().idle()) {
+    if (const uint64_t unknown = erase_tensors(session.table(), ids)) {
+      THD_THROW(ValueError, "free", "tensor id {} is not live on node {} (freed twice, or never created)", unknown,
+                ctx.node());
+    }
+    return;
   }
-  if (unknown != 0) {
-    THD_THROW(ValueError, "free", "tensor id {} is not live on node {} (freed twice, or never created)", unknown,
-              ctx.node());
-  }
+  // Ops issued before the free may still be queued on other streams: the tensors go
+  // once those have run (as CUDA's caching allocator waits for the streams that
+  // used a block).
+  auto poison = ctx.new_poison("");
+  session.streams().after_current_work([&session, ids = std::move(ids), poison] {
+    if (const uint64_t unknown = erase_tensors(session.table(), ids)) {
+      report_failure(session, *poison,
+                     fmt::format("tensor id {} is not live on node {} (freed twice, or never created)", unknown,
+                                 session.node()));
+    }
+  });
 }
 
 void run(ExecContext& ctx, const fb::Sync& op) {
   if (!protocol::is_fetch_tag(op.reply_tag())) {
     THD_THROW(protocol::ProtocolError, "synchronize", "sync reply tag {} is outside the fetch range", op.reply_tag());
   }
+  // Everything issued before the sync, on every stream, has run; the errors are
+  // reported (the master raises them now), so the streams start clean.
+  Session& session = ctx.session();
+  if (!session.streams().drain(std::chrono::steady_clock::now() + ctx.timeout())) {
+    THD_THROW(TimeoutError, "synchronize", "the streams of node {} did not finish their work within {} ms",
+              ctx.node(), ctx.timeout().count());
+  }
+  session.streams().for_each_context([](ExecContext& c) { c.clear_errors(); });
   flatbuffers::FlatBufferBuilder b(64);
   auto body = fb::CreateSyncDone(b, op.sync_id(), ctx.table().size(), ctx.replies_sent());
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::SyncDone, body.Union()));
   protocol::send_message(ctx.channel(), 0, op.reply_tag(), {b.GetBufferPointer(), b.GetSize()}, ctx.timeout());
 }
 
-void run(ExecContext& ctx, const fb::ManualSeed& op) { ctx.generator().manual_seed(node_seed(op.seed(), ctx.node())); }
+void run(ExecContext& ctx, const fb::ManualSeed& op) { ctx.session().seed_all(op.seed()); }
+
+uint64_t erase_tensors(HandleTable& table, const std::vector<uint64_t>& ids) {
+  uint64_t unknown = 0;
+  for (uint64_t id : ids) {
+    if (!table.erase(id) && unknown == 0) unknown = id;
+  }
+  return unknown;
+}
+
+void report_failure(Session& session, const Poison& op, const std::string& message) {
+  flatbuffers::FlatBufferBuilder b(256);
+  auto body = fb::CreateOpFailed(b, op.op_id, b.CreateString(op.op_name), b.CreateString(message));
+  b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::OpFailed, body.Union()));
+  session.reply({b.GetBufferPointer(), b.GetSize()});
+}
 
 }  // namespace thd::worker

@@ -3,10 +3,9 @@
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/ops.h"
+#include "worker/session.h"
 
 namespace thd::worker {
-
-namespace {
 
 void check_peer(const ExecContext& ctx, int peer_node, const char* op) {
   const int nodes = ctx.node() >= 0 ? const_cast<ExecContext&>(ctx).channel().size() - 1 : 0;
@@ -21,6 +20,8 @@ void check_transfer_tag(int64_t tag, const char* op) {
     THD_THROW(protocol::ProtocolError, op, "transfer tag {} is outside the transfer range", tag);
   }
 }
+
+namespace {
 
 ReduceOp reduce_op_of(uint8_t code) {
   if (code > static_cast<uint8_t>(ReduceOp::BXor)) {
@@ -63,9 +64,9 @@ void run(ExecContext& ctx, const fb::SendTo& op) {
     send_status(ctx, op, &unknown);
     ctx.input(op.src());  // reports the unknown id as this op's failure
   }
-  if (e->poison) {
-    send_status(ctx, op, e->poison.get());
-    throw PoisonedInput{e->poison};
+  if (auto poison = ctx.poison_of(e)) {
+    send_status(ctx, op, poison.get());
+    throw PoisonedInput{poison};
   }
   send_status(ctx, op, nullptr);
   ctx.channel().send(e->tensor.contiguous(), op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
@@ -88,6 +89,15 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
 }
 
 void run(ExecContext& ctx, const fb::Collective& op) {
+  // In the order the command loop read the collectives, whatever stream runs them.
+  Session& session = ctx.session();
+  const uint64_t turn = ctx.prepared().value;
+  session.await_turn(turn, "collective");
+  struct EndTurn {
+    Session& s;
+    uint64_t turn;
+    ~EndTurn() { s.end_turn(turn); }
+  } end_turn{session, turn};
   const bool makes_output =
       op.kind() == fb::CollectiveKind::AllGather || op.kind() == fb::CollectiveKind::ReduceScatter;
   if (makes_output) ctx.fresh(op.out());
@@ -111,9 +121,10 @@ void run(ExecContext& ctx, const fb::Collective& op) {
   // them compute with data that is missing: the members first agree on whether any
   // input is poisoned (a 4-byte all_reduce), and then all of them poison their
   // outputs instead of running the collective.
-  Tensor poisoned_node = Tensor::full({1}, e->poison ? ctx.node() + 1 : 0, kInt32);
+  const auto poison = ctx.poison_of(e);
+  Tensor poisoned_node = Tensor::full({1}, poison ? ctx.node() + 1 : 0, kInt32);
   group.all_reduce(poisoned_node, ReduceOp::Max, options);
-  if (e->poison) throw PoisonedInput{e->poison};
+  if (poison) throw PoisonedInput{poison};
   if (const int bad = poisoned_node.item<int32_t>(); bad > 0) {
     THD_THROW(ValueError, ctx.op_name(), "the input on node {} was poisoned by an earlier failure (node {}'s error "
               "says why)", bad - 1, bad - 1);

@@ -1,12 +1,16 @@
 # The worker layer's sources, relative to the repository root.
 set(THD_WORKER_SOURCES
   worker/dispatch.cpp
+  worker/events.cpp
   worker/exec_context.cpp
   worker/handle_table.cpp
   worker/ops_create.cpp
   worker/ops_math.cpp
   worker/ops_shape.cpp
+  worker/ops_stream.cpp
   worker/ops_transfer.cpp
   worker/pool.cpp
+  worker/session.cpp
+  worker/streams.cpp
   worker/worker.cpp
 )

@@ -7,6 +7,7 @@
 #include "tensor/check.h"
 #include "tensor/log.h"
 #include "worker/ops.h"
+#include "worker/session.h"
 
 namespace thd::worker {
 
@@ -31,32 +32,118 @@ void reply_hello(ExecContext& ctx, bool accepted, const std::string& error) {
 }
 
 // Posts the receives of the batch's uploads at once, straight into their tensors,
-// so the bytes that follow the batch land without a staging copy.
-void post_uploads(ExecContext& ctx, const fb::CommandBatch& batch) {
+// so the bytes that follow the batch land without a staging copy (and, for large
+// ones, the master's rendezvous is answered as soon as the batch is read).
+void post_uploads(Session& session, const fb::CommandBatch& batch) {
   for (const fb::Command* c : *batch.commands()) {
     const fb::Upload* up = c->op_as_Upload();
     if (up == nullptr) continue;
     try {
       Tensor t = Tensor::empty(protocol::shape_from_fb(up->shape(), "dist_send"), protocol::from_fb(up->dtype()));
-      Request r = ctx.channel().irecv(t, 0, {.tag = protocol::kUploadTag, .timeout = ctx.timeout()});
-      ctx.uploads()[up->out()] = {std::move(t), std::move(r)};
+      Request r = session.channel().irecv(t, 0, {.tag = protocol::kUploadTag, .timeout = session.timeout()});
+      session.post_upload(up->out(), std::move(t), std::move(r));
     } catch (const std::exception&) {
       // Left unannounced: the Upload command then fails and poisons its tensor.
     }
   }
 }
 
-void run_batch(ExecContext& ctx, const fb::CommandBatch& batch) {
+// What the command loop works out for a command when it reads it: its place in
+// the order of records of an event, of waits on them, and of collectives.
+Prepared prepare(Session& session, const fb::Command& c) {
+  switch (c.op_type()) {
+    case fb::Op::EventRecord:
+      if (const auto* op = c.op_as_EventRecord()) {
+        auto event = session.events().get(op->event());
+        const uint64_t generation = event->issue();
+        return {generation, std::move(event)};
+      }
+      return {};
+    case fb::Op::EventWait:
+      if (const auto* op = c.op_as_EventWait()) {
+        auto event = session.events().get(op->event());
+        const uint64_t generation = event->issued();
+        return {generation, std::move(event)};
+      }
+      return {};
+    case fb::Op::Collective:
+      return {session.next_collective_turn(), nullptr};
+    default:
+      return {};
+  }
+}
+
+// A command that cannot run where it was sent: reported, and the turn it held (a
+// collective's) passed on.
+void refuse(Session& session, const fb::Command& c, const Prepared& prepared, const std::string& message) {
+  ExecContext& main = session.streams().default_stream();
+  main.begin(c);
+  main.fail(main.new_poison(message), /*report=*/true);
+  if (c.op_type() == fb::Op::Collective) session.end_turn(prepared.value);
+}
+
+// Runs or queues one command (docs/streams.md, "Where commands run"): control
+// commands at once on this thread; default-stream commands on this thread once
+// every other stream has run what it holds (CUDA's legacy default stream); the
+// others on their stream's executor.
+void schedule(Session& session, const std::shared_ptr<const protocol::Received>& holder, const fb::Command& c) {
+  ExecContext& main = session.streams().default_stream();
+  if (is_control(c.op_type())) {
+    dispatch(main, c);
+    return;
+  }
+  Prepared prepared = prepare(session, c);
+  const bool collective = c.op_type() == fb::Op::Collective;
+  const uint64_t turn = prepared.value;
+  if (c.stream() == 0) {
+    if (!session.streams().idle() &&
+        !session.streams().drain(std::chrono::steady_clock::now() + session.timeout())) {
+      refuse(session, c, prepared,
+             fmt::format("the default stream of node {} waited {} ms for the node's other streams to finish",
+                         session.node(), session.timeout().count()));
+      return;
+    }
+    dispatch(main, c, std::move(prepared));
+    if (collective) session.end_turn(turn);
+    return;
+  }
+  StreamEntry* stream = nullptr;
+  try {
+    stream = &session.streams().get(c.stream());
+  } catch (const Error& e) {
+    refuse(session, c, prepared, e.what());
+    return;
+  }
+  stream->executor.submit([holder, &c, stream, &session, prepared = std::move(prepared), collective, turn]() mutable {
+    try {
+      dispatch(stream->ctx, c, std::move(prepared));
+    } catch (const PeerLost&) {
+      // The master is gone: the command loop ends the session.
+    }
+    if (collective) session.end_turn(turn);
+  });
+}
+
+void run_batch(Session& session, const std::shared_ptr<const protocol::Received>& holder,
+               const fb::CommandBatch& batch) {
   if (batch.commands() != nullptr) {
-    post_uploads(ctx, batch);
-    for (const fb::Command* c : *batch.commands()) dispatch(ctx, *c);
-    ctx.uploads().clear();
+    post_uploads(session, batch);
+    for (const fb::Command* c : *batch.commands()) schedule(session, holder, *c);
   }
   if (batch.want_ack()) {
-    flatbuffers::FlatBufferBuilder b(64);
-    auto body = fb::CreateAck(b, batch.seq());
-    b.Finish(fb::CreateMessage(b, protocol::kVersion, Body::Ack, body.Union()));
-    ctx.reply({b.GetBufferPointer(), b.GetSize()});
+    // Once the whole batch has run, on every stream: the master's credits bound what
+    // the node holds queued, not only what it has read.
+    const uint64_t seq = batch.seq();
+    session.streams().after_current_work([&session, seq] {
+      flatbuffers::FlatBufferBuilder b(64);
+      auto body = fb::CreateAck(b, seq);
+      b.Finish(fb::CreateMessage(b, protocol::kVersion, Body::Ack, body.Union()));
+      try {
+        session.reply({b.GetBufferPointer(), b.GetSize()});
+      } catch (const std::exception& e) {
+        THD_LOG_DEBUG("worker node {}: ack of batch {} not sent: {}", session.node(), seq, e.what());
+      }
+    });
   }
 }
 
@@ -74,20 +161,23 @@ const char* session_end_name(SessionEnd end) {
 }
 
 SessionEnd serve(const std::shared_ptr<DataChannel>& channel) {
-  ExecContext ctx(channel);
+  Session session(channel);
+  ExecContext& ctx = session.streams().default_stream();
   protocol::MessageReceiver commands(channel, 0, protocol::kCommandTag, protocol::kMaxMessageBytes);
-  protocol::Received m;
+  auto m = std::make_shared<protocol::Received>();
   try {
     for (;;) {
+      // A message whose commands some stream still holds stays theirs.
+      if (m.use_count() > 1) m = std::make_shared<protocol::Received>();
       try {
-        if (!commands.next(m, kPoll, ctx.timeout())) continue;
+        if (!commands.next(*m, kPoll, ctx.timeout())) continue;
       } catch (const protocol::ProtocolError& e) {
         reply_error(ctx, "receive", e.what());
         continue;
       }
       const fb::Message* message = nullptr;
       try {
-        message = &protocol::verify_message(m.bytes, "worker");
+        message = &protocol::verify_message(m->bytes, "worker");
       } catch (const protocol::ProtocolError& e) {
         reply_error(ctx, "verify", e.what());
         continue;
@@ -104,14 +194,14 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel) {
                                     h->version()));
             return SessionEnd::Refused;
           }
-          ctx.generator().manual_seed(node_seed(h->seed(), ctx.node()));
+          session.seed_all(h->seed());
           reply_hello(ctx, true, "");
           break;
         }
         case Body::Goodbye:
           return SessionEnd::Goodbye;
         case Body::CommandBatch:
-          run_batch(ctx, *message->body_as_CommandBatch());
+          run_batch(session, m, *message->body_as_CommandBatch());
           break;
         case Body::NONE:
         case Body::HelloReply:
@@ -119,6 +209,8 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel) {
         case Body::OpFailed:
         case Body::FetchFailed:
         case Body::SyncDone:
+        case Body::EventStatus:
+        case Body::EventNotice:
           reply_error(ctx, "receive",
                       fmt::format("a worker does not accept {} messages", fb::EnumNameBody(message->body_type())));
           break;

@@ -13,5 +13,6 @@
 #include <thd/process_group.h>
 #include <thd/scalar.h>
 #include <thd/storage.h>
+#include <thd/stream.h>
 #include <thd/store.h>
 #include <thd/tensor.h>

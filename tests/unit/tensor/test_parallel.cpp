@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -60,6 +61,42 @@ TEST(Parallel, ConcurrentCallersShareThePool) {
   }
   for (auto& u : users) u.join();
   EXPECT_EQ(sum.load(), 4 * 50 * 4096);
+}
+
+TEST(Parallel, ACallerFindingThePoolBusyRunsItsWorkItselfInsteadOfWaiting) {
+  if (num_threads() < 2) GTEST_SKIP() << "one thread: nothing runs in the pool";
+  std::atomic<bool> release{false};
+  std::atomic<bool> holding{false};
+  // One caller holds the pool with a job whose chunks wait for a flag.
+  std::thread holder([&] {
+    parallel_for(0, int64_t{1} << 20, 1, [&](int64_t, int64_t) {
+      holding = true;
+      while (!release.load()) std::this_thread::yield();
+    });
+  });
+  while (!holding.load()) std::this_thread::yield();
+  // Another caller's work must not wait for that job (it would never finish here).
+  std::vector<std::thread::id> ran_on;
+  std::atomic<int64_t> covered{0};
+  std::atomic<bool> done{false};
+  std::thread other([&] {
+    parallel_for(0, int64_t{1} << 20, 1, [&](int64_t b, int64_t e) {
+      ran_on.push_back(std::this_thread::get_id());
+      covered += e - b;
+    });
+    done = true;
+  });
+  // It finishes while the first job still holds the pool (bounded: released anyway
+  // after 5 s, so a regression fails instead of hanging).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  const bool finished_first = done.load();
+  release = true;
+  other.join();
+  holder.join();
+  EXPECT_TRUE(finished_first) << "the second caller waited for the first caller's job";
+  EXPECT_EQ(covered.load(), int64_t{1} << 20);
+  EXPECT_EQ(ran_on.size(), 1u);  // in one piece, on its own thread
 }
 
 }  // namespace

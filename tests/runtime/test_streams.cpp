@@ -1,0 +1,287 @@
+// Streams and events across nodes (docs/streams.md): ops on one stream in issue
+// order, streams of a node overlapping, event waits ordering streams on one node and
+// across nodes (the owning worker tells the waiting one), failures carried through
+// events, CUDA's rules for events never recorded, timing, and the default stream's
+// legacy semantics.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include <thd/distributed.h>
+#include <thd/stream.h>
+
+#include "job_fixture.h"
+#include "remote_check.h"
+
+namespace thd::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Streams : public JobTest<2> {};
+
+// Work that keeps a stream busy for a while (~0.1-0.3 s on the CI machine): a chain
+// of dependent matmuls.
+DistributedTensor busy_work(int steps = 6) {
+  DistributedTensor a = DistributedTensor::ones({384, 384}, kFloat32);
+  for (int i = 0; i < steps; ++i) a = a.matmul(a).mul_(1.0f / 384.0f);
+  return a;
+}
+
+TEST_F(Streams, OpsOnOneStreamRunInIssueOrder) {
+  Stream s = Stream::create(1);
+  EXPECT_EQ(s.node(), 1);
+  EXPECT_FALSE(s.is_default());
+  StreamScope in(s);
+  EXPECT_EQ(current_node(), 1);
+  EXPECT_EQ(current_stream(), s);
+  DistributedTensor x = DistributedTensor::zeros({8}, kInt64);
+  int64_t expected = 0;
+  for (int i = 0; i < 2000; ++i) {
+    if (i % 2 == 0) {
+      x.add_(i);
+      expected += i;
+    } else {
+      x.mul_(-1);
+      expected = -expected;
+    }
+  }
+  EXPECT_EQ(x.node(), 1);
+  EXPECT_TRUE(same_tensor(x.get(), Tensor::full({8}, expected, kInt64)));
+}
+
+TEST_F(Streams, ScopesNestAndRestoreTheNodeAndStream) {
+  Stream s0 = Stream::create(0);
+  Stream s1 = Stream::create(1, Stream::Priority::High);
+  EXPECT_EQ(s1.priority(), Stream::Priority::High);
+  EXPECT_TRUE(current_stream().is_default());
+  {
+    StreamScope a(s1);
+    EXPECT_EQ(current_node(), 1);
+    {
+      StreamScope b(s0);
+      EXPECT_EQ(current_node(), 0);
+      EXPECT_EQ(current_stream(), s0);
+      EXPECT_EQ(current_stream(1), s1);  // node 1's current stream is still s1
+    }
+    EXPECT_EQ(current_stream(), s1);
+    EXPECT_TRUE(current_stream(0).is_default());
+  }
+  EXPECT_EQ(current_node(), 0);
+  EXPECT_TRUE(current_stream().is_default());
+  EXPECT_EQ(Stream::default_stream(1).node(), 1);
+}
+
+TEST_F(Streams, StreamsOfANodeOverlap) {
+  Stream slow = Stream::create(0);
+  Stream fast = Stream::create(0);
+  DistributedTensor a;
+  {
+    StreamScope in(slow);
+    a = busy_work(12);
+  }
+  Event done_fast;
+  {
+    StreamScope in(fast);
+    DistributedTensor b = DistributedTensor::ones({4}) + 1;
+    done_fast.record();
+  }
+  done_fast.synchronize();  // does not wait for `slow`
+  EXPECT_FALSE(slow.query()) << "the fast stream waited for the slow one";
+  slow.synchronize();
+  EXPECT_TRUE(slow.query());
+  EXPECT_TRUE(same_tensor(a.get(), Tensor::ones({384, 384})));
+}
+
+TEST_F(Streams, AnEventWaitOrdersTwoStreamsOfANode) {
+  Stream producer = Stream::create(0);
+  Stream consumer = Stream::create(0);
+  DistributedTensor x = DistributedTensor::zeros({1 << 16});
+  synchronize();
+  Event written;
+  {
+    StreamScope in(producer);
+    DistributedTensor w = busy_work(4);  // the write comes late
+    x.add_(w.sum());                     // 384*384/384... = 1 each step: sum = 147456
+    written.record();
+  }
+  consumer.wait(written);
+  DistributedTensor y;
+  {
+    StreamScope in(consumer);
+    y = x * 2;
+  }
+  EXPECT_TRUE(same_tensor(y.get(), Tensor::full({1 << 16}, 2.0f * 384 * 384)));
+}
+
+TEST_F(Streams, AStreamWaitsForAnEventOfAnotherNode) {
+  Stream on0 = Stream::create(0);
+  Stream on1 = Stream::create(1);
+  Event first;
+  {
+    StreamScope in(on0);
+    DistributedTensor w = busy_work(10);
+    first.record();
+  }
+  on1.wait(first);  // node 0 tells node 1 directly when `first` has run
+  Event second = on1.record();
+  second.synchronize();
+  // `second` ran after `first` did: node 1's stream waited for it.
+  EXPECT_TRUE(first.query());
+  EXPECT_EQ(first.node(), 0);
+  EXPECT_EQ(second.node(), 1);
+}
+
+TEST_F(Streams, AFailureReachesTheStreamsThatWaitOnIt) {
+  const Tensor data = Tensor::arange(0, 12, 1, kFloat32).view({4, 3});
+  const Tensor bad_index = Tensor::arange(8, 10, 1, kInt64);  // out of range for 4 rows
+  for (int waiter_node : {0, 1}) {
+    SCOPED_TRACE("waiting on node " + std::to_string(waiter_node));
+    Stream failing = Stream::create(0);
+    Stream waiting = Stream::create(waiter_node);
+    Event after_failure;
+    {
+      StreamScope in(failing);
+      DistributedTensor bad = data.dist_send(0).index_select(0, bad_index.dist_send(0));
+      after_failure.record();
+    }
+    waiting.wait(after_failure);
+    DistributedTensor unrelated;
+    {
+      StreamScope in(waiting);
+      unrelated = DistributedTensor::ones({3}) * 2;  // reads nothing that failed
+    }
+    try {
+      unrelated.get();
+      ADD_FAILURE() << "a stream that waited on a failed event ran on";
+    } catch (const RemoteError& e) {
+      EXPECT_EQ(e.context().op, "index_select") << e.what();
+      EXPECT_EQ(e.context().node, 0) << e.what();
+    }
+    // The event itself raises it too; a synchronize() clears the streams.
+    EXPECT_THROW(after_failure.synchronize(), RemoteError);
+    EXPECT_NO_THROW(synchronize());
+    StreamScope in(waiting);
+    EXPECT_TRUE(same_tensor((DistributedTensor::ones({3}) * 2).get(), Tensor::full({3}, 2.0f)));
+  }
+}
+
+TEST_F(Streams, EventsNeverRecordedAreCompleteAndWaitingOnThemIsANoOp) {
+  Event never;
+  EXPECT_TRUE(never.query());
+  EXPECT_FALSE(never.node().has_value());
+  never.synchronize();
+  Stream s = Stream::create(1);
+  s.wait(never);
+  StreamScope in(s);
+  EXPECT_TRUE(same_tensor((DistributedTensor::ones({2}) + 1).get(), Tensor::full({2}, 2.0f)));
+}
+
+TEST_F(Streams, AnEventDestroyedWhileAStreamWaitsOnItStaysValid) {
+  Stream producer = Stream::create(1);
+  Stream consumer = Stream::create(1);
+  DistributedTensor x;
+  {
+    NodeScope on(1);
+    x = DistributedTensor::zeros({4});
+  }
+  {
+    Event e;
+    {
+      StreamScope in(producer);
+      DistributedTensor w = busy_work(4);
+      x.add_(w.sum());
+      e.record();
+    }
+    consumer.wait(e);
+  }  // e's last handle goes: the node forgets it, the wait holds it
+  DistributedTensor y;
+  {
+    StreamScope in(consumer);
+    y = x + 1;
+  }
+  EXPECT_TRUE(same_tensor(y.get(), Tensor::full({4}, 384.0f * 384 + 1)));
+}
+
+TEST_F(Streams, TimedEventsMeasureTheWorkBetweenThem) {
+  Stream s = Stream::create(0);
+  Event start(/*enable_timing=*/true);
+  Event end(/*enable_timing=*/true);
+  EXPECT_TRUE(start.timing());
+  {
+    StreamScope in(s);
+    start.record();
+    DistributedTensor w = busy_work(4);
+    end.record();
+  }
+  end.synchronize();
+  const float ms = start.elapsed_time(end);
+  EXPECT_GT(ms, 0.0f);
+  EXPECT_LT(ms, 30000.0f);
+  Event untimed = s.record();
+  untimed.synchronize();
+  EXPECT_THROW(start.elapsed_time(untimed), ValueError);
+  Event elsewhere(true);
+  elsewhere.record(Stream::default_stream(1));
+  elsewhere.synchronize();
+  EXPECT_THROW(start.elapsed_time(elsewhere), ValueError);
+  EXPECT_THROW(elsewhere.record(s), ValueError);  // an event belongs to one node
+}
+
+TEST_F(Streams, TheDefaultStreamWaitsForTheOthers) {
+  // CUDA's legacy default stream: an op issued on it runs after everything issued
+  // before on the node's other streams.
+  Stream s = Stream::create(0);
+  DistributedTensor x = DistributedTensor::zeros({1 << 16});
+  synchronize();
+  {
+    StreamScope in(s);
+    DistributedTensor w = busy_work(4);
+    x.add_(w.sum());
+  }
+  DistributedTensor y = x + 1;  // the default stream
+  EXPECT_TRUE(same_tensor(y.get(), Tensor::full({1 << 16}, 384.0f * 384 + 1)));
+}
+
+TEST_F(Streams, TensorsFreedWhileAStreamStillUsesThemGoAfterwards) {
+  const auto baseline = (synchronize(), thd::detail::live_tensors_per_node());
+  Stream s = Stream::create(0);
+  DistributedTensor z;
+  {
+    StreamScope in(s);
+    DistributedTensor w = busy_work(4);
+    DistributedTensor tmp = w + 1;
+    z = tmp.sum();
+  }  // w, tmp released now: their frees wait for the stream
+  EXPECT_TRUE(same_tensor(z.get(), Tensor::full({}, 2.0f * 384 * 384)));
+  synchronize();
+  auto expected = baseline;
+  expected[0] += 1;  // z
+  EXPECT_EQ(thd::detail::live_tensors_per_node(), expected);
+}
+
+TEST_F(Streams, CollectivesOnStreamsOfEveryNode) {
+  Stream s0 = Stream::create(0);
+  Stream s1 = Stream::create(1);
+  std::vector<DistributedTensor> t;
+  {
+    StreamScope a(s0);
+    t.push_back(DistributedTensor::full({64}, 1.0));
+  }
+  {
+    StreamScope b(s1);
+    t.push_back(DistributedTensor::full({64}, 2.0));
+  }
+  {
+    StreamScope a(s0);
+    StreamScope b(s1);
+    all_reduce(t, ReduceOp::Sum);
+    all_reduce(t, ReduceOp::Max);
+  }
+  EXPECT_TRUE(same_tensor(t[0].get(), Tensor::full({64}, 3.0f)));
+  EXPECT_TRUE(same_tensor(t[1].get(), Tensor::full({64}, 3.0f)));
+}
+
+}  // namespace
+}  // namespace thd::test

@@ -1,0 +1,100 @@
+#include "worker/events.h"
+
+#include <algorithm>
+
+namespace thd::worker {
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(EventState::Clock::now().time_since_epoch()).count();
+}
+
+// How often a waiter looks at its stop condition.
+constexpr std::chrono::milliseconds kStopCheck{20};
+
+}  // namespace
+
+uint64_t EventState::issue() {
+  std::lock_guard lock(mu_);
+  return ++issued_;
+}
+
+uint64_t EventState::issued() const {
+  std::lock_guard lock(mu_);
+  return issued_;
+}
+
+void EventState::complete(uint64_t generation, std::shared_ptr<const Poison> poison) {
+  std::vector<std::pair<uint64_t, Callback>> due;
+  Record record;
+  {
+    std::lock_guard lock(mu_);
+    if (generation <= latest_.generation) return;  // a later record completed first
+    latest_ = Record{generation, now_ns(), std::move(poison)};
+    record = latest_;
+    for (auto it = callbacks_.begin(); it != callbacks_.end();) {
+      if (it->first <= generation) {
+        due.push_back(std::move(*it));
+        it = callbacks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  cv_.notify_all();
+  for (auto& [g, fn] : due) fn(record);
+}
+
+bool EventState::wait(uint64_t generation, Clock::time_point deadline, const std::function<bool()>& stop) const {
+  std::unique_lock lock(mu_);
+  while (latest_.generation < generation) {
+    if (stop && stop()) return false;
+    const auto next = std::min(deadline, Clock::now() + kStopCheck);
+    cv_.wait_until(lock, next);
+    if (latest_.generation < generation && Clock::now() >= deadline) return false;
+  }
+  return true;
+}
+
+EventState::Record EventState::latest() const {
+  std::lock_guard lock(mu_);
+  return latest_;
+}
+
+void EventState::when_complete(uint64_t generation, Callback fn) {
+  Record record;
+  {
+    std::lock_guard lock(mu_);
+    if (latest_.generation < generation) {
+      callbacks_.emplace_back(generation, std::move(fn));
+      return;
+    }
+    record = latest_;
+  }
+  fn(record);
+}
+
+std::shared_ptr<EventState> EventTable::get(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto& e = events_[id];
+  if (!e) e = std::make_shared<EventState>();
+  return e;
+}
+
+void EventTable::erase(uint64_t id) {
+  std::lock_guard lock(mu_);
+  events_.erase(id);
+}
+
+size_t EventTable::size() const {
+  std::lock_guard lock(mu_);
+  return events_.size();
+}
+
+void EventTable::clear() {
+  std::lock_guard lock(mu_);
+  events_.clear();
+}
+
+}  // namespace thd::worker

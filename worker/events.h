@@ -1,0 +1,71 @@
+// The events of one session on a node: each is a sequence of records, issued by
+// the command loop in command order and completed by the streams that reach them
+// (docs/streams.md, "Events").
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "worker/handle_table.h"
+
+namespace thd::worker {
+
+class EventState {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // What a completed record says: when it ran, and the first failure on its stream
+  // before it (null: none).
+  struct Record {
+    uint64_t generation = 0;  // 0: never recorded
+    int64_t time_ns = 0;
+    std::shared_ptr<const Poison> poison;
+  };
+  using Callback = std::function<void(const Record&)>;
+
+  // The next record (command loop): its generation, from 1.
+  uint64_t issue();
+  // The latest record issued (0: never recorded): what a wait or query refers to.
+  uint64_t issued() const;
+  // A stream reached record `generation`. Records may complete out of issue order
+  // (on different streams): the latest completed generation stands.
+  void complete(uint64_t generation, std::shared_ptr<const Poison> poison);
+  // Waits until record `generation` (or a later one) completed; false at `deadline`
+  // or when `stop` turns true (checked every few milliseconds).
+  bool wait(uint64_t generation, Clock::time_point deadline, const std::function<bool()>& stop) const;
+  // The latest completed record.
+  Record latest() const;
+  // Runs `fn` once record `generation` completed: at once (on this thread) when it
+  // has, else on the thread that completes it.
+  void when_complete(uint64_t generation, Callback fn);
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  uint64_t issued_ = 0;
+  Record latest_;
+  std::vector<std::pair<uint64_t, Callback>> callbacks_;
+};
+
+class EventTable {
+ public:
+  // The event, made on first use (an event the master created is known to a node
+  // once recorded, waited on or queried there).
+  std::shared_ptr<EventState> get(uint64_t id);
+  // Forgets the events: streams that wait on them keep their state alive.
+  void erase(uint64_t id);
+  size_t size() const;
+  void clear();
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<EventState>> events_;
+};
+
+}  // namespace thd::worker

@@ -1,0 +1,149 @@
+// Streams and events (docs/streams.md): creating and destroying streams, recording
+// events, waits on events of this node and of other nodes, and the master's queries.
+#include <fmt/format.h>
+
+#include "protocol/framing.h"
+#include "tensor/check.h"
+#include "tensor/log.h"
+#include "worker/ops.h"
+#include "worker/session.h"
+
+namespace thd::worker {
+
+namespace {
+
+constexpr size_t kMaxNoticeBytes = size_t{64} << 10;
+
+flatbuffers::Offset<flatbuffers::String> text(flatbuffers::FlatBufferBuilder& b, const Poison* p, bool message) {
+  if (p == nullptr) return b.CreateString("");
+  return b.CreateString(message ? p->message : p->op_name);
+}
+
+void send_status(Session& session, uint64_t event, int64_t reply_tag, uint64_t awaited,
+                 const EventState::Record& r) {
+  flatbuffers::FlatBufferBuilder b(256);
+  const Poison* p = r.poison.get();
+  auto body = fb::CreateEventStatus(b, event, r.generation >= awaited, r.generation > 0, r.time_ns, p != nullptr,
+                                    p != nullptr ? p->op_id : 0, text(b, p, false), text(b, p, true),
+                                    p != nullptr ? p->node : -1);
+  b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::EventStatus, body.Union()));
+  protocol::send_message(session.channel(), 0, reply_tag, {b.GetBufferPointer(), b.GetSize()}, session.timeout());
+}
+
+}  // namespace
+
+void run(ExecContext& ctx, const fb::StreamCreate& op) {
+  ctx.session().streams().create(op.stream(), op.high_priority());
+}
+
+void run(ExecContext& ctx, const fb::StreamDestroy& op) { ctx.session().streams().destroy(op.stream()); }
+
+void run(ExecContext& ctx, const fb::EventRecord&) {
+  // The record's generation was issued when the command was read; the stream has
+  // now run everything before it.
+  const Prepared& p = ctx.prepared();
+  if (!p.event) THD_THROW(protocol::ProtocolError, "Event::record", "the record was not prepared");
+  p.event->complete(p.value, ctx.first_error());
+}
+
+void run(ExecContext& ctx, const fb::EventWait& op) {
+  const Prepared& p = ctx.prepared();
+  if (!p.event || p.value == 0) return;  // never recorded: no wait (as in CUDA)
+  Session& session = ctx.session();
+  const auto deadline = std::chrono::steady_clock::now() + ctx.timeout();
+  if (!p.event->wait(p.value, deadline, [&] { return session.stopping(); })) {
+    THD_THROW(TimeoutError, "Stream::wait", "stream {} of node {} waited {} ms for event {} (its record did not run)",
+              ctx.stream(), ctx.node(), ctx.timeout().count(), op.event());
+  }
+  ctx.inherit(p.event->latest().poison);
+}
+
+void run(ExecContext& ctx, const fb::EventNotify& op) {
+  check_peer(ctx, op.peer_node(), "Stream::wait");
+  check_transfer_tag(op.tag(), "Stream::wait");
+  auto event = ctx.session().events().get(op.event());
+  Session& session = ctx.session();
+  const int peer = op.peer_node();
+  const int64_t tag = op.tag();
+  const uint64_t id = op.event();
+  // Sent by whichever thread completes the record (or now, when it has run): the
+  // waiting node hears from this one directly, not through the master.
+  event->when_complete(event->issued(), [&session, peer, tag, id](const EventState::Record& r) {
+    flatbuffers::FlatBufferBuilder b(256);
+    const Poison* p = r.poison.get();
+    auto body = fb::CreateEventNotice(b, id, p != nullptr, p != nullptr ? p->op_id : 0, text(b, p, false),
+                                      text(b, p, true), p != nullptr ? p->node : -1);
+    b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::EventNotice, body.Union()));
+    try {
+      protocol::send_message(session.channel(), peer + 1, tag, {b.GetBufferPointer(), b.GetSize()},
+                             session.timeout());
+    } catch (const std::exception& e) {
+      // The waiting stream times out with its own error.
+      THD_LOG_WARN("worker node {}: could not tell node {} that event {} completed: {}", session.node(), peer, id,
+                   e.what());
+    }
+  });
+}
+
+void run(ExecContext& ctx, const fb::EventWaitRemote& op) {
+  check_peer(ctx, op.peer_node(), "Stream::wait");
+  check_transfer_tag(op.tag(), "Stream::wait");
+  const std::vector<uint8_t> bytes =
+      protocol::recv_message(ctx.channel(), op.peer_node() + 1, op.tag(), kMaxNoticeBytes, ctx.timeout());
+  const fb::Message& m = protocol::verify_message(bytes, "worker");
+  const fb::EventNotice* notice = m.body_as_EventNotice();
+  if (notice == nullptr) {
+    THD_THROW(protocol::ProtocolError, "Stream::wait", "node {} answered an event wait with a {} message",
+              op.peer_node(), fb::EnumNameBody(m.body_type()));
+  }
+  if (notice->failed()) {
+    ctx.inherit(std::make_shared<const Poison>(
+        Poison{notice->op_id(), notice->op_name() != nullptr ? notice->op_name()->str() : "op",
+               notice->message() != nullptr ? notice->message()->str() : "", notice->node()}));
+  }
+}
+
+void run(ExecContext& ctx, const fb::EventQuery& op) {
+  if (!protocol::is_fetch_tag(op.reply_tag())) {
+    THD_THROW(protocol::ProtocolError, "Event::query", "event reply tag {} is outside the fetch range",
+              op.reply_tag());
+  }
+  Session& session = ctx.session();
+  auto event = session.events().get(op.event());
+  const uint64_t awaited = event->issued();
+  const uint64_t id = op.event();
+  const int64_t tag = op.reply_tag();
+  if (!op.wait()) {
+    send_status(session, id, tag, awaited, event->latest());
+    return;
+  }
+  event->when_complete(awaited, [&session, id, tag, awaited](const EventState::Record& r) {
+    try {
+      send_status(session, id, tag, awaited, r);
+    } catch (const std::exception& e) {
+      THD_LOG_WARN("worker node {}: could not answer the master's wait on event {}: {}", session.node(), id,
+                   e.what());
+    }
+  });
+}
+
+void run(ExecContext& ctx, const fb::StreamQuery& op) {
+  if (!protocol::is_fetch_tag(op.reply_tag())) {
+    THD_THROW(protocol::ProtocolError, "Stream::query", "stream reply tag {} is outside the fetch range",
+              op.reply_tag());
+  }
+  Session& session = ctx.session();
+  // The default stream's ops have run (this thread runs them); it is done when the
+  // others are (legacy semantics).
+  const bool done = op.stream() == 0 ? session.streams().idle() : session.streams().get(op.stream()).executor.queued() == 0;
+  EventState::Record r;
+  r.generation = done ? 1 : 0;
+  send_status(session, 0, op.reply_tag(), 1, r);
+}
+
+void run(ExecContext& ctx, const fb::EventDestroy& op) {
+  if (op.events() == nullptr) return;
+  for (uint64_t id : *op.events()) ctx.session().events().erase(id);
+}
+
+}  // namespace thd::worker

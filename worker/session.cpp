@@ -1,0 +1,78 @@
+#include "worker/session.h"
+
+#include "protocol/framing.h"
+#include "tensor/check.h"
+#include "worker/ops.h"
+
+namespace thd::worker {
+
+Session::Session(std::shared_ptr<DataChannel> channel)
+    : channel_(std::move(channel)), node_(channel_->rank() - 1), streams_(*this) {}
+
+Session::~Session() {
+  stopping_.store(true);
+  turn_cv_.notify_all();
+  streams_.stop_all();
+}
+
+void Session::post_upload(uint64_t id, Tensor tensor, Request receive) {
+  std::lock_guard lock(uploads_mu_);
+  uploads_[id] = {std::move(tensor), std::move(receive)};
+}
+
+std::optional<std::pair<Tensor, Request>> Session::take_upload(uint64_t id) {
+  std::lock_guard lock(uploads_mu_);
+  auto it = uploads_.find(id);
+  if (it == uploads_.end()) return std::nullopt;
+  auto out = std::move(it->second);
+  uploads_.erase(it);
+  return out;
+}
+
+void Session::reply(std::span<const uint8_t> message) {
+  std::lock_guard lock(reply_mu_);
+  protocol::send_message(*channel_, 0, protocol::kReplyTag, message, timeout());
+  replies_sent_.fetch_add(1);
+}
+
+void Session::await_turn(uint64_t turn, const char* op) {
+  std::unique_lock lock(turn_mu_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout();
+  if (!turn_cv_.wait_until(lock, deadline, [&] { return serving_turn_ >= turn || stopping_.load(); })) {
+    THD_THROW(TimeoutError, op, "node {}: an earlier collective did not start within {} ms (collectives of one node run "
+              "in the order they were issued, whatever their streams)", node_, timeout().count());
+  }
+  if (serving_turn_ < turn) THD_THROW(Error, op, "node {}: the session is ending", node_);
+}
+
+void Session::end_turn(uint64_t turn) {
+  {
+    std::lock_guard lock(turn_mu_);
+    if (serving_turn_ <= turn) serving_turn_ = turn + 1;
+  }
+  turn_cv_.notify_all();
+}
+
+DataChannel& Session::group(const std::vector<int>& nodes) {
+  auto it = groups_.find(nodes);
+  if (it != groups_.end()) return *it->second;
+  std::vector<int> ranks;
+  ranks.reserve(nodes.size());
+  for (int n : nodes) ranks.push_back(n + 1);
+  auto g = channel_->new_group(std::move(ranks));
+  return *groups_.emplace(nodes, std::move(g)).first->second;
+}
+
+void Session::seed_all(uint64_t seed) {
+  seed_.store(seed);
+  streams_.for_each_context([&](ExecContext& ctx) { seed_stream(ctx); });
+}
+
+void Session::seed_stream(ExecContext& ctx) {
+  // The default stream draws what it always did; every other stream a sequence of
+  // its own, so each stream is reproducible whatever the others do.
+  const uint64_t seed = seed_.load() + 0x632be59bd9b4e019ull * ctx.stream();
+  ctx.generator().manual_seed(node_seed(seed, node_));
+}
+
+}  // namespace thd::worker

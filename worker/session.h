@@ -1,0 +1,91 @@
+// One master session on a worker node: what the node's streams share (the handle
+// table, the channel, the uploads in flight, the reply stream to the master, the
+// groups of collectives and their turns, the streams and the events).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <thd/datachannel.h>
+
+#include "worker/events.h"
+#include "worker/exec_context.h"
+#include "worker/handle_table.h"
+#include "worker/streams.h"
+
+namespace thd::worker {
+
+class Session {
+ public:
+  explicit Session(std::shared_ptr<DataChannel> channel);
+  // Streams end first (running what they hold), then everything else.
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  int node() const { return node_; }
+  DataChannel& channel() { return *channel_; }
+  std::chrono::milliseconds timeout() const { return channel_->timeout(); }
+  HandleTable& table() { return table_; }
+  StreamSet& streams() { return streams_; }
+  EventTable& events() { return events_; }
+
+  // ---- uploads: the receive posted when the batch was read, taken by its Upload --------
+  void post_upload(uint64_t id, Tensor tensor, Request receive);
+  std::optional<std::pair<Tensor, Request>> take_upload(uint64_t id);
+
+  // ---- replies to the master (thread-safe, counted) -------------------------------------
+  void reply(std::span<const uint8_t> message);
+  uint64_t replies_sent() const { return replies_sent_.load(); }
+
+  // ---- collectives -------------------------------------------------------------------------
+  // A collective's turn, in the order the command loop read them: the members of a
+  // group call into the DataChannel in one order whatever streams run them.
+  uint64_t next_collective_turn() { return next_turn_++; }
+  // Blocks until `turn` is due; TimeoutError at the session's timeout.
+  void await_turn(uint64_t turn, const char* op);
+  void end_turn(uint64_t turn);
+  // The group of `nodes` (in that order), made on first use and cached; called in turn.
+  DataChannel& group(const std::vector<int>& nodes);
+
+  // ---- generators ----------------------------------------------------------------------
+  // Seeds every stream's generator from the session's seed (ManualSeed, Hello).
+  void seed_all(uint64_t seed);
+  void seed_stream(ExecContext& ctx);
+
+  // True once the session is ending: long waits give up.
+  bool stopping() const { return stopping_.load(); }
+
+ private:
+  std::shared_ptr<DataChannel> channel_;
+  const int node_;
+  std::atomic<bool> stopping_{false};
+  HandleTable table_;
+  EventTable events_;
+
+  std::mutex uploads_mu_;
+  std::unordered_map<uint64_t, std::pair<Tensor, Request>> uploads_;
+
+  std::mutex reply_mu_;
+  std::atomic<uint64_t> replies_sent_{0};
+
+  uint64_t next_turn_ = 0;  // the command loop's
+  std::mutex turn_mu_;
+  std::condition_variable turn_cv_;
+  uint64_t serving_turn_ = 0;
+  std::map<std::vector<int>, std::shared_ptr<DataChannel>> groups_;
+
+  std::atomic<uint64_t> seed_{0};
+  StreamSet streams_;  // last: its executors stop before the rest goes
+};
+
+}  // namespace thd::worker

@@ -1,0 +1,138 @@
+#include "worker/streams.h"
+
+#include <atomic>
+
+#include <fmt/format.h>
+
+#include "tensor/check.h"
+#include "worker/session.h"
+
+namespace thd::worker {
+
+StreamEntry::StreamEntry(Session& session, uint32_t id, bool high_priority)
+    : ctx(session, id),
+      executor(fmt::format("thd-stream-{}", id), high_priority ? streams::Priority::High : streams::Priority::Normal) {}
+
+StreamSet::StreamSet(Session& session) : session_(session), default_(session, 0) {}
+
+StreamSet::~StreamSet() { stop_all(); }
+
+void StreamSet::create(uint32_t id, bool high_priority) {
+  if (id == 0) THD_THROW(ValueError, "Stream::create", "stream id 0 is the default stream of node {}", session_.node());
+  std::lock_guard lock(mu_);
+  reap_locked();
+  if (live_.count(id) != 0) {
+    THD_THROW(ValueError, "Stream::create", "stream {} already exists on node {}", id, session_.node());
+  }
+  auto entry = std::make_unique<StreamEntry>(session_, id, high_priority);
+  session_.seed_stream(entry->ctx);
+  live_.emplace(id, std::move(entry));
+}
+
+void StreamSet::destroy(uint32_t id) {
+  std::lock_guard lock(mu_);
+  auto it = live_.find(id);
+  if (it == live_.end()) {
+    THD_THROW(ValueError, "~Stream", "stream {} is not a stream of node {}", id, session_.node());
+  }
+  retired_.push_back(std::move(it->second));
+  live_.erase(it);
+  reap_locked();
+}
+
+StreamEntry& StreamSet::get(uint32_t id) {
+  std::lock_guard lock(mu_);
+  auto it = live_.find(id);
+  if (it == live_.end()) {
+    THD_THROW(ValueError, "stream", "stream {} is not a stream of node {} (never created, or destroyed)", id,
+              session_.node());
+  }
+  return *it->second;
+}
+
+bool StreamSet::idle() const {
+  std::lock_guard lock(mu_);
+  for (const auto& [id, s] : live_) {
+    if (s->executor.queued() != 0) return false;
+  }
+  for (const auto& s : retired_) {
+    if (s->executor.queued() != 0) return false;
+  }
+  return true;
+}
+
+bool StreamSet::drain(Clock::time_point deadline) const {
+  std::vector<std::pair<const streams::Executor*, uint64_t>> marks;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, s] : live_) marks.emplace_back(&s->executor, s->executor.submitted());
+    for (const auto& s : retired_) marks.emplace_back(&s->executor, s->executor.submitted());
+  }
+  // The entries cannot go meanwhile: only the command loop (this thread, or the
+  // one that called drain) creates, destroys and reaps streams.
+  for (const auto& [ex, seq] : marks) {
+    if (!ex->wait_for(seq, deadline)) return false;
+  }
+  return true;
+}
+
+void StreamSet::after_current_work(std::function<void()> fn) {
+  std::vector<std::pair<streams::Executor*, uint64_t>> busy;
+  {
+    std::lock_guard lock(mu_);
+    auto mark = [&](StreamEntry& s) {
+      const uint64_t seq = s.executor.submitted();
+      if (s.executor.completed() < seq) busy.emplace_back(&s.executor, seq);
+    };
+    for (auto& [id, s] : live_) mark(*s);
+    for (auto& s : retired_) mark(*s);
+  }
+  if (busy.empty()) {
+    fn();
+    return;
+  }
+  auto remaining = std::make_shared<std::atomic<size_t>>(busy.size());
+  auto shared_fn = std::make_shared<std::function<void()>>(std::move(fn));
+  for (auto& [ex, seq] : busy) {
+    ex->when_completed(seq, [remaining, shared_fn] {
+      if (remaining->fetch_sub(1) == 1) (*shared_fn)();
+    });
+  }
+}
+
+void StreamSet::for_each_context(const std::function<void(ExecContext&)>& fn) {
+  fn(default_);
+  std::lock_guard lock(mu_);
+  for (auto& [id, s] : live_) fn(s->ctx);
+}
+
+size_t StreamSet::live() const {
+  std::lock_guard lock(mu_);
+  return live_.size();
+}
+
+std::vector<std::pair<uint32_t, size_t>> StreamSet::queued() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<uint32_t, size_t>> out;
+  for (const auto& [id, s] : live_) out.emplace_back(id, s->executor.queued());
+  return out;
+}
+
+void StreamSet::stop_all() {
+  std::map<uint32_t, std::unique_ptr<StreamEntry>> live;
+  std::vector<std::unique_ptr<StreamEntry>> retired;
+  {
+    std::lock_guard lock(mu_);
+    live.swap(live_);
+    retired.swap(retired_);
+  }
+  // Destroyed outside the lock: their last tasks may still look streams up.
+  live.clear();
+  retired.clear();
+}
+
+void StreamSet::reap_locked() {
+  std::erase_if(retired_, [](const std::unique_ptr<StreamEntry>& s) { return s->executor.queued() == 0; });
+}
+
+}  // namespace thd::worker
