@@ -2,6 +2,7 @@
 // handled here does not compile (-Werror=switch).
 #include "tensor/check.h"
 #include "worker/ops.h"
+#include "worker/session.h"
 
 namespace thd::worker {
 
@@ -75,6 +76,11 @@ void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared) {
   ctx.begin(command, std::move(prepared));
   try {
     run_command(ctx, command);
+    if (StreamCheck* check = ctx.session().check(); check != nullptr && !ctx.accesses().empty()) {
+      const auto hazards = check->checker().on_op(check->key(ctx.stream()), ctx.op_id(), ctx.op_name(),
+                                                  ctx.accesses());
+      if (!hazards.empty()) THD_THROW(Error, ctx.op_name(), "{}", hazards.front().message());
+    }
   } catch (const PoisonedInput& p) {
     ctx.fail(p.poison, /*report=*/false);
   } catch (const PeerLost& e) {

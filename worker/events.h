@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "streams/vector_clock.h"
 #include "worker/handle_table.h"
 
 namespace thd::worker {
@@ -26,6 +27,7 @@ class EventState {
     uint64_t generation = 0;  // 0: never recorded
     int64_t time_ns = 0;
     std::shared_ptr<const Poison> poison;
+    std::shared_ptr<const streams::VectorClock> clock;  // hazard checker: what the record covers
   };
   using Callback = std::function<void(const Record&)>;
 
@@ -35,7 +37,8 @@ class EventState {
   uint64_t issued() const;
   // A stream reached record `generation`. Records may complete out of issue order
   // (on different streams): the latest completed generation stands.
-  void complete(uint64_t generation, std::shared_ptr<const Poison> poison);
+  void complete(uint64_t generation, std::shared_ptr<const Poison> poison,
+                std::shared_ptr<const streams::VectorClock> clock = nullptr);
   // Waits until record `generation` (or a later one) completed; false at `deadline`
   // or when `stop` turns true (checked every few milliseconds).
   bool wait(uint64_t generation, Clock::time_point deadline, const std::function<bool()>& stop) const;

@@ -1,5 +1,7 @@
 #include "worker/exec_context.h"
 
+#include <algorithm>
+
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/session.h"
@@ -20,6 +22,7 @@ void ExecContext::begin(const fb::Command& command, Prepared prepared) {
   command_ = &command;
   prepared_ = std::move(prepared);
   outputs_.clear();
+  accesses_.clear();
 }
 
 void ExecContext::fresh(uint64_t id) {
@@ -31,7 +34,13 @@ void ExecContext::fresh(uint64_t id) {
 }
 
 void ExecContext::target(uint64_t id) {
-  if (id != 0) outputs_.push_back(id);
+  if (id == 0) return;
+  outputs_.push_back(id);
+  if (session_.check() != nullptr) {
+    if (const Entry* e = table().find(id)) {
+      if (auto a = StreamCheck::access_of(e->tensor, id, /*write=*/true)) accesses_.push_back(*a);
+    }
+  }
 }
 
 const Tensor& ExecContext::input(uint64_t id) {
@@ -41,11 +50,19 @@ const Tensor& ExecContext::input(uint64_t id) {
               node());
   }
   if (auto p = poison_of(e)) throw PoisonedInput{std::move(p)};
+  if (session_.check() != nullptr) {
+    // A target read as an input (in-place ops) is already a write.
+    const bool written = std::find(outputs_.begin(), outputs_.end(), id) != outputs_.end();
+    if (!written) {
+      if (auto a = StreamCheck::access_of(e->tensor, id, /*write=*/false)) accesses_.push_back(*a);
+    }
+  }
   return e->tensor;
 }
 
 void ExecContext::define(uint64_t id, Tensor tensor) {
   if (inherited_) throw PoisonedInput{inherited_};
+  if (StreamCheck* check = session_.check()) check->defined(tensor);
   table().define(id, std::move(tensor));
 }
 

@@ -15,6 +15,7 @@
 #include <thd/generator.h>
 
 #include "protocol/codec.h"
+#include "streams/hazard_checker.h"
 #include "worker/handle_table.h"
 
 namespace thd::worker {
@@ -99,6 +100,11 @@ class ExecContext {
   const protocol::fb::Command* command_ = nullptr;
   Prepared prepared_;
   std::vector<uint64_t> outputs_;
+  std::vector<streams::Access> accesses_;  // with the hazard checker on
+
+ public:
+  // What the op read and wrote through the tensors it named (hazard checker).
+  const std::vector<streams::Access>& accesses() const { return accesses_; }
 };
 
 }  // namespace thd::worker

@@ -75,6 +75,10 @@ void run(ExecContext& ctx, const fb::Fetch& op) {
   }
   const Tensor bytes = e->tensor.contiguous();
   ctx.channel().send(bytes, 0, {.tag = op.fetch_tag(), .timeout = ctx.timeout()});
+  // get() returns once this stream got here: the master's next ops come after it.
+  if (StreamCheck* check = ctx.session().check()) {
+    check->checker().on_host_wait(check->checker().clock(check->key(ctx.stream())));
+  }
 }
 
 void run(ExecContext& ctx, const fb::Free& op) {
@@ -113,6 +117,7 @@ void run(ExecContext& ctx, const fb::Sync& op) {
               ctx.node(), ctx.timeout().count());
   }
   session.streams().for_each_context([](ExecContext& c) { c.clear_errors(); });
+  if (StreamCheck* check = session.check()) check->checker().on_synchronize();
   flatbuffers::FlatBufferBuilder b(64);
   auto body = fb::CreateSyncDone(b, op.sync_id(), ctx.table().size(), ctx.replies_sent());
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::SyncDone, body.Union()));

@@ -43,7 +43,11 @@ void run(ExecContext& ctx, const fb::EventRecord&) {
   // now run everything before it.
   const Prepared& p = ctx.prepared();
   if (!p.event) THD_THROW(protocol::ProtocolError, "Event::record", "the record was not prepared");
-  p.event->complete(p.value, ctx.first_error());
+  std::shared_ptr<const streams::VectorClock> clock;
+  if (StreamCheck* check = ctx.session().check()) {
+    clock = std::make_shared<const streams::VectorClock>(check->checker().on_record(check->key(ctx.stream())));
+  }
+  p.event->complete(p.value, ctx.first_error(), std::move(clock));
 }
 
 void run(ExecContext& ctx, const fb::EventWait& op) {
@@ -55,7 +59,11 @@ void run(ExecContext& ctx, const fb::EventWait& op) {
     THD_THROW(TimeoutError, "Stream::wait", "stream {} of node {} waited {} ms for event {} (its record did not run)",
               ctx.stream(), ctx.node(), ctx.timeout().count(), op.event());
   }
-  ctx.inherit(p.event->latest().poison);
+  const EventState::Record r = p.event->latest();
+  ctx.inherit(r.poison);
+  if (StreamCheck* check = session.check(); check != nullptr && r.clock) {
+    check->checker().on_wait(check->key(ctx.stream()), *r.clock);
+  }
 }
 
 void run(ExecContext& ctx, const fb::EventNotify& op) {
@@ -71,8 +79,10 @@ void run(ExecContext& ctx, const fb::EventNotify& op) {
   event->when_complete(event->issued(), [&session, peer, tag, id](const EventState::Record& r) {
     flatbuffers::FlatBufferBuilder b(256);
     const Poison* p = r.poison.get();
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> clock;
+    if (r.clock) clock = b.CreateVector(r.clock->serialize());
     auto body = fb::CreateEventNotice(b, id, p != nullptr, p != nullptr ? p->op_id : 0, text(b, p, false),
-                                      text(b, p, true), p != nullptr ? p->node : -1);
+                                      text(b, p, true), p != nullptr ? p->node : -1, clock);
     b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::EventNotice, body.Union()));
     try {
       protocol::send_message(session.channel(), peer + 1, tag, {b.GetBufferPointer(), b.GetSize()},
@@ -96,6 +106,10 @@ void run(ExecContext& ctx, const fb::EventWaitRemote& op) {
     THD_THROW(protocol::ProtocolError, "Stream::wait", "node {} answered an event wait with a {} message",
               op.peer_node(), fb::EnumNameBody(m.body_type()));
   }
+  if (StreamCheck* check = ctx.session().check(); check != nullptr && notice->clock() != nullptr) {
+    check->checker().on_wait(check->key(ctx.stream()),
+                             streams::VectorClock::deserialize({notice->clock()->data(), notice->clock()->size()}));
+  }
   if (notice->failed()) {
     ctx.inherit(std::make_shared<const Poison>(
         Poison{notice->op_id(), notice->op_name() != nullptr ? notice->op_name()->str() : "op",
@@ -118,6 +132,8 @@ void run(ExecContext& ctx, const fb::EventQuery& op) {
     return;
   }
   event->when_complete(awaited, [&session, id, tag, awaited](const EventState::Record& r) {
+    // The master learns the record has run: what it issues next comes after it.
+    if (StreamCheck* check = session.check(); check != nullptr && r.clock) check->checker().on_host_wait(*r.clock);
     try {
       send_status(session, id, tag, awaited, r);
     } catch (const std::exception& e) {

@@ -7,7 +7,10 @@
 namespace thd::worker {
 
 Session::Session(std::shared_ptr<DataChannel> channel)
-    : channel_(std::move(channel)), node_(channel_->rank() - 1), streams_(*this) {}
+    : channel_(std::move(channel)),
+      node_(channel_->rank() - 1),
+      check_(StreamCheck::from_env(node_)),
+      streams_(*this) {}
 
 Session::~Session() {
   stopping_.store(true);

@@ -20,6 +20,7 @@
 #include "worker/events.h"
 #include "worker/exec_context.h"
 #include "worker/handle_table.h"
+#include "worker/stream_check.h"
 #include "worker/streams.h"
 
 namespace thd::worker {
@@ -62,6 +63,9 @@ class Session {
   void seed_all(uint64_t seed);
   void seed_stream(ExecContext& ctx);
 
+  // The hazard checker (THD_STREAM_CHECK=1); null when off.
+  StreamCheck* check() { return check_.get(); }
+
   // True once the session is ending: long waits give up.
   bool stopping() const { return stopping_.load(); }
 
@@ -69,6 +73,7 @@ class Session {
   std::shared_ptr<DataChannel> channel_;
   const int node_;
   std::atomic<bool> stopping_{false};
+  std::unique_ptr<StreamCheck> check_;
   HandleTable table_;
   EventTable events_;
 

@@ -103,6 +103,14 @@ void schedule(Session& session, const std::shared_ptr<const protocol::Received>&
                          session.node(), session.timeout().count()));
       return;
     }
+    if (StreamCheck* check = session.check()) {
+      // Legacy default stream: it comes after everything the other streams ran.
+      session.streams().for_each_context([&](ExecContext& other) {
+        if (other.stream() != 0) {
+          check->checker().on_wait(check->key(0), check->checker().clock(check->key(other.stream())));
+        }
+      });
+    }
     dispatch(main, c, std::move(prepared));
     if (collective) session.end_turn(turn);
     return;
@@ -114,7 +122,14 @@ void schedule(Session& session, const std::shared_ptr<const protocol::Received>&
     refuse(session, c, prepared, e.what());
     return;
   }
-  stream->executor.submit([holder, &c, stream, &session, prepared = std::move(prepared), collective, turn]() mutable {
+  // ... and the other streams after what the default stream ran before this.
+  std::shared_ptr<const streams::VectorClock> after_default;
+  if (StreamCheck* check = session.check()) {
+    after_default = std::make_shared<const streams::VectorClock>(check->checker().clock(check->key(0)));
+  }
+  stream->executor.submit([holder, &c, stream, &session, prepared = std::move(prepared), collective, turn,
+                           after_default]() mutable {
+    if (after_default) session.check()->checker().on_wait(session.check()->key(stream->ctx.stream()), *after_default);
     try {
       dispatch(stream->ctx, c, std::move(prepared));
     } catch (const PeerLost&) {
