@@ -158,6 +158,7 @@ int DataChannel::size() const noexcept { return state_->size(); }
 const std::string& DataChannel::backend() const noexcept { return state_->backend; }
 const std::vector<int>& DataChannel::world_ranks() const noexcept { return *state_->world_ranks; }
 std::chrono::milliseconds DataChannel::timeout() const noexcept { return state_->timeout; }
+ChannelTraffic DataChannel::traffic() const noexcept { return state_->transport->traffic(); }
 
 std::shared_ptr<DataChannel> DataChannel::new_group(std::vector<int> ranks,
                                                     std::optional<std::chrono::milliseconds> timeout) {

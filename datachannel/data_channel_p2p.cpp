@@ -32,6 +32,7 @@ Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind
   if (keep != nullptr) req->keepalive.push_back(*keep);
   req->passive_wait = o.passive_wait;
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
+  g.transport->count_send(data.size());
   g.transport->post_send(data, (*g.world_ranks)[dst], env, req);
   return Request(std::move(req));
 }
@@ -47,6 +48,7 @@ Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int 
   if (keep != nullptr) req->keepalive.push_back(*keep);
   req->passive_wait = o.passive_wait;
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
+  g.transport->count_recv(data.size());
   g.transport->post_recv(data, src == kAnySource ? kAnySource : (*g.world_ranks)[src], env, req);
   return Request(std::move(req));
 }

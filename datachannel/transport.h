@@ -27,6 +27,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <atomic>
 #include <string_view>
 #include <vector>
 
@@ -73,9 +74,27 @@ class Transport {
   // is healthy.
   virtual std::exception_ptr peer_error(int world_rank) const = 0;
 
+  // Counted by the callers of post_send/post_recv (thd::stats).
+  void count_send(size_t bytes) noexcept {
+    sent_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    sent_messages_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void count_recv(size_t bytes) noexcept {
+    received_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    received_messages_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ChannelTraffic traffic() const noexcept {
+    return {sent_bytes_.load(std::memory_order_relaxed), received_bytes_.load(std::memory_order_relaxed),
+            sent_messages_.load(std::memory_order_relaxed), received_messages_.load(std::memory_order_relaxed)};
+  }
+
  private:
   int rank_;
   int size_;
+  std::atomic<uint64_t> sent_bytes_{0};
+  std::atomic<uint64_t> received_bytes_{0};
+  std::atomic<uint64_t> sent_messages_{0};
+  std::atomic<uint64_t> received_messages_{0};
 };
 
 // How a backend is made: the world's rank and size, the store under a prefix of

@@ -290,6 +290,7 @@ void Session::handle_reply(int node, const fb::Message& message) {
     case fb::Body::SyncDone:     // comes on the sync's own tag
     case fb::Body::EventStatus:  // on the query's own tag
     case fb::Body::EventNotice:  // worker to worker
+    case fb::Body::NodeStats:    // on the query's own tag
       THD_LOG_WARN("master: node {} sent a {} message on the reply tag", node, fb::EnumNameBody(message.body_type()));
       return;
   }

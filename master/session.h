@@ -62,6 +62,8 @@ class Session : public std::enable_shared_from_this<Session> {
   EventReport query_event(int node, uint64_t event, bool wait, const char* op);
   // Whether `stream` of `node` has run everything issued on it so far.
   bool query_stream(int node, uint32_t stream);
+  // thd::stats() of one node (stats.cpp).
+  NodeStats node_stats(int node);
 
   // Downloads a tensor (a sync point).
   Tensor fetch(const Handle& handle);

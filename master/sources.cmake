@@ -10,5 +10,6 @@ set(THD_MASTER_SOURCES
   master/pool_attach.cpp
   master/scopes.cpp
   master/session.cpp
+  master/stats.cpp
   master/streams_api.cpp
 )

@@ -182,6 +182,8 @@ std::string op_name(const fb::Command& c) {
       return "~Event";
     case fb::Op::StreamQuery:
       return "Stream::query";
+    case fb::Op::StatsQuery:
+      return "stats";
   }
   return "unknown";
 }

@@ -49,6 +49,7 @@ void run_command(ExecContext& ctx, const fb::Command& c) {
     case fb::Op::EventQuery: return run(ctx, table_of(c.op_as_EventQuery()));
     case fb::Op::EventDestroy: return run(ctx, table_of(c.op_as_EventDestroy()));
     case fb::Op::StreamQuery: return run(ctx, table_of(c.op_as_StreamQuery()));
+    case fb::Op::StatsQuery: return run(ctx, table_of(c.op_as_StatsQuery()));
   }
   THD_THROW(protocol::ProtocolError, "dispatch", "op type {} is not in this protocol version",
             static_cast<int>(c.op_type()));
@@ -66,6 +67,7 @@ bool is_control(fb::Op op) {
     case fb::Op::EventQuery:
     case fb::Op::EventDestroy:
     case fb::Op::StreamQuery:
+    case fb::Op::StatsQuery:
       return true;
     default:
       return false;
@@ -74,6 +76,7 @@ bool is_control(fb::Op op) {
 
 void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared) {
   ctx.begin(command, std::move(prepared));
+  if (!is_control(command.op_type())) ctx.session().count_op();
   try {
     run_command(ctx, command);
     if (StreamCheck* check = ctx.session().check(); check != nullptr && !ctx.accesses().empty()) {

@@ -25,13 +25,13 @@ uint64_t EventState::issued() const {
   return issued_;
 }
 
-void EventState::complete(uint64_t generation, std::shared_ptr<const Poison> poison,
-                          std::shared_ptr<const streams::VectorClock> clock) {
+std::vector<std::function<void()>> EventState::complete(uint64_t generation, std::shared_ptr<const Poison> poison,
+                                                        std::shared_ptr<const streams::VectorClock> clock) {
   std::vector<std::pair<uint64_t, Callback>> due;
   Record record;
   {
     std::lock_guard lock(mu_);
-    if (generation <= latest_.generation) return;  // a later record completed first
+    if (generation <= latest_.generation) return {};  // a later record completed first
     latest_ = Record{generation, now_ns(), std::move(poison), std::move(clock)};
     record = latest_;
     for (auto it = callbacks_.begin(); it != callbacks_.end();) {
@@ -44,7 +44,10 @@ void EventState::complete(uint64_t generation, std::shared_ptr<const Poison> poi
     }
   }
   cv_.notify_all();
-  for (auto& [g, fn] : due) fn(record);
+  std::vector<std::function<void()>> calls;
+  calls.reserve(due.size());
+  for (auto& [g, fn] : due) calls.push_back([fn = std::move(fn), record] { fn(record); });
+  return calls;
 }
 
 bool EventState::wait(uint64_t generation, Clock::time_point deadline, const std::function<bool()>& stop) const {

@@ -36,9 +36,11 @@ class EventState {
   // The latest record issued (0: never recorded): what a wait or query refers to.
   uint64_t issued() const;
   // A stream reached record `generation`. Records may complete out of issue order
-  // (on different streams): the latest completed generation stands.
-  void complete(uint64_t generation, std::shared_ptr<const Poison> poison,
-                std::shared_ptr<const streams::VectorClock> clock = nullptr);
+  // (on different streams): the latest completed generation stands. Waiters wake
+  // now; the callbacks now due are returned for the caller to run once it has
+  // counted the record as done (so a query they answer sees the stream past it).
+  [[nodiscard]] std::vector<std::function<void()>> complete(uint64_t generation, std::shared_ptr<const Poison> poison,
+                                                            std::shared_ptr<const streams::VectorClock> clock = nullptr);
   // Waits until record `generation` (or a later one) completed; false at `deadline`
   // or when `stop` turns true (checked every few milliseconds).
   bool wait(uint64_t generation, Clock::time_point deadline, const std::function<bool()>& stop) const;

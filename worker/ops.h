@@ -39,6 +39,7 @@ void run(ExecContext& ctx, const fb::EventWaitRemote& op);
 void run(ExecContext& ctx, const fb::EventQuery& op);
 void run(ExecContext& ctx, const fb::EventDestroy& op);
 void run(ExecContext& ctx, const fb::StreamQuery& op);
+void run(ExecContext& ctx, const fb::StatsQuery& op);
 
 void run(ExecContext& ctx, const fb::Unary& op);
 void run(ExecContext& ctx, const fb::Binary& op);

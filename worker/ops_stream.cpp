@@ -2,6 +2,8 @@
 // events, waits on events of this node and of other nodes, and the master's queries.
 #include <fmt/format.h>
 
+#include <thd/memory.h>
+
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "tensor/log.h"
@@ -47,7 +49,19 @@ void run(ExecContext& ctx, const fb::EventRecord&) {
   if (StreamCheck* check = ctx.session().check()) {
     clock = std::make_shared<const streams::VectorClock>(check->checker().on_record(check->key(ctx.stream())));
   }
-  p.event->complete(p.value, ctx.first_error(), std::move(clock));
+  auto due = p.event->complete(p.value, ctx.first_error(), std::move(clock));
+  if (due.empty()) return;
+  auto run_all = [due = std::move(due)] {
+    for (const auto& fn : due) fn();
+  };
+  if (ctx.stream() == 0) {
+    run_all();
+    return;
+  }
+  // After this task counts as done: whoever the callbacks tell (a master waiting in
+  // Stream::synchronize, say) then finds the stream past the record.
+  streams::Executor& executor = ctx.session().streams().get(ctx.stream()).executor;
+  executor.when_completed(executor.completed() + 1, std::move(run_all));
 }
 
 void run(ExecContext& ctx, const fb::EventWait& op) {
@@ -155,6 +169,26 @@ void run(ExecContext& ctx, const fb::StreamQuery& op) {
   EventState::Record r;
   r.generation = done ? 1 : 0;
   send_status(session, 0, op.reply_tag(), 1, r);
+}
+
+void run(ExecContext& ctx, const fb::StatsQuery& op) {
+  if (!protocol::is_fetch_tag(op.reply_tag())) {
+    THD_THROW(protocol::ProtocolError, "stats", "stats reply tag {} is outside the fetch range", op.reply_tag());
+  }
+  Session& session = ctx.session();
+  flatbuffers::FlatBufferBuilder b(512);
+  std::vector<flatbuffers::Offset<fb::StreamLoad>> loads;
+  // The default stream's ops run on the command loop, so none are ever queued.
+  loads.push_back(fb::CreateStreamLoad(b, 0, 0));
+  for (const auto& [stream, queued] : session.streams().queued()) loads.push_back(fb::CreateStreamLoad(b, stream, queued));
+  const ChannelTraffic traffic = session.channel().traffic();
+  const MemoryStats memory = memory_stats();
+  auto body = fb::CreateNodeStats(b, session.node(), session.ops_executed(), b.CreateVector(loads), traffic.bytes_sent,
+                                  traffic.bytes_received, traffic.messages_sent, traffic.messages_received,
+                                  memory.allocated_bytes, memory.peak_allocated_bytes, session.table().size(),
+                                  session.events().size());
+  b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::NodeStats, body.Union()));
+  protocol::send_message(session.channel(), 0, op.reply_tag(), {b.GetBufferPointer(), b.GetSize()}, ctx.timeout());
 }
 
 void run(ExecContext& ctx, const fb::EventDestroy& op) {

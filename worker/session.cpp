@@ -1,5 +1,7 @@
 #include "worker/session.h"
 
+#include <thd/memory.h>
+
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/ops.h"
@@ -10,7 +12,10 @@ Session::Session(std::shared_ptr<DataChannel> channel)
     : channel_(std::move(channel)),
       node_(channel_->rank() - 1),
       check_(StreamCheck::from_env(node_)),
-      streams_(*this) {}
+      streams_(*this) {
+  // thd::stats() reports the peak of this session (a pool process serves many).
+  reset_peak_memory_stats();
+}
 
 Session::~Session() {
   stopping_.store(true);

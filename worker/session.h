@@ -66,6 +66,10 @@ class Session {
   // The hazard checker (THD_STREAM_CHECK=1); null when off.
   StreamCheck* check() { return check_.get(); }
 
+  // Ops run (or poisoned) this session, for thd::stats.
+  void count_op() { ops_executed_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
+
   // True once the session is ending: long waits give up.
   bool stopping() const { return stopping_.load(); }
 
@@ -74,6 +78,7 @@ class Session {
   const int node_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<StreamCheck> check_;
+  std::atomic<uint64_t> ops_executed_{0};
   HandleTable table_;
   EventTable events_;
 

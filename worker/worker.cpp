@@ -226,6 +226,7 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel) {
         case Body::SyncDone:
         case Body::EventStatus:
         case Body::EventNotice:
+        case Body::NodeStats:
           reply_error(ctx, "receive",
                       fmt::format("a worker does not accept {} messages", fb::EnumNameBody(message->body_type())));
           break;

@@ -57,12 +57,14 @@ std::shared_ptr<RequestState> Comm::new_request(std::string_view what, int peer)
 
 Request Comm::isend(std::span<const uint8_t> data, int peer) {
   auto state = new_request("send to", peer);
+  transport_.count_send(data.size());
   transport_.post_send(data, world_rank(peer), envelope_, state);
   return Request(std::move(state));
 }
 
 Request Comm::irecv(std::span<uint8_t> data, int peer) {
   auto state = new_request("recv from", peer);
+  transport_.count_recv(data.size());
   transport_.post_recv(data, world_rank(peer), envelope_, state);
   return Request(std::move(state));
 }

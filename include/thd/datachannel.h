@@ -147,6 +147,16 @@ struct DataChannelOptions {
   std::string bind_host = "127.0.0.1";
 };
 
+// What this rank's transport was given to move, over every group of its world:
+// bytes and messages handed to it to send, and receives posted (each the size of
+// the message it takes).
+struct ChannelTraffic {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+};
+
 namespace detail {
 class Transport;
 struct GroupState;
@@ -174,6 +184,7 @@ class DataChannel : public std::enable_shared_from_this<DataChannel> {
   // The group's members as ranks of the world group, in group-rank order.
   const std::vector<int>& world_ranks() const noexcept;
   std::chrono::milliseconds timeout() const noexcept;
+  ChannelTraffic traffic() const noexcept;
 
   // A subgroup of this group: `ranks` are ranks of this group (distinct, in range),
   // and group rank i is ranks[i]. Every member calls it with the same list; other

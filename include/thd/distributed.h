@@ -375,6 +375,29 @@ std::vector<DistributedTensor> all_gather(const std::vector<DistributedTensor>& 
 std::vector<DistributedTensor> reduce_scatter(const std::vector<DistributedTensor>& inputs,
                                               ReduceOp op = ReduceOp::Sum);
 
+// What a node is doing and holding (thd::stats()).
+struct StreamStats {
+  uint32_t stream = 0;      // 0: the node's default stream
+  uint64_t queued_ops = 0;  // issued to it and not yet run
+};
+struct NodeStats {
+  int node = -1;
+  uint64_t ops_executed = 0;         // ops run (or poisoned without running) this session
+  std::vector<StreamStats> streams;  // the default stream first (its ops run as they arrive: never queued)
+  // Handed to the node's DataChannel: commands, replies, copies and collectives.
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  int64_t memory_in_use = 0;  // tensor memory the worker process holds now
+  int64_t memory_peak = 0;    // the most it held at once this session
+  uint64_t live_tensors = 0;
+  uint64_t live_events = 0;
+};
+// Every node's statistics: one round trip per node, not a sync point (what is still
+// queued counts as queued). WorkerLost for a lost node.
+std::vector<NodeStats> stats();
+
 namespace detail {
 // For tests: the number of live tensors in each node's handle table, after a
 // synchronize().

@@ -1,0 +1,63 @@
+// thd::stats(): per node, the ops run, the ops queued per stream, the bytes moved and
+// the tensor memory held (docs/master-worker.md, "Statistics").
+#include <gtest/gtest.h>
+
+#include <thd/distributed.h>
+#include <thd/stream.h>
+
+#include "job_fixture.h"
+#include "remote_check.h"
+
+namespace thd::test {
+namespace {
+
+class Stats : public JobTest<2> {};
+
+TEST_F(Stats, CountOpsBytesMemoryAndQueuedWork) {
+  synchronize();
+  const std::vector<NodeStats> before = stats();
+  ASSERT_EQ(before.size(), 2u);
+  EXPECT_EQ(before[0].node, 0);
+  EXPECT_EQ(before[1].node, 1);
+  ASSERT_FALSE(before[1].streams.empty());
+  EXPECT_EQ(before[1].streams[0].stream, 0u);  // the default stream comes first
+
+  // 1 MiB to node 1, 20 ops there, 1 MiB back.
+  const Tensor local = Tensor::ones({1 << 18});
+  DistributedTensor x = local.dist_send(1);
+  for (int i = 0; i < 20; ++i) x.add_(1);
+  EXPECT_TRUE(same_tensor(x.get(), Tensor::full({1 << 18}, 21.0f)));
+  const std::vector<NodeStats> after = stats();
+  const NodeStats& n1 = after[1];
+  EXPECT_GE(n1.ops_executed, before[1].ops_executed + 22);  // upload, 20 adds, fetch
+  EXPECT_GE(n1.bytes_received, before[1].bytes_received + (uint64_t{1} << 20));
+  EXPECT_GE(n1.bytes_sent, before[1].bytes_sent + (uint64_t{1} << 20));
+  EXPECT_GT(n1.messages_received, before[1].messages_received);
+  EXPECT_GE(n1.memory_in_use, int64_t{1} << 20);  // x lives there
+  EXPECT_GE(n1.memory_peak, n1.memory_in_use);
+  EXPECT_EQ(n1.live_tensors, before[1].live_tensors + 1);
+  EXPECT_EQ(after[0].ops_executed, before[0].ops_executed);  // nothing ran on node 0
+
+  // Work queued on a busy stream shows as queued.
+  Stream s = Stream::create(0);
+  Event gate;
+  {
+    StreamScope in(s);
+    DistributedTensor a = DistributedTensor::ones({384, 384});
+    for (int i = 0; i < 8; ++i) a = a.matmul(a).mul_(1.0f / 384);
+    for (int i = 0; i < 50; ++i) a.add_(0);
+    gate.record();
+  }
+  const NodeStats busy = stats()[0];
+  ASSERT_EQ(busy.streams.size(), 2u);
+  EXPECT_EQ(busy.streams[1].stream, s.id());
+  // The query was read right after the 60 ops were queued: the first matmul has
+  // barely started.
+  EXPECT_GT(busy.streams[1].queued_ops, 0u);
+  gate.synchronize();
+  const NodeStats idle = stats()[0];
+  EXPECT_EQ(idle.streams[1].queued_ops, 0u);
+}
+
+}  // namespace
+}  // namespace thd::test
