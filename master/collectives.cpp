@@ -58,8 +58,11 @@ void check_reduce_op(const char* op, ReduceOp r, DType dtype) {
 template <typename Build>
 void issue(const char* op, const Members& m, Build&& build) {
   std::lock_guard lock(m.session->cross_node_mutex());
+  // The same id on every member: the trace draws arrows between them.
+  const uint64_t trace_id = m.session->tracing() ? m.session->next_op_id() : 0;
   for (size_t i = 0; i < m.handles.size(); ++i) {
-    m.session->link(m.nodes[i], op).append(fb::Op::Collective, [&](auto& b) { return build(b, i).Union(); });
+    m.session->link(m.nodes[i], op).append(fb::Op::Collective,
+                                           [&](auto& b) { return build(b, i, trace_id).Union(); });
   }
   for (int n : m.nodes) m.session->link(n, op).flush();
 }
@@ -67,9 +70,9 @@ void issue(const char* op, const Members& m, Build&& build) {
 void in_place(const char* op, std::vector<DistributedTensor>& tensors, fb::CollectiveKind kind, int root, ReduceOp r) {
   const Members m = members_of(op, tensors);
   check_reduce_op(op, r, m.handles.front()->meta.dtype());
-  issue(op, m, [&](auto& b, size_t i) {
+  issue(op, m, [&](auto& b, size_t i, uint64_t trace_id) {
     return fb::CreateCollective(b, kind, m.handles[i]->id, 0, 0, b.CreateVector(m.nodes), root,
-                                static_cast<uint8_t>(r));
+                                static_cast<uint8_t>(r), trace_id);
   });
 }
 
@@ -115,9 +118,9 @@ std::vector<DistributedTensor> with_outputs(const char* op, const std::vector<Di
   for (const Handle* h : m.handles) {
     outputs.emplace_back(m.session->new_handle(h->node, h->device, master::mirror(out_shape, h->meta.dtype())));
   }
-  issue(op, m, [&](auto& b, size_t i) {
+  issue(op, m, [&](auto& b, size_t i, uint64_t trace_id) {
     return fb::CreateCollective(b, kind, m.handles[i]->id, outputs[i].id(), b.CreateVector(out_shape),
-                                b.CreateVector(m.nodes), 0, static_cast<uint8_t>(r));
+                                b.CreateVector(m.nodes), 0, static_cast<uint8_t>(r), trace_id);
   });
   return outputs;
 }

@@ -71,6 +71,12 @@ Session::Session(std::shared_ptr<DataChannel> channel, const MasterWorkerOptions
   const int nodes = channel_->size() - 1;
   nodes_.resize(nodes);
   next_stream_.assign(static_cast<size_t>(nodes), 0);
+  clock_offsets_.assign(static_cast<size_t>(nodes), 0);
+  trace_path_ = trace::trace_path_from_env();
+  if (trace_path_) {
+    recorder_ = std::make_unique<trace::Recorder>();
+    recorder_->name_process(0, "master", 0);
+  }
   for (int n = 0; n < nodes; ++n) {
     links_.push_back(std::make_unique<NodeLink>(
         channel_, n, options_, [this] { return next_op_id(); }, [this] { wake_flusher(); }));
@@ -107,7 +113,7 @@ void Session::start(uint64_t session_id, uint64_t seed) {
     });
   for (int n = 0; n < num_nodes(); ++n) {
     auto hello = message_of(fb::Body::Hello, [&](auto& b) {
-      return fb::CreateHello(b, protocol::kVersion, session_id, n, num_nodes(), seed);
+      return fb::CreateHello(b, protocol::kVersion, session_id, n, num_nodes(), seed, tracing());
     });
     links_[n]->send_control({hello.data(), hello.size()});
   }
@@ -127,6 +133,7 @@ void Session::start(uint64_t session_id, uint64_t seed) {
     }
   }
   lock.unlock();
+  if (tracing()) measure_clock_offsets();
   flusher_ = std::thread([this] {
     net::name_this_thread("thd-flusher");
     flusher_loop();
@@ -291,6 +298,7 @@ void Session::handle_reply(int node, const fb::Message& message) {
     case fb::Body::EventStatus:  // on the query's own tag
     case fb::Body::EventNotice:  // worker to worker
     case fb::Body::NodeStats:    // on the query's own tag
+    case fb::Body::ClockSample:  // on the query's own tag
       THD_LOG_WARN("master: node {} sent a {} message on the reply tag", node, fb::EnumNameBody(message.body_type()));
       return;
   }
@@ -308,6 +316,17 @@ void Session::fail_fetches_of(int node, std::exception_ptr why) {
 }
 
 Tensor Session::fetch(const Handle& h) {
+  const int64_t start = tracing() ? trace::now_ns() : 0;
+  struct TraceGet {
+    Session* s;
+    int64_t start;
+    const Handle& h;
+    ~TraceGet() {
+      if (s->tracing()) {
+        s->trace_slice("get", start, {{"node", h.node}, {"tensor", h.id}, {"bytes", h.meta.nbytes()}});
+      }
+    }
+  } trace_get{this, start, h};
   NodeLink& l = link(h.node, "get");
   l.throw_if_lost();
   Tensor out = Tensor::empty(h.meta.shape(), h.meta.dtype());
@@ -397,6 +416,14 @@ std::exception_ptr Session::take_unraised_failure() {
 }
 
 void Session::synchronize() {
+  const int64_t start = tracing() ? trace::now_ns() : 0;
+  struct TraceSync {
+    Session* s;
+    int64_t start;
+    ~TraceSync() {
+      if (s->tracing()) s->trace_slice("synchronize", start, {});
+    }
+  } trace_sync{this, start};
   // Each node answers on a tag of its own, received by this thread: no reply thread
   // in the way of the round trip. The receives are posted before the Syncs leave.
   struct Pending {
@@ -449,6 +476,7 @@ std::exception_ptr Session::close() {
   } catch (...) {
     first = std::current_exception();
   }
+  if (tracing()) write_trace();
   auto goodbye = message_of(fb::Body::Goodbye, [](auto& b) { return fb::CreateGoodbye(b); });
   for (auto& l : links_) {
     try {

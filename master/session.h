@@ -10,6 +10,8 @@
 #include <set>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "master/handle.h"
 #include "master/node_link.h"
 #include "protocol/framing.h"
+#include "streams/trace.h"
 
 namespace thd::master {
 
@@ -65,6 +68,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // thd::stats() of one node (stats.cpp).
   NodeStats node_stats(int node);
 
+  // ---- the trace (THD_TRACE; trace.cpp) ----
+  bool tracing() const { return recorder_ != nullptr; }
+  // A slice on this thread's track of the master's process (no-op when not tracing).
+  void trace_slice(const char* name, int64_t start, trace::Args args);
+
   // Downloads a tensor (a sync point).
   Tensor fetch(const Handle& handle);
   // Every node has run everything issued so far; then raises the first unraised
@@ -95,6 +103,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void handle_reply(int node, const fb::Message& message);
   void fail_fetches_of(int node, std::exception_ptr why);
   std::exception_ptr remote_error(int node, uint64_t op_id, const std::string& op_name, const std::string& message);
+  // Tracing: every worker's clock offset (NTP-style, at start), and at close every
+  // worker's recording merged with the master's into the trace file.
+  void measure_clock_offsets();
+  void write_trace();
   // Records that the failure of (node, op) was raised (by a fetch or an event).
   void mark_raised_locked(int node, uint64_t op_id);
   // The first failure not yet raised, marked raised; nullptr if none.
@@ -117,6 +129,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<uint64_t> next_sync_{0};
   std::atomic<uint64_t> next_event_id_{1};
   std::vector<uint32_t> next_stream_;  // per node, under mu_
+  std::optional<std::string> trace_path_;
+  std::unique_ptr<trace::Recorder> recorder_;
+  std::vector<int64_t> clock_offsets_;  // per node: add to its timestamps for the master's clock
   std::mutex cross_node_mu_;
 
   std::mutex mu_;  // everything below

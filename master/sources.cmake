@@ -11,5 +11,6 @@ set(THD_MASTER_SOURCES
   master/scopes.cpp
   master/session.cpp
   master/stats.cpp
+  master/trace.cpp
   master/streams_api.cpp
 )

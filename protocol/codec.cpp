@@ -184,6 +184,10 @@ std::string op_name(const fb::Command& c) {
       return "Stream::query";
     case fb::Op::StatsQuery:
       return "stats";
+    case fb::Op::ClockQuery:
+      return "clock";
+    case fb::Op::TraceDump:
+      return "trace";
   }
   return "unknown";
 }

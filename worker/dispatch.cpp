@@ -50,12 +50,30 @@ void run_command(ExecContext& ctx, const fb::Command& c) {
     case fb::Op::EventDestroy: return run(ctx, table_of(c.op_as_EventDestroy()));
     case fb::Op::StreamQuery: return run(ctx, table_of(c.op_as_StreamQuery()));
     case fb::Op::StatsQuery: return run(ctx, table_of(c.op_as_StatsQuery()));
+    case fb::Op::ClockQuery: return run(ctx, table_of(c.op_as_ClockQuery()));
+    case fb::Op::TraceDump: return run(ctx, table_of(c.op_as_TraceDump()));
   }
   THD_THROW(protocol::ProtocolError, "dispatch", "op type {} is not in this protocol version",
             static_cast<int>(c.op_type()));
 }
 
 }  // namespace
+
+void trace_op(trace::Recorder& rec, ExecContext& ctx, int64_t start, int64_t end) {
+  trace::Args args{{"op_id", ctx.op_id()}};
+  std::vector<int64_t> ids;
+  int64_t bytes = 0;
+  for (uint64_t id : ctx.outputs()) {
+    ids.push_back(static_cast<int64_t>(id));
+    const Entry* e = ctx.table().find(id);
+    if (e == nullptr || !e->tensor.defined()) continue;
+    if (ids.size() == 1) args.emplace_back("shape", std::vector<int64_t>(e->tensor.shape().begin(), e->tensor.shape().end()));
+    bytes += static_cast<int64_t>(e->tensor.nbytes());
+  }
+  if (!ids.empty()) args.emplace_back("tensors", std::move(ids));
+  if (bytes > 0) args.emplace_back("bytes", bytes);
+  rec.slice(ctx.session().trace_pid(), static_cast<int32_t>(ctx.stream()), ctx.op_name(), start, end, std::move(args));
+}
 
 bool is_control(fb::Op op) {
   switch (op) {
@@ -68,6 +86,8 @@ bool is_control(fb::Op op) {
     case fb::Op::EventDestroy:
     case fb::Op::StreamQuery:
     case fb::Op::StatsQuery:
+    case fb::Op::ClockQuery:
+    case fb::Op::TraceDump:
       return true;
     default:
       return false;
@@ -76,7 +96,18 @@ bool is_control(fb::Op op) {
 
 void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared) {
   ctx.begin(command, std::move(prepared));
-  if (!is_control(command.op_type())) ctx.session().count_op();
+  const bool control = is_control(command.op_type());
+  if (!control) ctx.session().count_op();
+  trace::Recorder* rec = control ? nullptr : ctx.session().recorder();
+  const int64_t start = rec != nullptr ? trace::now_ns() : 0;
+  struct Slice {
+    trace::Recorder* rec;
+    ExecContext& ctx;
+    int64_t start;
+    ~Slice() {
+      if (rec != nullptr) trace_op(*rec, ctx, start, trace::now_ns());
+    }
+  } slice{rec, ctx, start};
   try {
     run_command(ctx, command);
     if (StreamCheck* check = ctx.session().check(); check != nullptr && !ctx.accesses().empty()) {

@@ -28,6 +28,7 @@ class EventState {
     int64_t time_ns = 0;
     std::shared_ptr<const Poison> poison;
     std::shared_ptr<const streams::VectorClock> clock;  // hazard checker: what the record covers
+    uint32_t stream = 0;                                // the stream that ran it
   };
   using Callback = std::function<void(const Record&)>;
 
@@ -39,7 +40,8 @@ class EventState {
   // (on different streams): the latest completed generation stands. Waiters wake
   // now; the callbacks now due are returned for the caller to run once it has
   // counted the record as done (so a query they answer sees the stream past it).
-  [[nodiscard]] std::vector<std::function<void()>> complete(uint64_t generation, std::shared_ptr<const Poison> poison,
+  [[nodiscard]] std::vector<std::function<void()>> complete(uint64_t generation, uint32_t stream,
+                                                            std::shared_ptr<const Poison> poison,
                                                             std::shared_ptr<const streams::VectorClock> clock = nullptr);
   // Waits until record `generation` (or a later one) completed; false at `deadline`
   // or when `stop` turns true (checked every few milliseconds).

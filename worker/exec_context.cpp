@@ -96,6 +96,13 @@ void ExecContext::clear_errors() {
   inherited_ = nullptr;
 }
 
+void ExecContext::flow(uint64_t id, bool begin) {
+  trace::Recorder* rec = session_.recorder();
+  if (rec == nullptr) return;
+  rec->flow(id, session_.trace_pid(), static_cast<int32_t>(stream_), trace::now_ns(),
+            begin ? trace::FlowPhase::Begin : trace::FlowPhase::End);
+}
+
 DataChannel& ExecContext::group(const std::vector<int>& nodes) { return session_.group(nodes); }
 void ExecContext::reply(std::span<const uint8_t> message) { session_.reply(message); }
 uint64_t ExecContext::replies_sent() const { return session_.replies_sent(); }

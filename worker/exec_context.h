@@ -105,6 +105,11 @@ class ExecContext {
  public:
   // What the op read and wrote through the tensors it named (hazard checker).
   const std::vector<streams::Access>& accesses() const { return accesses_; }
+  // The tensors the op declared it writes (for the trace).
+  const std::vector<uint64_t>& outputs() const { return outputs_; }
+  // A flow arrow's end in the trace at this moment, on this stream's track (no-op
+  // when not tracing).
+  void flow(uint64_t id, bool begin);
 };
 
 }  // namespace thd::worker

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "protocol/codec.h"
+#include "streams/trace.h"
 #include "worker/exec_context.h"
 
 #include <string>
@@ -40,6 +41,8 @@ void run(ExecContext& ctx, const fb::EventQuery& op);
 void run(ExecContext& ctx, const fb::EventDestroy& op);
 void run(ExecContext& ctx, const fb::StreamQuery& op);
 void run(ExecContext& ctx, const fb::StatsQuery& op);
+void run(ExecContext& ctx, const fb::ClockQuery& op);
+void run(ExecContext& ctx, const fb::TraceDump& op);
 
 void run(ExecContext& ctx, const fb::Unary& op);
 void run(ExecContext& ctx, const fb::Binary& op);
@@ -82,5 +85,17 @@ void check_transfer_tag(int64_t tag, const char* op);
 // Where a command runs (docs/streams.md): control commands on the command loop at
 // once, whatever their stream; the others on their stream.
 bool is_control(fb::Op op);
+
+// The trace's slice of the op ctx just ran.
+void trace_op(trace::Recorder& rec, ExecContext& ctx, int64_t start, int64_t end);
+
+// Flow ids of the trace: an event record and its waits; a collective's arrows from
+// its first member to each other one (transfer tags, the third kind, are below 2^42).
+inline uint64_t event_flow_id(uint64_t event, uint64_t generation) {
+  return (uint64_t{1} << 62) | (event << 20) | (generation & 0xfffff);
+}
+inline uint64_t collective_flow_id(uint64_t trace_id, size_t member) {
+  return (uint64_t{1} << 63) | (trace_id << 12) | (member & 0xfff);
+}
 
 }  // namespace thd::worker

@@ -36,6 +36,11 @@ void send_status(Session& session, uint64_t event, int64_t reply_tag, uint64_t a
 
 void run(ExecContext& ctx, const fb::StreamCreate& op) {
   ctx.session().streams().create(op.stream(), op.high_priority());
+  if (trace::Recorder* rec = ctx.session().recorder()) {
+    rec->name_track(ctx.session().trace_pid(), static_cast<int32_t>(op.stream()),
+                    fmt::format("stream {}{}", op.stream(), op.high_priority() ? " (high priority)" : ""),
+                    static_cast<int32_t>(op.stream()));
+  }
 }
 
 void run(ExecContext& ctx, const fb::StreamDestroy& op) { ctx.session().streams().destroy(op.stream()); }
@@ -49,7 +54,7 @@ void run(ExecContext& ctx, const fb::EventRecord&) {
   if (StreamCheck* check = ctx.session().check()) {
     clock = std::make_shared<const streams::VectorClock>(check->checker().on_record(check->key(ctx.stream())));
   }
-  auto due = p.event->complete(p.value, ctx.first_error(), std::move(clock));
+  auto due = p.event->complete(p.value, ctx.stream(), ctx.first_error(), std::move(clock));
   if (due.empty()) return;
   auto run_all = [due = std::move(due)] {
     for (const auto& fn : due) fn();
@@ -74,6 +79,12 @@ void run(ExecContext& ctx, const fb::EventWait& op) {
               ctx.stream(), ctx.node(), ctx.timeout().count(), op.event());
   }
   const EventState::Record r = p.event->latest();
+  if (trace::Recorder* rec = session.recorder()) {
+    // The arrow starts inside the record's slice, when the record ran.
+    const uint64_t id = event_flow_id(op.event(), r.generation);
+    rec->flow(id, session.trace_pid(), static_cast<int32_t>(r.stream), r.time_ns, trace::FlowPhase::Begin);
+    ctx.flow(id, /*begin=*/false);
+  }
   ctx.inherit(r.poison);
   if (StreamCheck* check = session.check(); check != nullptr && r.clock) {
     check->checker().on_wait(check->key(ctx.stream()), *r.clock);
@@ -91,6 +102,11 @@ void run(ExecContext& ctx, const fb::EventNotify& op) {
   // Sent by whichever thread completes the record (or now, when it has run): the
   // waiting node hears from this one directly, not through the master.
   event->when_complete(event->issued(), [&session, peer, tag, id](const EventState::Record& r) {
+    if (trace::Recorder* rec = session.recorder(); rec != nullptr && r.generation > 0) {
+      // The arrow to the waiting node starts inside the record's slice.
+      rec->flow(static_cast<uint64_t>(tag), session.trace_pid(), static_cast<int32_t>(r.stream), r.time_ns,
+                trace::FlowPhase::Begin);
+    }
     flatbuffers::FlatBufferBuilder b(256);
     const Poison* p = r.poison.get();
     flatbuffers::Offset<flatbuffers::Vector<uint8_t>> clock;
@@ -115,6 +131,7 @@ void run(ExecContext& ctx, const fb::EventWaitRemote& op) {
   const std::vector<uint8_t> bytes =
       protocol::recv_message(ctx.channel(), op.peer_node() + 1, op.tag(), kMaxNoticeBytes, ctx.timeout());
   const fb::Message& m = protocol::verify_message(bytes, "worker");
+  ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/false);
   const fb::EventNotice* notice = m.body_as_EventNotice();
   if (notice == nullptr) {
     THD_THROW(protocol::ProtocolError, "Stream::wait", "node {} answered an event wait with a {} message",
@@ -189,6 +206,25 @@ void run(ExecContext& ctx, const fb::StatsQuery& op) {
                                   session.events().size());
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::NodeStats, body.Union()));
   protocol::send_message(session.channel(), 0, op.reply_tag(), {b.GetBufferPointer(), b.GetSize()}, ctx.timeout());
+}
+
+void run(ExecContext& ctx, const fb::ClockQuery& op) {
+  if (!protocol::is_fetch_tag(op.reply_tag())) {
+    THD_THROW(protocol::ProtocolError, "clock", "clock reply tag {} is outside the fetch range", op.reply_tag());
+  }
+  flatbuffers::FlatBufferBuilder b(64);
+  auto body = fb::CreateClockSample(b, trace::now_ns());
+  b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::ClockSample, body.Union()));
+  protocol::send_message(ctx.channel(), 0, op.reply_tag(), {b.GetBufferPointer(), b.GetSize()}, ctx.timeout());
+}
+
+void run(ExecContext& ctx, const fb::TraceDump& op) {
+  if (!protocol::is_fetch_tag(op.reply_tag())) {
+    THD_THROW(protocol::ProtocolError, "trace", "trace reply tag {} is outside the fetch range", op.reply_tag());
+  }
+  trace::Recorder* rec = ctx.session().recorder();
+  const std::vector<uint8_t> bytes = rec != nullptr ? rec->serialize() : trace::Recorder(false).serialize();
+  protocol::send_message(ctx.channel(), 0, op.reply_tag(), bytes, ctx.timeout());
 }
 
 void run(ExecContext& ctx, const fb::EventDestroy& op) {

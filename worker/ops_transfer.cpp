@@ -69,6 +69,7 @@ void run(ExecContext& ctx, const fb::SendTo& op) {
     throw PoisonedInput{poison};
   }
   send_status(ctx, op, nullptr);
+  ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/true);
   ctx.channel().send(e->tensor.contiguous(), op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
 }
 
@@ -85,6 +86,7 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
         f->op_id(), f->op_name() ? f->op_name()->str() : "op", f->message() ? f->message()->str() : "", f->node()})};
   }
   ctx.channel().recv(out, op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
+  ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/false);
   ctx.define(op.out(), std::move(out));
 }
 
@@ -112,6 +114,13 @@ void run(ExecContext& ctx, const fb::Collective& op) {
     member = member || n == ctx.node();
   }
   if (!member) THD_THROW(protocol::ProtocolError, "collective", "node {} is not among the nodes {}", ctx.node(), nodes);
+  if (op.trace_id() != 0) {
+    // Arrows from the first member to each other one.
+    for (size_t i = 1; i < nodes.size(); ++i) {
+      if (ctx.node() == nodes[0]) ctx.flow(collective_flow_id(op.trace_id(), i), /*begin=*/true);
+      else if (ctx.node() == nodes[i]) ctx.flow(collective_flow_id(op.trace_id(), i), /*begin=*/false);
+    }
+  }
   const Entry* e = ctx.table().find(op.tensor());
   if (e == nullptr) ctx.input(op.tensor());  // the unknown-id error
   DataChannel& group = ctx.group(nodes);

@@ -71,6 +71,13 @@ DataChannel& Session::group(const std::vector<int>& nodes) {
   return *groups_.emplace(nodes, std::move(g)).first->second;
 }
 
+void Session::enable_trace() {
+  if (recorder_) return;
+  recorder_ = std::make_unique<trace::Recorder>();
+  recorder_->name_process(trace_pid(), fmt::format("node {}", node_), trace_pid());
+  recorder_->name_track(trace_pid(), 0, "default stream", 0);
+}
+
 void Session::seed_all(uint64_t seed) {
   seed_.store(seed);
   streams_.for_each_context([&](ExecContext& ctx) { seed_stream(ctx); });

@@ -17,6 +17,7 @@
 
 #include <thd/datachannel.h>
 
+#include "streams/trace.h"
 #include "worker/events.h"
 #include "worker/exec_context.h"
 #include "worker/handle_table.h"
@@ -66,6 +67,13 @@ class Session {
   // The hazard checker (THD_STREAM_CHECK=1); null when off.
   StreamCheck* check() { return check_.get(); }
 
+  // ---- the trace (THD_TRACE on the master: Hello.trace) ----
+  // Starts recording: this node is process node+1 of the job's trace.
+  void enable_trace();
+  // Null when not tracing.
+  trace::Recorder* recorder() { return recorder_.get(); }
+  int32_t trace_pid() const { return node_ + 1; }
+
   // Ops run (or poisoned) this session, for thd::stats.
   void count_op() { ops_executed_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
@@ -79,6 +87,7 @@ class Session {
   std::atomic<bool> stopping_{false};
   std::unique_ptr<StreamCheck> check_;
   std::atomic<uint64_t> ops_executed_{0};
+  std::unique_ptr<trace::Recorder> recorder_;
   HandleTable table_;
   EventTable events_;
 

@@ -210,6 +210,7 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel) {
             return SessionEnd::Refused;
           }
           session.seed_all(h->seed());
+          if (h->trace()) session.enable_trace();
           reply_hello(ctx, true, "");
           break;
         }
@@ -227,6 +228,7 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel) {
         case Body::EventStatus:
         case Body::EventNotice:
         case Body::NodeStats:
+        case Body::ClockSample:
           reply_error(ctx, "receive",
                       fmt::format("a worker does not accept {} messages", fb::EnumNameBody(message->body_type())));
           break;
