@@ -189,6 +189,9 @@ Event Stream::record() const {
 
 void Stream::wait(const Event& event) const {
   auto s = master::live_session(handle_->session, "Stream::wait");
+  if (event.handle_->session.lock() != s) {
+    THD_THROW(ValueError, "Stream::wait", "the stream and the event belong to different sessions");
+  }
   const int from = event.handle_->node();
   if (from < 0) return;  // never recorded: nothing to wait for (CUDA)
   const uint64_t id = event.handle_->id;
