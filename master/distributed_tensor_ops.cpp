@@ -1,12 +1,15 @@
 // DistributedTensor ops: each checks its operands and infers the result on the
 // master (bad calls throw here), then queues one command for the node.
+#include <array>
+#include <concepts>
+#include <tuple>
+
 #include "master/emit.h"
 #include "master/infer.h"
 #include "tensor/check.h"
 
 namespace thd {
 
-using master::emit_inplace;
 using master::emit_new;
 using master::Handle;
 using master::operand;
@@ -17,6 +20,61 @@ namespace {
 
 fb::Scalar fbs(const Scalar& s) { return protocol::to_fb(s); }
 
+// The operands of one call of an op, checked in the order given: each defined
+// and of a live session (operand()), all on one node (check_same_node); and the
+// first one's session, to which the op's command goes, on that node.
+template <size_t N>
+struct Operands {
+  const char* name;
+  std::array<const Handle*, N> handles;
+  std::shared_ptr<master::Session> session;
+
+  const Handle& operator[](size_t i) const { return *handles[i]; }
+  int node() const { return handles[0]->node; }
+
+  // Runs the op's checks, inference and command: an error they raise names the node.
+  template <typename F>
+  decltype(auto) at_node(F&& f) const {
+    return master::at_node(node(), std::forward<F>(f));
+  }
+  // The op's result, a new tensor `meta` made by the command `build` returns.
+  template <typename Build>
+  DistributedTensor emit_new(Tensor meta, fb::Op type, Build&& build) const {
+    return master::emit_new(*session, name, node(), std::move(meta), type, std::forward<Build>(build));
+  }
+  // The command of an in-place op, which writes the first operand.
+  template <typename Build>
+  void emit_inplace(fb::Op type, Build&& build) const {
+    master::emit_inplace(*session, name, *handles[0], type, std::forward<Build>(build));
+  }
+};
+
+template <std::same_as<DistributedTensor>... Ts>
+Operands<sizeof...(Ts)> operands(const char* name, const Ts&... xs) {
+  Operands<sizeof...(Ts)> ops{name, {&operand(xs, name)...}, nullptr};  // in order: the first bad one is named
+  if constexpr (sizeof...(Ts) > 1) {
+    std::apply([&](const auto*... h) { master::check_same_node(name, {h...}); }, ops.handles);
+  }
+  ops.session = session_of(*ops.handles[0], name);
+  return ops;
+}
+
+// A probe index for index ops' inference: zeros (a valid index) of `i`'s rank and dtype.
+Tensor index_probe(const Handle& i) { return Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype()); }
+
+// The command of an op that comes as a new tensor of `shape` and `dtype` (x.op())
+// and in place (x.op_(), writing `self`, the first operand): `build(b, id)` makes
+// it for the new tensor's id, or for 0 in place.
+template <size_t N, typename Build>
+DistributedTensor emit_new_or_inplace(const Operands<N>& ops, const DistributedTensor& self, bool inplace,
+                                      const Shape& shape, DType dtype, fb::Op type, Build&& build) {
+  if (inplace) {
+    ops.emit_inplace(type, [&](auto& b) { return build(b, 0); });
+    return self;
+  }
+  return ops.emit_new(master::mirror(shape, dtype), type, build);
+}
+
 // Keys of the dtype cache: the op family and code, the dtypes, and what of the
 // operands' shapes and kinds promotion looks at.
 uint64_t key(uint64_t family, uint64_t op, DType a, DType b, uint64_t extra) {
@@ -24,7 +82,10 @@ uint64_t key(uint64_t family, uint64_t op, DType a, DType b, uint64_t extra) {
          extra;
 }
 
-Tensor local_binary(fb::BinaryOp op, const Tensor& a, const Tensor& b) {
+// The op on probes, for the result's dtype (and the tensor library's checks).
+// `B` is Tensor or Scalar; maximum/minimum take tensors only.
+template <typename B>
+Tensor local_binary(fb::BinaryOp op, const Tensor& a, const B& b) {
   switch (op) {
     case fb::BinaryOp::Add:
       return a.add(b);
@@ -37,9 +98,11 @@ Tensor local_binary(fb::BinaryOp op, const Tensor& a, const Tensor& b) {
     case fb::BinaryOp::Pow:
       return a.pow(b);
     case fb::BinaryOp::Maximum:
-      return a.maximum(b);
+      if constexpr (std::same_as<B, Tensor>) return a.maximum(b);
+      break;
     case fb::BinaryOp::Minimum:
-      return a.minimum(b);
+      if constexpr (std::same_as<B, Tensor>) return a.minimum(b);
+      break;
     case fb::BinaryOp::Eq:
       return a.eq(b);
     case fb::BinaryOp::Ne:
@@ -56,6 +119,7 @@ Tensor local_binary(fb::BinaryOp op, const Tensor& a, const Tensor& b) {
   return a;
 }
 
+// `reverse`: b op a (scalar + tensor and the like).
 Tensor local_binary(fb::BinaryOp op, const Tensor& a, const Scalar& b, bool reverse) {
   if (reverse) {
     switch (op) {
@@ -71,59 +135,11 @@ Tensor local_binary(fb::BinaryOp op, const Tensor& a, const Scalar& b, bool reve
         break;
     }
   }
-  switch (op) {
-    case fb::BinaryOp::Add:
-      return a.add(b);
-    case fb::BinaryOp::Sub:
-      return a.sub(b);
-    case fb::BinaryOp::Mul:
-      return a.mul(b);
-    case fb::BinaryOp::Div:
-      return a.div(b);
-    case fb::BinaryOp::Pow:
-      return a.pow(b);
-    case fb::BinaryOp::Eq:
-      return a.eq(b);
-    case fb::BinaryOp::Ne:
-      return a.ne(b);
-    case fb::BinaryOp::Lt:
-      return a.lt(b);
-    case fb::BinaryOp::Le:
-      return a.le(b);
-    case fb::BinaryOp::Gt:
-      return a.gt(b);
-    case fb::BinaryOp::Ge:
-      return a.ge(b);
-    case fb::BinaryOp::Maximum:
-    case fb::BinaryOp::Minimum:
-      break;
-  }
-  return a;
+  return local_binary(op, a, b);
 }
 
-void local_binary_(fb::BinaryOp op, Tensor& a, const Tensor& b) {
-  switch (op) {
-    case fb::BinaryOp::Add:
-      a.add_(b);
-      return;
-    case fb::BinaryOp::Sub:
-      a.sub_(b);
-      return;
-    case fb::BinaryOp::Mul:
-      a.mul_(b);
-      return;
-    case fb::BinaryOp::Div:
-      a.div_(b);
-      return;
-    case fb::BinaryOp::Pow:
-      a.pow_(b);
-      return;
-    default:
-      return;
-  }
-}
-
-void local_binary_(fb::BinaryOp op, Tensor& a, const Scalar& b) {
+template <typename B>
+void local_binary_(fb::BinaryOp op, Tensor& a, const B& b) {
   switch (op) {
     case fb::BinaryOp::Add:
       a.add_(b);
@@ -152,70 +168,65 @@ const char* binary_name(fb::BinaryOp op) {
 }
 
 DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const DistributedTensor& y) {
-  const char* name = binary_name(op);
-  const Handle& a = operand(x, name);
-  const Handle& b = operand(y, name);
-  master::check_same_node(name, {&a, &b});
-  auto s = session_of(a, name);
-  return master::at_node(a.node, [&]() -> DistributedTensor {
-    const Shape shape = master::broadcast_for(name, a.meta.shape(), b.meta.shape());
+  const auto ops = operands(binary_name(op), x, y);
+  const Handle& a = ops[0];
+  const Handle& b = ops[1];
+  return ops.at_node([&]() -> DistributedTensor {
+    const Shape shape = master::broadcast_for(ops.name, a.meta.shape(), b.meta.shape());
     const DType dtype = master::cached_probe_dtype(
         key(1, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(),
             (a.meta.dim() == 0) << 1 | (b.meta.dim() == 0)),
         [&] { return local_binary(op, master::probe_of(a.meta), master::probe_of(b.meta)); });
-    return emit_new(*s, name, a.node, master::mirror(shape, dtype), fb::Op::Binary,
-                    [&](auto& bld, uint64_t id) { return fb::CreateBinary(bld, id, op, a.id, b.id).Union(); });
+    return ops.emit_new(master::mirror(shape, dtype), fb::Op::Binary,
+                        [&](auto& bld, uint64_t id) { return fb::CreateBinary(bld, id, op, a.id, b.id).Union(); });
   });
 }
 
-void binary_(fb::BinaryOp op, const DistributedTensor& x, const DistributedTensor& y) {
-  const char* name = binary_name(op);
-  const Handle& a = operand(x, name);
-  const Handle& b = operand(y, name);
-  master::check_same_node(name, {&a, &b});
-  auto s = session_of(a, name);
-  master::at_node(a.node, [&] {
-    master::check_writable(name, a.meta);
-    master::check_broadcasts_to(name, b.meta.shape(), a.meta.shape());
+DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const DistributedTensor& y) {
+  const auto ops = operands(binary_name(op), x, y);
+  const Handle& a = ops[0];
+  const Handle& b = ops[1];
+  ops.at_node([&] {
+    master::check_writable(ops.name, a.meta);
+    master::check_broadcasts_to(ops.name, b.meta.shape(), a.meta.shape());
     (void)master::cached_probe_dtype(
         key(2, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(), b.meta.dim() == 0), [&] {
           Tensor p = master::probe_of(a.meta);
           local_binary_(op, p, master::probe_of(b.meta));
           return p;
         });
-    emit_inplace(*s, name, a, fb::Op::Binary,
-                 [&](auto& bld) { return fb::CreateBinary(bld, 0, op, a.id, b.id).Union(); });
+    ops.emit_inplace(fb::Op::Binary, [&](auto& bld) { return fb::CreateBinary(bld, 0, op, a.id, b.id).Union(); });
   });
+  return x;
 }
 
 DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const Scalar& v, bool reverse = false) {
-  const char* name = binary_name(op);
-  const Handle& a = operand(x, name);
-  auto s = session_of(a, name);
-  return master::at_node(a.node, [&]() -> DistributedTensor {
+  const auto ops = operands(binary_name(op), x);
+  const Handle& a = ops[0];
+  return ops.at_node([&]() -> DistributedTensor {
     const DType dtype = master::cached_probe_dtype(
         key(3, static_cast<uint64_t>(op), a.meta.dtype(), v.natural_dtype(), (a.meta.dim() == 0) << 1 | reverse),
         [&] { return local_binary(op, master::probe_of(a.meta), v, reverse); });
     const fb::Scalar sv = fbs(v);
-    return emit_new(
-        *s, name, a.node, master::mirror(a.meta.shape(), dtype), fb::Op::BinaryScalar,
+    return ops.emit_new(
+        master::mirror(a.meta.shape(), dtype), fb::Op::BinaryScalar,
         [&](auto& bld, uint64_t id) { return fb::CreateBinaryScalar(bld, id, op, a.id, &sv, reverse).Union(); });
   });
 }
 
-void binary_(fb::BinaryOp op, const DistributedTensor& x, const Scalar& v) {
-  const char* name = binary_name(op);
-  const Handle& a = operand(x, name);
-  auto s = session_of(a, name);
-  master::at_node(a.node, [&] {
-    master::check_writable(name, a.meta);
+DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const Scalar& v) {
+  const auto ops = operands(binary_name(op), x);
+  const Handle& a = ops[0];
+  ops.at_node([&] {
+    master::check_writable(ops.name, a.meta);
     // Not cached: whether the value fits the dtype depends on the value itself.
     Tensor p = master::probe_of(a.meta);
     local_binary_(op, p, v);
     const fb::Scalar sv = fbs(v);
-    emit_inplace(*s, name, a, fb::Op::BinaryScalar,
-                 [&](auto& bld) { return fb::CreateBinaryScalar(bld, 0, op, a.id, &sv, false).Union(); });
+    ops.emit_inplace(fb::Op::BinaryScalar,
+                     [&](auto& bld) { return fb::CreateBinaryScalar(bld, 0, op, a.id, &sv, false).Union(); });
   });
+  return x;
 }
 
 Tensor local_unary(fb::UnaryOp op, const Tensor& a) {
@@ -257,32 +268,34 @@ const char* unary_name(fb::UnaryOp op) {
   return names[static_cast<int>(op)];
 }
 
+// The result's dtype, from a probe (cached per op and dtype).
+DType unary_dtype(fb::UnaryOp op, const Handle& a) {
+  return master::cached_probe_dtype(key(4, static_cast<uint64_t>(op), a.meta.dtype(), a.meta.dtype(), 0),
+                                    [&] { return local_unary(op, master::probe_of(a.meta)); });
+}
+
 DistributedTensor unary(fb::UnaryOp op, const DistributedTensor& x) {
-  const char* name = unary_name(op);
-  const Handle& a = operand(x, name);
-  auto s = session_of(a, name);
-  return master::at_node(a.node, [&]() -> DistributedTensor {
-    const DType dtype = master::cached_probe_dtype(key(4, static_cast<uint64_t>(op), a.meta.dtype(), a.meta.dtype(), 0),
-                                                   [&] { return local_unary(op, master::probe_of(a.meta)); });
-    return emit_new(*s, name, a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Unary,
-                    [&](auto& bld, uint64_t id) { return fb::CreateUnary(bld, id, op, a.id).Union(); });
+  const auto ops = operands(unary_name(op), x);
+  const Handle& a = ops[0];
+  return ops.at_node([&]() -> DistributedTensor {
+    return ops.emit_new(master::mirror(a.meta.shape(), unary_dtype(op, a)), fb::Op::Unary,
+                        [&](auto& bld, uint64_t id) { return fb::CreateUnary(bld, id, op, a.id).Union(); });
   });
 }
 
-void unary_(fb::UnaryOp op, const DistributedTensor& x) {
-  const char* name = unary_name(op);
-  const Handle& a = operand(x, name);
-  auto s = session_of(a, name);
-  master::at_node(a.node, [&] {
-    const DType dtype = master::cached_probe_dtype(key(4, static_cast<uint64_t>(op), a.meta.dtype(), a.meta.dtype(), 0),
-                                                   [&] { return local_unary(op, master::probe_of(a.meta)); });
-    master::check_writable(name, a.meta);
+DistributedTensor& unary_(fb::UnaryOp op, DistributedTensor& x) {
+  const auto ops = operands(unary_name(op), x);
+  const Handle& a = ops[0];
+  ops.at_node([&] {
+    const DType dtype = unary_dtype(op, a);
+    master::check_writable(ops.name, a.meta);
     if (!can_cast(dtype, a.meta.dtype())) {
-      THD_THROW(TypeError, name, "in-place: result dtype {} cannot be cast to self's dtype {}", dtype_name(dtype),
+      THD_THROW(TypeError, ops.name, "in-place: result dtype {} cannot be cast to self's dtype {}", dtype_name(dtype),
                 dtype_name(a.meta.dtype()));
     }
-    emit_inplace(*s, name, a, fb::Op::Unary, [&](auto& bld) { return fb::CreateUnary(bld, 0, op, a.id).Union(); });
+    ops.emit_inplace(fb::Op::Unary, [&](auto& bld) { return fb::CreateUnary(bld, 0, op, a.id).Union(); });
   });
+  return x;
 }
 
 struct ViewArgs {
@@ -295,16 +308,14 @@ struct ViewArgs {
 // have. `local` must only run view ops (a mirror's bytes are placeholders).
 DistributedTensor make_view(const char* name, const DistributedTensor& x, fb::ViewKind kind, const ViewArgs& v,
                             const std::function<Tensor(const Tensor&)>& local) {
-  const Handle& a = operand(x, name);
-  auto s = session_of(a, name);
-  return master::at_node(a.node, [&]() -> DistributedTensor {
-    return master::at_node(a.node, [&]() -> DistributedTensor {
-      Tensor meta = local(a.meta);
-      return emit_new(*s, name, a.node, std::move(meta), fb::Op::ViewOp, [&](auto& b, uint64_t id) {
-        const auto shape = b.CreateVector(v.shape);
-        const auto dims = b.CreateVector(v.dims);
-        return fb::CreateViewOp(b, id, kind, a.id, shape, dims, v.dim0, v.dim1, v.start, v.end, v.step).Union();
-      });
+  const auto ops = operands(name, x);
+  const Handle& a = ops[0];
+  return ops.at_node([&]() -> DistributedTensor {
+    Tensor meta = local(a.meta);
+    return ops.emit_new(std::move(meta), fb::Op::ViewOp, [&](auto& b, uint64_t id) {
+      const auto shape = b.CreateVector(v.shape);
+      const auto dims = b.CreateVector(v.dims);
+      return fb::CreateViewOp(b, id, kind, a.id, shape, dims, v.dim0, v.dim1, v.start, v.end, v.step).Union();
     });
   });
 }
@@ -323,25 +334,70 @@ Tensor view_or_copy(const Tensor& meta, const std::function<Tensor(const Tensor&
 DistributedTensor reduce(const char* name, const DistributedTensor& x, fb::ReduceKind kind, bool all, const Dims& dims,
                          bool keepdim, double p, int64_t correction,
                          const std::function<Tensor(const Tensor&)>& local) {
-  const Handle& a = operand(x, name);
-  auto s = session_of(a, name);
-  return master::at_node(a.node, [&]() -> decltype(auto) {
+  const auto ops = operands(name, x);
+  const Handle& a = ops[0];
+  return ops.at_node([&]() -> DistributedTensor {
     const Shape shape = all ? Shape{} : master::reduced_shape(name, a.meta.shape(), dims, keepdim);
     const DType dtype = local(master::probe_of(a.meta)).dtype();
-    return emit_new(*s, name, a.node, master::mirror(shape, dtype), fb::Op::Reduce, [&](auto& b, uint64_t id) {
+    return ops.emit_new(master::mirror(shape, dtype), fb::Op::Reduce, [&](auto& b, uint64_t id) {
       return fb::CreateReduce(b, id, kind, a.id, all, b.CreateVector(dims), keepdim, p, correction).Union();
     });
+  });
+}
+
+DistributedTensor clamp_op(DistributedTensor& self, bool inplace, const std::optional<Scalar>& lo,
+                           const std::optional<Scalar>& hi) {
+  const auto ops = operands(inplace ? "clamp_" : "clamp", self);
+  const Handle& a = ops[0];
+  return ops.at_node([&]() -> DistributedTensor {
+    Tensor p = master::probe_of(a.meta);
+    const DType dtype = inplace ? p.clamp_(lo, hi).dtype() : p.clamp(lo, hi).dtype();
+    const fb::Scalar l = fbs(lo.value_or(0)), h = fbs(hi.value_or(0));
+    return emit_new_or_inplace(ops, self, inplace, a.meta.shape(), dtype, fb::Op::Clamp,
+                               [&](auto& b, uint64_t id) {
+                                 return fb::CreateClamp(b, id, a.id, lo.has_value(), &l, hi.has_value(), &h).Union();
+                               });
+  });
+}
+
+DistributedTensor masked_fill_op(DistributedTensor& self, bool inplace, const DistributedTensor& mask,
+                                 const Scalar& value) {
+  const auto ops = operands(inplace ? "masked_fill_" : "masked_fill", self, mask);
+  const Handle& a = ops[0];
+  const Handle& m = ops[1];
+  return ops.at_node([&]() -> DistributedTensor {
+    master::check_broadcasts_to(ops.name, m.meta.shape(), a.meta.shape());
+    Tensor p = master::probe_of(a.meta);
+    if (inplace) {
+      p.masked_fill_(master::probe_of(m.meta), value);
+    } else {
+      (void)p.masked_fill(master::probe_of(m.meta), value);
+    }
+    const fb::Scalar v = fbs(value);
+    return emit_new_or_inplace(
+        ops, self, inplace, a.meta.shape(), a.meta.dtype(), fb::Op::MaskedFill,
+        [&](auto& b, uint64_t id) { return fb::CreateMaskedFill(b, id, a.id, m.id, &v).Union(); });
+  });
+}
+
+DistributedTensor softmax_op(const DistributedTensor& x, int64_t d, bool log) {
+  const auto ops = operands(log ? "log_softmax" : "softmax", x);
+  const Handle& a = ops[0];
+  return ops.at_node([&]() -> DistributedTensor {
+    const Tensor p = master::probe_of(a.meta);
+    const DType dtype = (log ? p.log_softmax(d) : p.softmax(d)).dtype();
+    return ops.emit_new(master::mirror(a.meta.shape(), dtype), fb::Op::Softmax,
+                        [&](auto& b, uint64_t id) { return fb::CreateSoftmax(b, id, a.id, d, log).Union(); });
   });
 }
 
 DistributedTensor matmul_op(fb::MatmulKind kind, const char* name, const DistributedTensor& x,
                             const DistributedTensor& y,
                             const std::function<Tensor(const Tensor&, const Tensor&)>& local) {
-  const Handle& a = operand(x, name);
-  const Handle& b = operand(y, name);
-  master::check_same_node(name, {&a, &b});
-  auto s = session_of(a, name);
-  return master::at_node(a.node, [&]() -> DistributedTensor {
+  const auto ops = operands(name, x, y);
+  const Handle& a = ops[0];
+  const Handle& b = ops[1];
+  return ops.at_node([&]() -> DistributedTensor {
     const DType dtype = local(master::probe_of(a.meta), master::probe_of(b.meta)).dtype();
     const Shape shape = kind == fb::MatmulKind::Outer ? Shape{a.meta.numel(), b.meta.numel()}
                                                       : master::matmul_shape(name, a.meta.shape(), b.meta.shape());
@@ -349,8 +405,8 @@ DistributedTensor matmul_op(fb::MatmulKind kind, const char* name, const Distrib
       THD_THROW(ShapeError, name, "batch sizes differ: {} and {}", shape_str(a.meta.shape()),
                 shape_str(b.meta.shape()));
     }
-    return emit_new(*s, name, a.node, master::mirror(shape, dtype), fb::Op::Matmul,
-                    [&](auto& bld, uint64_t id) { return fb::CreateMatmul(bld, id, kind, a.id, b.id).Union(); });
+    return ops.emit_new(master::mirror(shape, dtype), fb::Op::Matmul,
+                        [&](auto& bld, uint64_t id) { return fb::CreateMatmul(bld, id, kind, a.id, b.id).Union(); });
   });
 }
 
@@ -461,165 +517,82 @@ DistributedTensor DistributedTensor::maximum(const DistributedTensor& o) const {
 DistributedTensor DistributedTensor::minimum(const DistributedTensor& o) const {
   return binary(fb::BinaryOp::Minimum, *this, o);
 }
-DistributedTensor& DistributedTensor::add_(const DistributedTensor& o) {
-  binary_(fb::BinaryOp::Add, *this, o);
-  return *this;
-}
-DistributedTensor& DistributedTensor::add_(Scalar o) {
-  binary_(fb::BinaryOp::Add, *this, o);
-  return *this;
-}
-DistributedTensor& DistributedTensor::sub_(const DistributedTensor& o) {
-  binary_(fb::BinaryOp::Sub, *this, o);
-  return *this;
-}
-DistributedTensor& DistributedTensor::sub_(Scalar o) {
-  binary_(fb::BinaryOp::Sub, *this, o);
-  return *this;
-}
-DistributedTensor& DistributedTensor::mul_(const DistributedTensor& o) {
-  binary_(fb::BinaryOp::Mul, *this, o);
-  return *this;
-}
-DistributedTensor& DistributedTensor::mul_(Scalar o) {
-  binary_(fb::BinaryOp::Mul, *this, o);
-  return *this;
-}
-DistributedTensor& DistributedTensor::div_(const DistributedTensor& o) {
-  binary_(fb::BinaryOp::Div, *this, o);
-  return *this;
-}
-DistributedTensor& DistributedTensor::div_(Scalar o) {
-  binary_(fb::BinaryOp::Div, *this, o);
-  return *this;
-}
-DistributedTensor& DistributedTensor::pow_(const DistributedTensor& o) {
-  binary_(fb::BinaryOp::Pow, *this, o);
-  return *this;
-}
-DistributedTensor& DistributedTensor::pow_(Scalar o) {
-  binary_(fb::BinaryOp::Pow, *this, o);
-  return *this;
-}
+DistributedTensor& DistributedTensor::add_(const DistributedTensor& o) { return binary_(fb::BinaryOp::Add, *this, o); }
+DistributedTensor& DistributedTensor::add_(Scalar o) { return binary_(fb::BinaryOp::Add, *this, o); }
+DistributedTensor& DistributedTensor::sub_(const DistributedTensor& o) { return binary_(fb::BinaryOp::Sub, *this, o); }
+DistributedTensor& DistributedTensor::sub_(Scalar o) { return binary_(fb::BinaryOp::Sub, *this, o); }
+DistributedTensor& DistributedTensor::mul_(const DistributedTensor& o) { return binary_(fb::BinaryOp::Mul, *this, o); }
+DistributedTensor& DistributedTensor::mul_(Scalar o) { return binary_(fb::BinaryOp::Mul, *this, o); }
+DistributedTensor& DistributedTensor::div_(const DistributedTensor& o) { return binary_(fb::BinaryOp::Div, *this, o); }
+DistributedTensor& DistributedTensor::div_(Scalar o) { return binary_(fb::BinaryOp::Div, *this, o); }
+DistributedTensor& DistributedTensor::pow_(const DistributedTensor& o) { return binary_(fb::BinaryOp::Pow, *this, o); }
+DistributedTensor& DistributedTensor::pow_(Scalar o) { return binary_(fb::BinaryOp::Pow, *this, o); }
 DistributedTensor DistributedTensor::neg() const { return unary(fb::UnaryOp::Neg, *this); }
-DistributedTensor& DistributedTensor::neg_() {
-  unary_(fb::UnaryOp::Neg, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::neg_() { return unary_(fb::UnaryOp::Neg, *this); }
 DistributedTensor DistributedTensor::abs() const { return unary(fb::UnaryOp::Abs, *this); }
-DistributedTensor& DistributedTensor::abs_() {
-  unary_(fb::UnaryOp::Abs, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::abs_() { return unary_(fb::UnaryOp::Abs, *this); }
 DistributedTensor DistributedTensor::exp() const { return unary(fb::UnaryOp::Exp, *this); }
-DistributedTensor& DistributedTensor::exp_() {
-  unary_(fb::UnaryOp::Exp, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::exp_() { return unary_(fb::UnaryOp::Exp, *this); }
 DistributedTensor DistributedTensor::log() const { return unary(fb::UnaryOp::Log, *this); }
-DistributedTensor& DistributedTensor::log_() {
-  unary_(fb::UnaryOp::Log, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::log_() { return unary_(fb::UnaryOp::Log, *this); }
 DistributedTensor DistributedTensor::sqrt() const { return unary(fb::UnaryOp::Sqrt, *this); }
-DistributedTensor& DistributedTensor::sqrt_() {
-  unary_(fb::UnaryOp::Sqrt, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::sqrt_() { return unary_(fb::UnaryOp::Sqrt, *this); }
 DistributedTensor DistributedTensor::rsqrt() const { return unary(fb::UnaryOp::Rsqrt, *this); }
-DistributedTensor& DistributedTensor::rsqrt_() {
-  unary_(fb::UnaryOp::Rsqrt, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::rsqrt_() { return unary_(fb::UnaryOp::Rsqrt, *this); }
 DistributedTensor DistributedTensor::sin() const { return unary(fb::UnaryOp::Sin, *this); }
-DistributedTensor& DistributedTensor::sin_() {
-  unary_(fb::UnaryOp::Sin, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::sin_() { return unary_(fb::UnaryOp::Sin, *this); }
 DistributedTensor DistributedTensor::cos() const { return unary(fb::UnaryOp::Cos, *this); }
-DistributedTensor& DistributedTensor::cos_() {
-  unary_(fb::UnaryOp::Cos, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::cos_() { return unary_(fb::UnaryOp::Cos, *this); }
 DistributedTensor DistributedTensor::tanh() const { return unary(fb::UnaryOp::Tanh, *this); }
-DistributedTensor& DistributedTensor::tanh_() {
-  unary_(fb::UnaryOp::Tanh, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::tanh_() { return unary_(fb::UnaryOp::Tanh, *this); }
 DistributedTensor DistributedTensor::sigmoid() const { return unary(fb::UnaryOp::Sigmoid, *this); }
-DistributedTensor& DistributedTensor::sigmoid_() {
-  unary_(fb::UnaryOp::Sigmoid, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::sigmoid_() { return unary_(fb::UnaryOp::Sigmoid, *this); }
 DistributedTensor DistributedTensor::relu() const { return unary(fb::UnaryOp::Relu, *this); }
-DistributedTensor& DistributedTensor::relu_() {
-  unary_(fb::UnaryOp::Relu, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::relu_() { return unary_(fb::UnaryOp::Relu, *this); }
 DistributedTensor DistributedTensor::gelu() const { return unary(fb::UnaryOp::Gelu, *this); }
-DistributedTensor& DistributedTensor::gelu_() {
-  unary_(fb::UnaryOp::Gelu, *this);
-  return *this;
-}
+DistributedTensor& DistributedTensor::gelu_() { return unary_(fb::UnaryOp::Gelu, *this); }
 
 DistributedTensor DistributedTensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
-  const Handle& a = operand(*this, "clamp");
-  auto s = session_of(a, "clamp");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
-    const DType dtype = master::probe_of(a.meta).clamp(lo, hi).dtype();
-    const fb::Scalar l = fbs(lo.value_or(0)), h = fbs(hi.value_or(0));
-    return emit_new(*s, "clamp", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Clamp,
-                    [&](auto& b, uint64_t id) {
-                      return fb::CreateClamp(b, id, a.id, lo.has_value(), &l, hi.has_value(), &h).Union();
-                    });
-  });
+  DistributedTensor self = *this;
+  return clamp_op(self, false, lo, hi);
 }
 DistributedTensor& DistributedTensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  const Handle& a = operand(*this, "clamp_");
-  auto s = session_of(a, "clamp_");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
-    Tensor p = master::probe_of(a.meta);
-    p.clamp_(lo, hi);
-    const fb::Scalar l = fbs(lo.value_or(0)), h = fbs(hi.value_or(0));
-    emit_inplace(*s, "clamp_", a, fb::Op::Clamp,
-                 [&](auto& b) { return fb::CreateClamp(b, 0, a.id, lo.has_value(), &l, hi.has_value(), &h).Union(); });
-    return *this;
-  });
+  clamp_op(*this, true, lo, hi);
+  return *this;
 }
 
 DistributedTensor DistributedTensor::to(DType dtype, bool copy) const {
-  const Handle& a = operand(*this, "to");
-  if (dtype == a.meta.dtype() && !copy) return *this;
-  auto s = session_of(a, "to");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
+  if (dtype == operand(*this, "to").meta.dtype() && !copy) return *this;
+  const auto ops = operands("to", *this);
+  const Handle& a = ops[0];
+  return ops.at_node([&]() -> DistributedTensor {
     (void)master::probe_of(a.meta).to(dtype);
-    return emit_new(*s, "to", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Cast,
-                    [&](auto& b, uint64_t id) { return fb::CreateCast(b, id, a.id, protocol::to_fb(dtype)).Union(); });
+    return ops.emit_new(master::mirror(a.meta.shape(), dtype), fb::Op::Cast, [&](auto& b, uint64_t id) {
+      return fb::CreateCast(b, id, a.id, protocol::to_fb(dtype)).Union();
+    });
   });
 }
 
 DistributedTensor& DistributedTensor::fill_(Scalar value) {
-  const Handle& a = operand(*this, "fill_");
-  auto s = session_of(a, "fill_");
-  master::at_node(a.node, [&] { master::check_writable("fill_", a.meta); });
+  const auto ops = operands("fill_", *this);
+  const Handle& a = ops[0];
+  ops.at_node([&] { master::check_writable("fill_", a.meta); });
   Tensor p = master::probe_of(a.meta);
   p.fill_(value);  // the value must fit the dtype
   const fb::Scalar v = fbs(value);
-  emit_inplace(*s, "fill_", a, fb::Op::Fill, [&](auto& b) { return fb::CreateFill(b, a.id, &v).Union(); });
+  ops.emit_inplace(fb::Op::Fill, [&](auto& b) { return fb::CreateFill(b, a.id, &v).Union(); });
   return *this;
 }
 
 DistributedTensor& DistributedTensor::copy_(const DistributedTensor& src) {
-  const Handle& a = operand(*this, "copy_");
-  const Handle& b = operand(src, "copy_");
-  master::check_same_node("copy_", {&a, &b});
-  auto s = session_of(a, "copy_");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
+  const auto ops = operands("copy_", *this, src);
+  const Handle& a = ops[0];
+  const Handle& b = ops[1];
+  ops.at_node([&] {
     master::check_broadcasts_to("copy_", b.meta.shape(), a.meta.shape());
-    emit_inplace(*s, "copy_", a, fb::Op::CopyFrom,
-                 [&](auto& bld) { return fb::CreateCopyFrom(bld, a.id, b.id).Union(); });
-    return *this;
+    ops.emit_inplace(fb::Op::CopyFrom, [&](auto& bld) { return fb::CreateCopyFrom(bld, a.id, b.id).Union(); });
   });
+  return *this;
 }
 
 // ---- reductions
@@ -704,24 +677,8 @@ DistributedTensor DistributedTensor::all(const Dims& d, bool k) const {
   return reduce("all", *this, fb::ReduceKind::All, false, d, k, 0, 0, [&](const Tensor& p) { return p.all(d, k); });
 }
 
-DistributedTensor DistributedTensor::softmax(int64_t d) const {
-  const Handle& a = operand(*this, "softmax");
-  auto s = session_of(a, "softmax");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
-    const DType dtype = master::probe_of(a.meta).softmax(d).dtype();
-    return emit_new(*s, "softmax", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Softmax,
-                    [&](auto& b, uint64_t id) { return fb::CreateSoftmax(b, id, a.id, d, false).Union(); });
-  });
-}
-DistributedTensor DistributedTensor::log_softmax(int64_t d) const {
-  const Handle& a = operand(*this, "log_softmax");
-  auto s = session_of(a, "log_softmax");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
-    const DType dtype = master::probe_of(a.meta).log_softmax(d).dtype();
-    return emit_new(*s, "log_softmax", a.node, master::mirror(a.meta.shape(), dtype), fb::Op::Softmax,
-                    [&](auto& b, uint64_t id) { return fb::CreateSoftmax(b, id, a.id, d, true).Union(); });
-  });
-}
+DistributedTensor DistributedTensor::softmax(int64_t d) const { return softmax_op(*this, d, false); }
+DistributedTensor DistributedTensor::log_softmax(int64_t d) const { return softmax_op(*this, d, true); }
 
 // ---- linear algebra
 // ---------------------------------------------------------------------
@@ -744,18 +701,17 @@ DistributedTensor DistributedTensor::outer(const DistributedTensor& o) const {
 }
 DistributedTensor DistributedTensor::addmm(const DistributedTensor& m1, const DistributedTensor& m2, Scalar beta,
                                            Scalar alpha) const {
-  const Handle& self = operand(*this, "addmm");
-  const Handle& a = operand(m1, "addmm");
-  const Handle& b = operand(m2, "addmm");
-  master::check_same_node("addmm", {&self, &a, &b});
-  auto s = session_of(self, "addmm");
-  return master::at_node(self.node, [&]() -> decltype(auto) {
+  const auto ops = operands("addmm", *this, m1, m2);
+  const Handle& self = ops[0];
+  const Handle& a = ops[1];
+  const Handle& b = ops[2];
+  return ops.at_node([&]() -> DistributedTensor {
     const DType dtype =
         master::probe_of(self.meta).addmm(master::probe_of(a.meta), master::probe_of(b.meta), beta, alpha).dtype();
     const Shape mm = master::matmul_shape("addmm", a.meta.shape(), b.meta.shape());
     master::check_broadcasts_to("addmm", self.meta.shape(), mm);
     const fb::Scalar fbeta = fbs(beta), falpha = fbs(alpha);
-    return emit_new(*s, "addmm", self.node, master::mirror(mm, dtype), fb::Op::Addmm, [&](auto& bld, uint64_t id) {
+    return ops.emit_new(master::mirror(mm, dtype), fb::Op::Addmm, [&](auto& bld, uint64_t id) {
       return fb::CreateAddmm(bld, id, self.id, a.id, b.id, &fbeta, &falpha).Union();
     });
   });
@@ -765,63 +721,62 @@ DistributedTensor matmul(const DistributedTensor& a, const DistributedTensor& b)
 // ---- indexing, joining, sorting
 // -------------------------------------------------------------
 DistributedTensor DistributedTensor::index_select(int64_t d, const DistributedTensor& index) const {
-  const Handle& a = operand(*this, "index_select");
-  const Handle& i = operand(index, "index_select");
-  master::check_same_node("index_select", {&a, &i});
-  auto s = session_of(a, "index_select");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
-    const Tensor pi = Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype());
-    const DType dtype = master::probe_of(a.meta).index_select(d, pi).dtype();
+  const auto ops = operands("index_select", *this, index);
+  const Handle& a = ops[0];
+  const Handle& i = ops[1];
+  return ops.at_node([&]() -> DistributedTensor {
+    const DType dtype = master::probe_of(a.meta).index_select(d, index_probe(i)).dtype();
     Shape shape = a.meta.shape();
     if (!shape.empty()) shape[master::wrap_dim("index_select", d, a.meta.dim())] = i.meta.numel();
-    return emit_new(*s, "index_select", a.node, master::mirror(shape, dtype), fb::Op::IndexOp,
-                    [&](auto& b, uint64_t id) {
-                      return fb::CreateIndexOp(b, id, fb::IndexKind::IndexSelect, a.id, d, i.id).Union();
-                    });
+    return ops.emit_new(master::mirror(shape, dtype), fb::Op::IndexOp, [&](auto& b, uint64_t id) {
+      return fb::CreateIndexOp(b, id, fb::IndexKind::IndexSelect, a.id, d, i.id).Union();
+    });
   });
 }
 DistributedTensor DistributedTensor::gather(int64_t d, const DistributedTensor& index) const {
-  const Handle& a = operand(*this, "gather");
-  const Handle& i = operand(index, "gather");
-  master::check_same_node("gather", {&a, &i});
-  auto s = session_of(a, "gather");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
-    const Tensor pi = Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype());
-    const DType dtype = master::probe_of(a.meta).gather(d, pi).dtype();
-    return emit_new(
-        *s, "gather", a.node, master::mirror(i.meta.shape(), dtype), fb::Op::IndexOp,
-        [&](auto& b, uint64_t id) { return fb::CreateIndexOp(b, id, fb::IndexKind::Gather, a.id, d, i.id).Union(); });
+  const auto ops = operands("gather", *this, index);
+  const Handle& a = ops[0];
+  const Handle& i = ops[1];
+  return ops.at_node([&]() -> DistributedTensor {
+    const DType dtype = master::probe_of(a.meta).gather(d, index_probe(i)).dtype();
+    return ops.emit_new(master::mirror(i.meta.shape(), dtype), fb::Op::IndexOp, [&](auto& b, uint64_t id) {
+      return fb::CreateIndexOp(b, id, fb::IndexKind::Gather, a.id, d, i.id).Union();
+    });
   });
 }
 
 namespace {
+// `Src`: a DistributedTensor to scatter from, or a Scalar to scatter.
+template <typename Src>
 DistributedTensor scatter_op(DistributedTensor& self, bool inplace, int64_t d, const DistributedTensor& index,
-                             const DistributedTensor* src, const Scalar& value) {
+                             const Src& src) {
+  constexpr bool from_tensor = std::same_as<Src, DistributedTensor>;
   const char* name = inplace ? "scatter_" : "scatter";
-  const Handle& a = operand(self, name);
-  const Handle& i = operand(index, name);
-  const Handle* sh = src != nullptr ? &operand(*src, name) : nullptr;
-  if (sh != nullptr)
-    master::check_same_node(name, {&a, &i, sh});
-  else
-    master::check_same_node(name, {&a, &i});
-  auto s = session_of(a, name);
-  return master::at_node(a.node, [&]() -> DistributedTensor {
-    const Tensor pi = Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype());
-    Tensor pa = master::probe_of(a.meta);
-    if (sh != nullptr)
-      (void)pa.scatter(d, pi, master::probe_of(sh->meta));
-    else
-      (void)pa.scatter(d, pi, value);
-    const fb::Scalar v = fbs(value);
-    const uint64_t src_id = sh != nullptr ? sh->id : 0;
-    if (inplace) {
-      emit_inplace(*s, name, a, fb::Op::Scatter,
-                   [&](auto& b) { return fb::CreateScatter(b, 0, a.id, d, i.id, src_id, &v).Union(); });
-      return self;
+  const auto ops = [&] {
+    if constexpr (from_tensor) {
+      return operands(name, self, index, src);
+    } else {
+      return operands(name, self, index);
     }
-    return emit_new(*s, name, a.node, master::mirror(a.meta.shape(), a.meta.dtype()), fb::Op::Scatter,
-                    [&](auto& b, uint64_t id) { return fb::CreateScatter(b, id, a.id, d, i.id, src_id, &v).Union(); });
+  }();
+  const Handle& a = ops[0];
+  const Handle& i = ops[1];
+  return ops.at_node([&]() -> DistributedTensor {
+    Tensor pa = master::probe_of(a.meta);
+    Scalar value = 0;
+    uint64_t src_id = 0;
+    if constexpr (from_tensor) {
+      (void)pa.scatter(d, index_probe(i), master::probe_of(ops[2].meta));
+      src_id = ops[2].id;
+    } else {
+      (void)pa.scatter(d, index_probe(i), src);
+      value = src;
+    }
+    const fb::Scalar v = fbs(value);
+    return emit_new_or_inplace(ops, self, inplace, a.meta.shape(), a.meta.dtype(), fb::Op::Scatter,
+                               [&](auto& b, uint64_t id) {
+                                 return fb::CreateScatter(b, id, a.id, d, i.id, src_id, &v).Union();
+                               });
   });
 }
 }  // namespace
@@ -829,63 +784,43 @@ DistributedTensor scatter_op(DistributedTensor& self, bool inplace, int64_t d, c
 DistributedTensor DistributedTensor::scatter(int64_t d, const DistributedTensor& index,
                                              const DistributedTensor& src) const {
   DistributedTensor self = *this;
-  return scatter_op(self, false, d, index, &src, 0);
+  return scatter_op(self, false, d, index, src);
 }
 DistributedTensor DistributedTensor::scatter(int64_t d, const DistributedTensor& index, Scalar value) const {
   DistributedTensor self = *this;
-  return scatter_op(self, false, d, index, nullptr, value);
+  return scatter_op(self, false, d, index, value);
 }
 DistributedTensor& DistributedTensor::scatter_(int64_t d, const DistributedTensor& index,
                                                const DistributedTensor& src) {
-  scatter_op(*this, true, d, index, &src, 0);
+  scatter_op(*this, true, d, index, src);
   return *this;
 }
 DistributedTensor& DistributedTensor::scatter_(int64_t d, const DistributedTensor& index, Scalar value) {
-  scatter_op(*this, true, d, index, nullptr, value);
+  scatter_op(*this, true, d, index, value);
   return *this;
 }
 
 DistributedTensor DistributedTensor::masked_fill(const DistributedTensor& mask, Scalar value) const {
-  const Handle& a = operand(*this, "masked_fill");
-  const Handle& m = operand(mask, "masked_fill");
-  master::check_same_node("masked_fill", {&a, &m});
-  auto s = session_of(a, "masked_fill");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
-    master::check_broadcasts_to("masked_fill", m.meta.shape(), a.meta.shape());
-    (void)master::probe_of(a.meta).masked_fill(master::probe_of(m.meta), value);
-    const fb::Scalar v = fbs(value);
-    return emit_new(*s, "masked_fill", a.node, master::mirror(a.meta.shape(), a.meta.dtype()), fb::Op::MaskedFill,
-                    [&](auto& b, uint64_t id) { return fb::CreateMaskedFill(b, id, a.id, m.id, &v).Union(); });
-  });
+  DistributedTensor self = *this;
+  return masked_fill_op(self, false, mask, value);
 }
 DistributedTensor& DistributedTensor::masked_fill_(const DistributedTensor& mask, Scalar value) {
-  const Handle& a = operand(*this, "masked_fill_");
-  const Handle& m = operand(mask, "masked_fill_");
-  master::check_same_node("masked_fill_", {&a, &m});
-  auto s = session_of(a, "masked_fill_");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
-    master::check_broadcasts_to("masked_fill_", m.meta.shape(), a.meta.shape());
-    Tensor p = master::probe_of(a.meta);
-    p.masked_fill_(master::probe_of(m.meta), value);
-    const fb::Scalar v = fbs(value);
-    emit_inplace(*s, "masked_fill_", a, fb::Op::MaskedFill,
-                 [&](auto& b) { return fb::CreateMaskedFill(b, 0, a.id, m.id, &v).Union(); });
-    return *this;
-  });
+  masked_fill_op(*this, true, mask, value);
+  return *this;
 }
 
 std::vector<DistributedTensor> DistributedTensor::split(const std::vector<int64_t>& sizes, int64_t d) const {
-  const Handle& a = operand(*this, "split");
-  auto s = session_of(a, "split");
-  return master::at_node(a.node, [&]() -> decltype(auto) {
+  const auto ops = operands("split", *this);
+  const Handle& a = ops[0];
+  return ops.at_node([&]() -> decltype(auto) {
     const std::vector<Tensor> metas = a.meta.split(sizes, d);  // views of the mirror: exact
     std::vector<DistributedTensor> out;
     std::vector<uint64_t> ids;
     for (const Tensor& m : metas) {
-      out.emplace_back(s->new_handle(a.node, a.device, m));
+      out.emplace_back(ops.session->new_handle(a.node, a.device, m));
       ids.push_back(out.back().id());
     }
-    s->link(a.node, "split").append(fb::Op::Split, [&](auto& b) {
+    ops.session->link(a.node, "split").append(fb::Op::Split, [&](auto& b) {
       return fb::CreateSplit(b, b.CreateVector(ids), a.id, d, b.CreateVector(sizes)).Union();
     });
     return out;
@@ -907,9 +842,9 @@ std::vector<DistributedTensor> DistributedTensor::chunk(int64_t chunks, int64_t 
 namespace {
 std::pair<DistributedTensor, DistributedTensor> sort_op(const DistributedTensor& x, const char* name, int64_t d,
                                                         bool descending, int64_t k, bool sorted) {
-  const Handle& a = operand(x, name);
-  auto s = session_of(a, name);
-  return master::at_node(a.node, [&]() -> std::pair<DistributedTensor, DistributedTensor> {
+  const auto ops = operands(name, x);
+  const Handle& a = ops[0];
+  return ops.at_node([&]() -> std::pair<DistributedTensor, DistributedTensor> {
     Shape shape = a.meta.shape();
     if (k >= 0) {
       const int64_t w = master::wrap_dim(name, d, a.meta.dim());
@@ -920,9 +855,9 @@ std::pair<DistributedTensor, DistributedTensor> sort_op(const DistributedTensor&
     } else {
       (void)master::probe_of(a.meta).sort(d, descending);
     }
-    auto values = s->new_handle(a.node, a.device, master::mirror(shape, a.meta.dtype()));
-    auto indices = s->new_handle(a.node, a.device, master::mirror(shape, kInt64));
-    s->link(a.node, name).append(fb::Op::Sort, [&](auto& b) {
+    auto values = ops.session->new_handle(a.node, a.device, master::mirror(shape, a.meta.dtype()));
+    auto indices = ops.session->new_handle(a.node, a.device, master::mirror(shape, kInt64));
+    ops.session->link(a.node, name).append(fb::Op::Sort, [&](auto& b) {
       return fb::CreateSort(b, values->id, indices->id, a.id, d, descending, k, sorted).Union();
     });
     return {DistributedTensor(std::move(values)), DistributedTensor(std::move(indices))};
@@ -971,29 +906,29 @@ DistributedTensor stack(const std::vector<DistributedTensor>& tensors, int64_t d
 }
 
 DistributedTensor where(const DistributedTensor& cond, const DistributedTensor& x, const DistributedTensor& y) {
-  const Handle& c = operand(cond, "where");
-  const Handle& a = operand(x, "where");
-  const Handle& b = operand(y, "where");
-  master::check_same_node("where", {&c, &a, &b});
-  auto s = session_of(c, "where");
-  return master::at_node(c.node, [&]() -> decltype(auto) {
+  const auto ops = operands("where", cond, x, y);
+  const Handle& c = ops[0];
+  const Handle& a = ops[1];
+  const Handle& b = ops[2];
+  return ops.at_node([&]() -> DistributedTensor {
     const Shape shape =
         master::broadcast_for("where", master::broadcast_for("where", c.meta.shape(), a.meta.shape()), b.meta.shape());
     const DType dtype = where(master::probe_of(c.meta), master::probe_of(a.meta), master::probe_of(b.meta)).dtype();
     const fb::Scalar zero;
-    return emit_new(*s, "where", c.node, master::mirror(shape, dtype), fb::Op::Where, [&](auto& bld, uint64_t id) {
+    return ops.emit_new(master::mirror(shape, dtype), fb::Op::Where, [&](auto& bld, uint64_t id) {
       return fb::CreateWhere(bld, id, c.id, a.id, b.id, &zero, &zero).Union();
     });
   });
 }
 DistributedTensor where(const DistributedTensor& cond, Scalar x, Scalar y) {
-  const Handle& c = operand(cond, "where");
-  auto s = session_of(c, "where");
-  return master::at_node(c.node, [&]() -> decltype(auto) {
+  const auto ops = operands("where", cond);
+  const Handle& c = ops[0];
+  return ops.at_node([&]() -> DistributedTensor {
     const DType dtype = where(master::probe_of(c.meta), x, y).dtype();
     const fb::Scalar sa = fbs(x), sb = fbs(y);
-    return emit_new(*s, "where", c.node, master::mirror(c.meta.shape(), dtype), fb::Op::Where,
-                    [&](auto& bld, uint64_t id) { return fb::CreateWhere(bld, id, c.id, 0, 0, &sa, &sb).Union(); });
+    return ops.emit_new(master::mirror(c.meta.shape(), dtype), fb::Op::Where, [&](auto& bld, uint64_t id) {
+      return fb::CreateWhere(bld, id, c.id, 0, 0, &sa, &sb).Union();
+    });
   });
 }
 

@@ -1,15 +1,12 @@
 #include "tools/thd_worker/options.h"
 
-#include <charconv>
-#include <cmath>
-#include <optional>
-#include <set>
 #include <string_view>
 
 #include <thd/config.h>
 
 #include "protocol/pool_store.h"
 #include "tensor/check.h"
+#include "tools/common/cli.h"
 
 namespace thd::worker_cli {
 namespace {
@@ -17,51 +14,22 @@ namespace {
 constexpr const char* kOp = "thd-worker";
 constexpr double kMaxConnectTimeoutSeconds = 24 * 3600;
 
-enum class Opt { Pool, Node, Nodes, BindHost, HostStore, ConnectTimeout, Help, Version };
+enum class Opt { Pool, Node, Nodes, BindHost, HostStore, ConnectTimeout };
 
-struct OptionSpec {
-  Opt id;
-  std::string_view name;
-  bool takes_value;
-};
-
-constexpr OptionSpec kOptions[] = {
+constexpr cli::OptionSpec<Opt> kOptions[] = {
     {Opt::Pool, "--pool", true},
     {Opt::Node, "--node", true},
     {Opt::Nodes, "--nodes", true},
     {Opt::BindHost, "--bind-host", true},
     {Opt::HostStore, "--host-store", false},
     {Opt::ConnectTimeout, "--connect-timeout", true},
-    {Opt::Help, "-h", false},
-    {Opt::Help, "--help", false},
-    {Opt::Version, "-V", false},
-    {Opt::Version, "--version", false},
 };
 
-const OptionSpec* find_option(std::string_view name) {
-  for (const OptionSpec& o : kOptions) {
-    if (o.name == name) return &o;
-  }
-  return nullptr;
-}
-
 int parse_count(std::string_view name, std::string_view value, int min, int max) {
-  auto v = pool::parse_decimal(value, min, max);
-  THD_CHECK(v.has_value(), ValueError, kOp, "{} expects a number from {} to {}, got '{}'", name, min, max, value);
-  return static_cast<int>(*v);
+  return static_cast<int>(cli::parse_number(kOp, name, value, min, max));
 }
 
-std::chrono::milliseconds parse_seconds(std::string_view name, std::string_view value) {
-  double s = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), s);
-  const bool whole = ec == std::errc() && end == value.data() + value.size() && !value.empty();
-  THD_CHECK(whole && std::isfinite(s) && s >= 0 && s <= kMaxConnectTimeoutSeconds, ValueError, kOp,
-            "{} expects seconds from 0 to {}, got '{}'", name, kMaxConnectTimeoutSeconds, value);
-  return std::chrono::milliseconds(std::llround(s * 1000));
-}
-
-void apply(const OptionSpec& spec, std::string_view value, ParsedArgs& out) {
-  worker::PoolOptions& p = out.pool;
+void apply(const cli::OptionSpec<Opt>& spec, std::string_view value, worker::PoolOptions& p) {
   switch (spec.id) {
     case Opt::Pool:
       pool::parse_pool_url(value, kOp);  // checked here, so a typo is a usage error
@@ -74,20 +42,13 @@ void apply(const OptionSpec& spec, std::string_view value, ParsedArgs& out) {
       p.num_nodes = parse_count(spec.name, value, 1, pool::kMaxNodes);
       return;
     case Opt::BindHost:
-      THD_CHECK(!value.empty(), ValueError, kOp, "{} expects a host name or address, got ''", spec.name);
-      p.bind_host = std::string(value);
+      p.bind_host = cli::parse_host(kOp, spec.name, value);
       return;
     case Opt::HostStore:
       p.host_store = true;
       return;
     case Opt::ConnectTimeout:
-      p.connect_timeout = parse_seconds(spec.name, value);
-      return;
-    case Opt::Help:
-      out.action = Action::Help;
-      return;
-    case Opt::Version:
-      out.action = Action::Version;
+      p.connect_timeout = cli::parse_seconds(kOp, spec.name, value, kMaxConnectTimeoutSeconds);
       return;
   }
 }
@@ -96,38 +57,15 @@ void apply(const OptionSpec& spec, std::string_view value, ParsedArgs& out) {
 
 ParsedArgs parse_args(std::span<const std::string> args) {
   ParsedArgs out;
-  std::set<Opt> seen;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string_view arg = args[i];
-    std::string_view name = arg;
-    std::optional<std::string_view> inline_value;
-    if (arg.starts_with("--")) {
-      if (size_t eq = arg.find('='); eq != std::string_view::npos) {
-        name = arg.substr(0, eq);
-        inline_value = arg.substr(eq + 1);
-      }
-    }
-    const OptionSpec* spec = find_option(name);
-    THD_CHECK(spec != nullptr, ValueError, kOp, "{} '{}'",
-              arg.starts_with("-") ? "unknown option" : "unexpected argument", name);
-    THD_CHECK(seen.insert(spec->id).second, ValueError, kOp, "option {} is given twice", name);
-    std::string_view value;
-    if (spec->takes_value) {
-      if (inline_value) {
-        value = *inline_value;
-      } else {
-        THD_CHECK(i + 1 < args.size(), ValueError, kOp, "option {} needs a value", name);
-        value = args[++i];
-      }
-    } else {
-      THD_CHECK(!inline_value, ValueError, kOp, "option {} takes no value, got '{}'", name, arg);
-    }
-    apply(*spec, value, out);
-    if (out.action != Action::Serve) return out;
+  cli::OptionReader<Opt> reader(kOp, kOptions, args, {.operands = cli::Operands::Reject});
+  while (auto option = reader.next()) apply(option->spec, option->value, out.pool);
+  if (const auto builtin = reader.builtin()) {
+    out.action = *builtin == cli::Builtin::Help ? Action::Help : Action::Version;
+    return out;  // --help and --version need nothing else on the line
   }
-  THD_CHECK(seen.contains(Opt::Pool), ValueError, kOp, "missing --pool tcp://HOST:PORT: the pool's store");
-  THD_CHECK(seen.contains(Opt::Node), ValueError, kOp, "missing --node K: which node this worker is");
-  THD_CHECK(seen.contains(Opt::Nodes), ValueError, kOp, "missing --nodes N: how many nodes the pool has");
+  THD_CHECK(reader.seen(Opt::Pool), ValueError, kOp, "missing --pool tcp://HOST:PORT: the pool's store");
+  THD_CHECK(reader.seen(Opt::Node), ValueError, kOp, "missing --node K: which node this worker is");
+  THD_CHECK(reader.seen(Opt::Nodes), ValueError, kOp, "missing --nodes N: how many nodes the pool has");
   THD_CHECK(out.pool.node < out.pool.num_nodes, ValueError, kOp, "--node {} is not in 0..{} (--nodes {})",
             out.pool.node, out.pool.num_nodes - 1, out.pool.num_nodes);
   return out;

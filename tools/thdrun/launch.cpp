@@ -10,6 +10,7 @@
 #include "tensor/check.h"
 #include "tools/thdrun/fd.h"
 #include "tools/thdrun/free_port.h"
+#include "tools/thdrun/process_watch.h"
 #include "tools/thdrun/rank_env.h"
 #include "tools/thdrun/signals.h"
 #include "tools/thdrun/spawn.h"
@@ -65,18 +66,9 @@ int run_local_job(const LaunchOptions& options) {
     spec.env = rank_environment(base_env, job, rank);
     spec.stdin_fd = rank == 0 && rank0_reads_stdin ? -1 : dev_null.get();
 
-    std::vector<TaggedOutput> outputs;
-    std::optional<Pipe> out, err;  // the write ends close when this iteration ends
-    if (options.tag_output) {
-      const std::string prefix = fmt::format("[rank {}] ", job.first_rank + rank);
-      out = make_pipe();
-      err = make_pipe();
-      spec.stdout_fd = out->write.get();
-      spec.stderr_fd = err->write.get();
-      outputs.emplace_back(prefix, std::move(out->read), STDOUT_FILENO);
-      outputs.emplace_back(prefix, std::move(err->read), STDERR_FILENO);
-    }
-    supervisor.add(job.first_rank + rank, spawn(spec, signals), std::move(outputs));
+    std::optional<std::string> tag;
+    if (options.tag_output) tag = fmt::format("[rank {}] ", job.first_rank + rank);
+    supervisor.add(job.first_rank + rank, start_watched(std::move(spec), signals, tag));
   }
   return supervisor.wait();
 }

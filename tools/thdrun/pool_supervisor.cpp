@@ -2,14 +2,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <poll.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <system_error>
 
 #include "tensor/check.h"
 
@@ -28,12 +23,10 @@ constexpr int kMaxRestartDoublings = 4;
 // How often ready() is polled until it holds.
 constexpr milliseconds kReadyPoll{20};
 
-std::string seconds_text(milliseconds ms) { return fmt::format("{:g} s", static_cast<double>(ms.count()) / 1000.0); }
-
 }  // namespace
 
 PoolSupervisor::PoolSupervisor(SignalEvents& signals, PoolSupervisorOptions options)
-    : signals_(signals), options_(std::move(options)) {
+    : options_(std::move(options)), signals_(signals), watch_(signals, options_.kill_grace, "the pool") {
   THD_CHECK(options_.nodes >= 1 && options_.worker && options_.ready, ValueError, kOp,
             "a pool needs nodes, a worker and a readiness check");
 }
@@ -43,20 +36,11 @@ std::string PoolSupervisor::name(const Member& m) const {
 }
 
 void PoolSupervisor::start(Member& m) {
-  ProcessSpec spec = m.node < 0 ? *options_.program : options_.worker(m.node);
-  std::vector<TaggedOutput> outputs;
-  std::optional<Pipe> out, err;  // the write ends close when this returns
-  if (options_.tag_output) {
-    const std::string prefix = m.node < 0 ? std::string("[master] ") : fmt::format("[node {}] ", m.node);
-    out = make_pipe();
-    err = make_pipe();
-    spec.stdout_fd = out->write.get();
-    spec.stderr_fd = err->write.get();
-    outputs.emplace_back(prefix, std::move(out->read), STDOUT_FILENO);
-    outputs.emplace_back(prefix, std::move(err->read), STDERR_FILENO);
-  }
-  m.process = spawn(spec, signals_);
-  m.outputs = std::move(outputs);
+  std::optional<std::string> tag;
+  if (options_.tag_output) tag = m.node < 0 ? std::string("[master] ") : fmt::format("[node {}] ", m.node);
+  // A restart replaces the process and its pipes; the node's history stays.
+  static_cast<WatchedProcess&>(m) =
+      start_watched(m.node < 0 ? *options_.program : options_.worker(m.node), signals_, tag);
   m.started = Clock::now();
   m.restart_at.reset();
 }
@@ -72,16 +56,13 @@ int PoolSupervisor::run() {
     start(members_.back());
   }
 
-  std::vector<pollfd> fds;
-  std::vector<TaggedOutput*> readers;  // readers[i] goes with fds[i + 1]
+  const auto names = [this](const std::vector<const Member*>& left) { return names_of(left); };
   for (;;) {
-    reap();
+    watch_.reap(members_, [this](Member& m, int wait_status) { on_exit(m, wait_status); });
     if (stopping_ && !any_running()) break;
-    const auto now = Clock::now();
-    if (kill_at_ && now >= *kill_at_) {
-      kill_remaining(fmt::format("still running {} after SIGTERM", seconds_text(options_.kill_grace)));
-    }
+    watch_.kill_if_overdue(members_, names);
     if (!stopping_) {
+      const auto now = Clock::now();
       for (Member& m : members_) {
         if (m.restart_at && now >= *m.restart_at) start(m);
       }
@@ -94,34 +75,9 @@ int PoolSupervisor::run() {
         }
       }
     }
-
-    fds.assign(1, pollfd{signals_.fd(), POLLIN, 0});
-    readers.clear();
-    for (Member& m : members_) {
-      for (TaggedOutput& out : m.outputs) {
-        if (!out.open()) continue;
-        fds.push_back(pollfd{out.fd(), POLLIN, 0});
-        readers.push_back(&out);
-      }
-    }
-    const int n = ::poll(fds.data(), fds.size(), poll_timeout_ms(!ready_ && !stopping_));
-    if (n < 0) {
-      THD_CHECK(errno == EINTR, Error, kOp, "poll failed while supervising the pool: {}",
-                std::system_category().message(errno));
-      continue;
-    }
-    if (fds[0].revents != 0) {
-      while (auto sig = signals_.next()) {
-        if (*sig != SIGCHLD) on_signal(*sig);
-      }
-    }
-    for (size_t i = 0; i < readers.size(); ++i) {
-      if (fds[i + 1].revents != 0) readers[i]->pump();
-    }
+    watch_.wait(members_, next_wake(!ready_ && !stopping_), [this](int sig) { on_signal(sig); });
   }
-  for (Member& m : members_) {
-    for (TaggedOutput& out : m.outputs) out.finish();
-  }
+  ProcessWatch::finish_output(members_);
 
   if (failed_) return 1;
   if (program_status_) {
@@ -131,23 +87,8 @@ int PoolSupervisor::run() {
   return 0;
 }
 
-void PoolSupervisor::reap() {
-  for (;;) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) return;
-    for (Member& m : members_) {
-      if (m.process.running() && m.process.pid() == pid) {
-        on_exit(m, status);
-        break;
-      }
-    }
-  }
-}
-
 void PoolSupervisor::on_exit(Member& m, int wait_status) {
-  m.process.set_reaped(wait_status);
-  for (TaggedOutput& out : m.outputs) out.finish();
+  m.finish_output();
   if (m.node < 0) {
     program_status_ = exit_code_of(wait_status);
     if (*program_status_ != 0 && !stopping_) {
@@ -174,11 +115,10 @@ void PoolSupervisor::on_exit(Member& m, int wait_status) {
 }
 
 void PoolSupervisor::on_signal(int sig) {
-  if (sig == SIGINT && sigint_seen_) {
+  if (watch_.second_sigint(sig)) {
     kill_remaining("a second SIGINT");
     return;
   }
-  if (sig == SIGINT) sigint_seen_ = true;
   if (stopping_) return;
   interrupted_by_ = sig;
   fmt::print(stderr, "thdrun: got {}; stopping the pool{}\n", signal_name(sig),
@@ -188,26 +128,22 @@ void PoolSupervisor::on_signal(int sig) {
 
 void PoolSupervisor::begin_stop() {
   stopping_ = true;
-  for (Member& m : members_) {
-    m.restart_at.reset();
-    m.process.signal_group(SIGTERM);
-  }
-  kill_at_ = Clock::now() + options_.kill_grace;
+  for (Member& m : members_) m.restart_at.reset();
+  watch_.terminate(members_);
 }
 
 void PoolSupervisor::kill_remaining(const std::string& why) {
-  kill_at_.reset();
-  std::vector<std::string> left;
-  for (const Member& m : members_) {
-    if (m.process.running()) left.push_back(name(m));
-  }
-  if (left.empty()) return;
-  fmt::print(stderr, "thdrun: killing {} (SIGKILL): {}\n", fmt::join(left, ", "), why);
-  for (Member& m : members_) m.process.signal_group(SIGKILL);
+  watch_.kill(members_, why, [this](const std::vector<const Member*>& left) { return names_of(left); });
 }
 
-int PoolSupervisor::poll_timeout_ms(bool waiting_for_ready) const {
-  std::optional<Clock::time_point> next = kill_at_;
+std::string PoolSupervisor::names_of(const std::vector<const Member*>& members) const {
+  std::vector<std::string> names;
+  for (const Member* m : members) names.push_back(name(*m));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::optional<PoolSupervisor::Clock::time_point> PoolSupervisor::next_wake(bool waiting_for_ready) const {
+  std::optional<Clock::time_point> next = watch_.kill_at();
   for (const Member& m : members_) {
     if (m.restart_at && (!next || *m.restart_at < *next)) next = m.restart_at;
   }
@@ -215,9 +151,7 @@ int PoolSupervisor::poll_timeout_ms(bool waiting_for_ready) const {
     const auto poll_at = Clock::now() + kReadyPoll;
     if (!next || poll_at < *next) next = poll_at;
   }
-  if (!next) return -1;
-  const auto left = std::chrono::ceil<milliseconds>(*next - Clock::now());
-  return static_cast<int>(std::max<int64_t>(0, left.count()));
+  return next;
 }
 
 }  // namespace thd::launch

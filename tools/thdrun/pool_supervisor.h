@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "tools/thdrun/process_watch.h"
 #include "tools/thdrun/signals.h"
 #include "tools/thdrun/spawn.h"
-#include "tools/thdrun/tagged_output.h"
 
 namespace thd::launch {
 
@@ -59,30 +59,29 @@ class PoolSupervisor {
   int run();
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using Clock = ProcessWatch::Clock;
 
-  struct Member {
+  struct Member : WatchedProcess {
     explicit Member(int n) : node(n) {}
     int node;  // -1: the program
-    ChildProcess process;
-    std::vector<TaggedOutput> outputs;
     Clock::time_point started{};
     int quick_failures = 0;  // in a row, each soon after its start
     std::optional<Clock::time_point> restart_at;
   };
 
   void start(Member& m);
-  void reap();
   void on_exit(Member& m, int wait_status);
   void on_signal(int sig);
   void begin_stop();
   void kill_remaining(const std::string& why);
   bool any_running() const;
-  int poll_timeout_ms(bool waiting_for_ready) const;
+  std::optional<Clock::time_point> next_wake(bool waiting_for_ready) const;
   std::string name(const Member& m) const;
+  std::string names_of(const std::vector<const Member*>& members) const;  // "pool node 0, the program"
 
-  SignalEvents& signals_;
   PoolSupervisorOptions options_;
+  SignalEvents& signals_;
+  ProcessWatch watch_;
   std::vector<Member> members_;  // the workers by node, then the program
 
   bool ready_ = false;
@@ -90,8 +89,6 @@ class PoolSupervisor {
   bool failed_ = false;                   // a node kept failing
   std::optional<int> program_status_;     // its exit status once it ended
   std::optional<int> interrupted_by_;     // the first signal that stopped the pool
-  bool sigint_seen_ = false;
-  std::optional<Clock::time_point> kill_at_;
 };
 
 }  // namespace thd::launch

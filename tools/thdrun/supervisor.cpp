@@ -2,29 +2,27 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <poll.h>
-#include <sys/wait.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <system_error>
-
-#include "tensor/check.h"
 
 namespace thd::launch {
 namespace {
 
-std::string seconds_text(std::chrono::milliseconds ms) {
-  return fmt::format("{:g} s", static_cast<double>(ms.count()) / 1000.0);
+// "rank 2", "ranks 1, 3"
+template <typename Rank>
+std::string ranks_text(const std::vector<const Rank*>& ranks) {
+  std::vector<int> numbers;
+  for (const Rank* r : ranks) numbers.push_back(r->rank);
+  return fmt::format("rank{} {}", numbers.size() == 1 ? "" : "s", fmt::join(numbers, ", "));
 }
 
 }  // namespace
 
 Supervisor::Supervisor(SignalEvents& signals, SupervisorOptions options)
-    : signals_(signals), options_(options) {}
+    : watch_(signals, options.kill_grace, "the ranks") {}
 
-void Supervisor::add(int rank, ChildProcess process, std::vector<TaggedOutput> outputs) {
-  ranks_.push_back(Rank{rank, std::move(process), std::move(outputs)});
+void Supervisor::add(int rank, WatchedProcess process) {
+  ranks_.push_back(Rank{std::move(process), rank});
 }
 
 int Supervisor::running() const {
@@ -34,63 +32,17 @@ int Supervisor::running() const {
 }
 
 int Supervisor::wait() {
-  std::vector<pollfd> fds;
-  std::vector<TaggedOutput*> readers;  // readers[i] goes with fds[i + 1]
   for (;;) {
-    // Reaping on every turn, not only on SIGCHLD: a rank may have exited before
-    // wait() was called, and SIGCHLDs that arrive together count as one.
-    reap();
+    watch_.reap(ranks_, [this](Rank& r, int wait_status) { on_exit(r, wait_status); });
     if (running() == 0) break;
-    if (kill_at_ && Clock::now() >= *kill_at_) {
-      kill_remaining(fmt::format("still running {} after SIGTERM", seconds_text(options_.kill_grace)));
-    }
-
-    fds.assign(1, pollfd{signals_.fd(), POLLIN, 0});
-    readers.clear();
-    for (Rank& r : ranks_) {
-      for (TaggedOutput& out : r.outputs) {
-        if (!out.open()) continue;
-        fds.push_back(pollfd{out.fd(), POLLIN, 0});
-        readers.push_back(&out);
-      }
-    }
-    const int n = ::poll(fds.data(), fds.size(), poll_timeout_ms());
-    if (n < 0) {
-      THD_CHECK(errno == EINTR, Error, "thdrun", "poll failed while supervising the ranks: {}",
-                std::system_category().message(errno));
-      continue;
-    }
-    if (fds[0].revents != 0) {
-      while (auto sig = signals_.next()) {
-        if (*sig != SIGCHLD) on_signal(*sig);
-      }
-    }
-    for (size_t i = 0; i < readers.size(); ++i) {
-      if (fds[i + 1].revents != 0) readers[i]->pump();
-    }
+    watch_.kill_if_overdue(ranks_, ranks_text<Rank>);
+    watch_.wait(ranks_, watch_.kill_at(), [this](int sig) { on_signal(sig); });
   }
-  for (Rank& r : ranks_) {
-    for (TaggedOutput& out : r.outputs) out.finish();
-  }
+  ProcessWatch::finish_output(ranks_);
   return exit_status();
 }
 
-void Supervisor::reap() {
-  for (;;) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) return;  // 0: none has exited; -1 (ECHILD): no children at all
-    for (Rank& r : ranks_) {
-      if (r.process.running() && r.process.pid() == pid) {
-        on_exit(r, status);
-        break;
-      }
-    }
-  }
-}
-
 void Supervisor::on_exit(Rank& r, int wait_status) {
-  r.process.set_reaped(wait_status);
   const int status = exit_code_of(wait_status);
   if (status == 0 || first_failure_) return;
   first_failure_ = status;
@@ -101,11 +53,10 @@ void Supervisor::on_exit(Rank& r, int wait_status) {
 }
 
 void Supervisor::on_signal(int sig) {
-  if (sig == SIGINT && sigint_seen_) {
+  if (watch_.second_sigint(sig)) {
     kill_remaining("a second SIGINT");
     return;
   }
-  if (sig == SIGINT) sigint_seen_ = true;
   if (!interrupted_by_) interrupted_by_ = sig;
   fmt::print(stderr, "thdrun: got {}; forwarded it to the ranks{}\n", signal_name(sig),
              sig == SIGINT ? " (a second SIGINT kills them)" : "");
@@ -114,28 +65,11 @@ void Supervisor::on_signal(int sig) {
 
 void Supervisor::begin_stop() {
   fmt::print(stderr, "thdrun: stopping the other ranks (SIGTERM now, SIGKILL in {})\n",
-             seconds_text(options_.kill_grace));
-  for (Rank& r : ranks_) r.process.signal_group(SIGTERM);
-  kill_at_ = Clock::now() + options_.kill_grace;
+             seconds_text(watch_.kill_grace()));
+  watch_.terminate(ranks_);
 }
 
-void Supervisor::kill_remaining(const std::string& why) {
-  kill_at_.reset();
-  std::vector<int> left;
-  for (Rank& r : ranks_) {
-    if (r.process.running()) left.push_back(r.rank);
-  }
-  if (left.empty()) return;
-  fmt::print(stderr, "thdrun: killing rank{} {} (SIGKILL): {}\n", left.size() == 1 ? "" : "s",
-             fmt::join(left, ", "), why);
-  for (Rank& r : ranks_) r.process.signal_group(SIGKILL);
-}
-
-int Supervisor::poll_timeout_ms() const {
-  if (!kill_at_) return -1;
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_at_ - Clock::now());
-  return static_cast<int>(std::max<int64_t>(0, left.count()));
-}
+void Supervisor::kill_remaining(const std::string& why) { watch_.kill(ranks_, why, ranks_text<Rank>); }
 
 int Supervisor::exit_status() const {
   if (first_failure_) return *first_failure_;

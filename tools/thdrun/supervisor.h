@@ -14,16 +14,13 @@
 // - Every rank is reaped before wait() returns: no zombies, no orphans.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "tools/thdrun/process_watch.h"
 #include "tools/thdrun/signals.h"
-#include "tools/thdrun/spawn.h"
-#include "tools/thdrun/tagged_output.h"
 
 namespace thd::launch {
 
@@ -40,8 +37,8 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // Takes a started rank, and the pipes carrying its output when tagged.
-  void add(int rank, ChildProcess process, std::vector<TaggedOutput> outputs);
+  // Takes a started rank (start_watched), with the pipes carrying its output when tagged.
+  void add(int rank, WatchedProcess process);
 
   // Supervises until every rank has been reaped and returns the job's exit status.
   // Waits as long as the job runs (a launcher has no business timing out a job);
@@ -49,31 +46,22 @@ class Supervisor {
   int wait();
 
  private:
-  using Clock = std::chrono::steady_clock;
-
-  struct Rank {
-    int rank;
-    ChildProcess process;
-    std::vector<TaggedOutput> outputs;
+  struct Rank : WatchedProcess {
+    int rank = 0;
   };
 
   int running() const;
-  void reap();
   void on_exit(Rank& r, int wait_status);
   void on_signal(int sig);
   void begin_stop();
   void kill_remaining(const std::string& why);
-  int poll_timeout_ms() const;
   int exit_status() const;
 
-  SignalEvents& signals_;
-  SupervisorOptions options_;
+  ProcessWatch watch_;
   std::vector<Rank> ranks_;
 
   std::optional<int> first_failure_;   // its exit status; later failures do not count
   std::optional<int> interrupted_by_;  // the first signal forwarded
-  bool sigint_seen_ = false;
-  std::optional<Clock::time_point> kill_at_;  // set while stopping, until SIGKILL is sent
 };
 
 }  // namespace thd::launch
