@@ -43,7 +43,7 @@ void SpinPolicy::record_spin(Outcome outcome, bool machine_busy) noexcept {
       next = pause / 2;
       break;
     case Outcome::RanOut:
-      if (machine_busy) next = std::min(2 * pause + 1, kMaxPause);
+      if (machine_busy) next = std::min(pause + 1, kMaxPause);
       break;
     case Outcome::Descheduled:
       next = std::min(2 * pause + 1, kMaxPause);

@@ -10,8 +10,12 @@
 //     it lost its CPU to another runnable thread), or
 //   - a spin that ran out without its request while the machine had more
 //     runnable threads than cores (RunQueue);
-// each doubles a pause (up to kMaxPause waits) during which waits block at once;
-// a spin that ends with its request halves it. A pause ends with one probing
+// the first doubles a pause (up to kMaxPause waits) during which waits block at
+// once, the second lengthens it by one wait; a spin that ends with its request
+// halves it. (A spin runs out in a ping-pong whenever the peer blocked, whether or
+// not a third thread wanted the core: doubling on it locked two ranks on a busy
+// machine into blocking for thousands of round trips; a descheduled spinner is the
+// sure sign.) A pause ends with one probing
 // spin, so spinning resumes when the load goes away. A job that is oversubscribed
 // from the start (more ranks on this host than cores: 4 ranks on 2 cores) starts
 // paused at the maximum.

@@ -585,17 +585,19 @@ TEST(TcpTransport, SpinningPausesWhileItCostsOthersTheirCpu) {
     policy.record_spin(Outcome::RanOut, false);
   }
   EXPECT_EQ(policy.pause(), 0);
-  // Spinners descheduled, or running out while threads wait for a core: pause
-  // spinning, longer each time.
+  // A spinner descheduled doubles the pause; one running out while threads wait for
+  // a core lengthens it by one wait (it may only be its peer that blocked).
   policy.record_spin(Outcome::Descheduled, false);
+  EXPECT_EQ(policy.pause(), 1);
   policy.record_spin(Outcome::RanOut, true);
+  EXPECT_EQ(policy.pause(), 2);
   policy.record_spin(Outcome::Descheduled, false);
-  EXPECT_EQ(policy.pause(), 7);
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(policy.budget(), 0us) << i;
+  EXPECT_EQ(policy.pause(), 5);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(policy.budget(), 0us) << i;
   EXPECT_EQ(policy.budget(), 40us);  // the probe
   // Probes that complete shorten the pause until spinning resumes.
   policy.record_spin(Outcome::Completed, false);
-  EXPECT_EQ(policy.pause(), 3);
+  EXPECT_EQ(policy.pause(), 2);
   policy.record_spin(Outcome::Completed, false);
   policy.record_spin(Outcome::Completed, false);
   EXPECT_EQ(spins_in(policy, 10), 10);
