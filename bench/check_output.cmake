@@ -160,6 +160,21 @@ if(NOT rc EQUAL 0 OR NOT out MATCHES
                       "${out}${err}")
 endif()
 
+# The streams suite in tiny mode: the master, two workers and the reference peer.
+run_bench(out rc err streams --quick)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "thd-bench streams --quick exited with ${rc}:\n${out}${err}")
+endif()
+check_lines("${out}" names)
+foreach(required
+        "streams\\.event\\.cross_node\\.latency [0-9.]+ us" "ref\\.tcp\\.p2p\\.rtt\\.8B [0-9.]+ us"
+        "ratio\\.streams\\.event\\.cross_node [0-9.]+ x" "streams\\.one_stream [0-9.]+ ms"
+        "streams\\.two_streams [0-9.]+ ms" "streams\\.overlap\\.ratio [0-9.]+ x")
+  if(NOT out MATCHES "(^|\n)${required}\n")
+    message(FATAL_ERROR "streams --quick: no line matching '${required}' in:\n${out}")
+  endif()
+endforeach()
+
 # The hidden role option is checked.
 run_bench(out rc err dispatch --quick --role no-such-role)
 if(rc EQUAL 0 OR NOT err MATCHES "--role must be worker or peer")

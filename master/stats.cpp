@@ -55,3 +55,21 @@ std::vector<NodeStats> stats() {
 }
 
 }  // namespace thd
+
+namespace thd::detail {
+
+namespace {
+
+void test_latch(uint64_t key, bool open, std::chrono::milliseconds timeout) {
+  auto s = master::current_session("test_latch");
+  s->link(current_node(), "test_latch").append(master::fb::Op::TestLatch, [&](auto& b) {
+    return master::fb::CreateTestLatch(b, key, open, static_cast<uint32_t>(timeout.count())).Union();
+  });
+}
+
+}  // namespace
+
+void test_latch_open(uint64_t key) { test_latch(key, true, std::chrono::milliseconds(0)); }
+void test_latch_wait(uint64_t key, std::chrono::milliseconds timeout) { test_latch(key, false, timeout); }
+
+}  // namespace thd::detail

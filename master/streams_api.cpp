@@ -293,4 +293,12 @@ std::optional<int> Event::node() const {
 
 bool Event::timing() const { return handle_->timing; }
 
+int64_t detail::event_time_ns(const Event& event) {
+  const int n = event.handle_->node();
+  if (n < 0) return 0;
+  auto s = master::live_session(event.handle_->session, "event_time_ns");
+  const auto r = s->query_event(n, event.handle_->id, /*wait=*/false, "event_time_ns");
+  return r.recorded ? r.time_ns : 0;
+}
+
 }  // namespace thd

@@ -188,6 +188,8 @@ std::string op_name(const fb::Command& c) {
       return "clock";
     case fb::Op::TraceDump:
       return "trace";
+    case fb::Op::TestLatch:
+      return c.op_as_TestLatch()->open() ? "test_latch_open" : "test_latch_wait";
   }
   return "unknown";
 }

@@ -43,6 +43,7 @@ void run(ExecContext& ctx, const fb::StreamQuery& op);
 void run(ExecContext& ctx, const fb::StatsQuery& op);
 void run(ExecContext& ctx, const fb::ClockQuery& op);
 void run(ExecContext& ctx, const fb::TraceDump& op);
+void run(ExecContext& ctx, const fb::TestLatch& op);
 
 void run(ExecContext& ctx, const fb::Unary& op);
 void run(ExecContext& ctx, const fb::Binary& op);

@@ -1,5 +1,8 @@
 #include "worker/session.h"
 
+#include <cstdlib>
+#include <string>
+
 #include <thd/memory.h>
 
 #include "protocol/framing.h"
@@ -12,6 +15,7 @@ Session::Session(std::shared_ptr<DataChannel> channel)
     : channel_(std::move(channel)),
       node_(channel_->rank() - 1),
       check_(StreamCheck::from_env(node_)),
+      test_hooks_(std::getenv("THD_TEST_HOOKS") != nullptr && std::string(std::getenv("THD_TEST_HOOKS")) == "1"),
       streams_(*this) {
   // thd::stats() reports the peak of this session (a pool process serves many).
   reset_peak_memory_stats();
@@ -20,6 +24,7 @@ Session::Session(std::shared_ptr<DataChannel> channel)
 Session::~Session() {
   stopping_.store(true);
   turn_cv_.notify_all();
+  latch_cv_.notify_all();
   streams_.stop_all();
 }
 
@@ -76,6 +81,20 @@ void Session::enable_trace() {
   recorder_ = std::make_unique<trace::Recorder>();
   recorder_->name_process(trace_pid(), fmt::format("node {}", node_), trace_pid());
   recorder_->name_track(trace_pid(), 0, "default stream", 0);
+}
+
+void Session::open_latch(uint64_t key) {
+  {
+    std::lock_guard lock(latch_mu_);
+    open_latches_.insert(key);
+  }
+  latch_cv_.notify_all();
+}
+
+bool Session::wait_latch(uint64_t key, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(latch_mu_);
+  return latch_cv_.wait_for(lock, timeout, [&] { return open_latches_.count(key) != 0 || stopping_.load(); }) &&
+         open_latches_.count(key) != 0;
 }
 
 void Session::seed_all(uint64_t seed) {

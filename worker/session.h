@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -74,6 +75,12 @@ class Session {
   trace::Recorder* recorder() { return recorder_.get(); }
   int32_t trace_pid() const { return node_ + 1; }
 
+  // ---- test support (THD_TEST_HOOKS=1) ----
+  bool test_hooks() const { return test_hooks_; }
+  void open_latch(uint64_t key);
+  // False at the timeout or when the session ends.
+  bool wait_latch(uint64_t key, std::chrono::milliseconds timeout);
+
   // Ops run (or poisoned) this session, for thd::stats.
   void count_op() { ops_executed_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
@@ -88,6 +95,10 @@ class Session {
   std::unique_ptr<StreamCheck> check_;
   std::atomic<uint64_t> ops_executed_{0};
   std::unique_ptr<trace::Recorder> recorder_;
+  const bool test_hooks_;
+  std::mutex latch_mu_;
+  std::condition_variable latch_cv_;
+  std::set<uint64_t> open_latches_;
   HandleTable table_;
   EventTable events_;
 

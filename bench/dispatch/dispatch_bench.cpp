@@ -28,7 +28,16 @@
 namespace thd::bench::mw {
 namespace {
 
-constexpr const char* kSuite = "dispatch";
+// The two suites this driver runs: what they measure, and how many workers.
+struct SuiteShape {
+  const char* name;
+  int workers;
+  FigureSet figures;
+  std::vector<std::string> worker_env;
+};
+const SuiteShape kDispatch{"dispatch", 1, FigureSet::Dispatch, {}};
+// The streams suite holds a stream on a test latch (docs/streams.md).
+const SuiteShape kStreams{"streams", 2, FigureSet::Streams, {"THD_TEST_HOOKS=1"}};
 
 // Every wait of the master, the worker and the peer for one another (rendezvous
 // included), and how long the children have to exit after the run.
@@ -49,24 +58,24 @@ struct SessionGuard {
     try {
       thd::shutdown();
     } catch (const std::exception& e) {
-      std::cerr << "thd-bench dispatch: shutdown: " << e.what() << "\n";
+      std::cerr << "thd-bench: shutdown: " << e.what() << "\n";
     }
   }
 };
 
-void run_master(Context& ctx) {
+void run_master(Context& ctx, const SuiteShape& suite) {
   const Options& opt = ctx.options();
   const auto timeout = timeout_of(opt);
-  std::unique_ptr<Job> job = Job::start(kSuite, opt.args, timeout);
+  std::unique_ptr<Job> job = Job::start(suite.name, opt.args, timeout, suite.workers, suite.worker_env);
   try {
     SessionGuard session;
     thd::init_master_worker({.backend = "tcp",
                              .init_method = job->init_method(),
-                             .world_size = 2,
+                             .world_size = suite.workers + 1,
                              .rank = 0,
                              .timeout = timeout,
                              .token = job->token()});
-    run_figures(ctx, {.role = Role::Master, .store = job->store(), .timeout = timeout});
+    run_figures(ctx, {.role = Role::Master, .figures = suite.figures, .store = job->store(), .timeout = timeout});
     thd::shutdown();
   } catch (const std::exception& e) {
     // A child that has ended with an error may be the cause (a dead worker) or a
@@ -88,7 +97,7 @@ void run_master(Context& ctx) {
   throw std::logic_error("init_master_worker returned on rank 1");
 }
 
-void run_peer(Context& ctx) {
+void run_peer(Context& ctx, const SuiteShape& suite) {
   const Options& opt = ctx.options();
   dc::die_with_parent(static_cast<pid_t>(integer_arg(opt, kParentPidFlag, 1, INT32_MAX)));
   const auto timeout = timeout_of(opt);
@@ -99,33 +108,42 @@ void run_peer(Context& ctx) {
       .is_server = false,
       .timeout = timeout,
   });
-  run_figures(ctx, {.role = Role::Peer, .store = store, .timeout = timeout});
+  run_figures(ctx, {.role = Role::Peer, .figures = suite.figures, .store = store, .timeout = timeout});
 }
 
-void run_dispatch(Context& ctx) {
+void run_suite(Context& ctx, const SuiteShape& suite) {
   const auto role = ctx.options().suite_args.find(kRoleFlag);
   if (role == ctx.options().suite_args.end()) {
-    run_master(ctx);
+    run_master(ctx, suite);
   } else if (role->second == kWorkerRole) {
     run_worker(ctx.options());
   } else if (role->second == kPeerRole) {
-    run_peer(ctx);
+    run_peer(ctx, suite);
   } else {
     throw std::invalid_argument(fmt::format("{} must be {} or {}, got '{}'", kRoleFlag, kWorkerRole, kPeerRole,
                                             role->second));
   }
 }
 
-[[maybe_unused]] const bool registered = register_suite({
-    kSuite,
+// Internal options: what the master passes to the workers and the peer it starts.
+const std::vector<SuiteOption> kChildOptions{
+    {kRoleFlag, "ROLE", ""},
+    {kParentPidFlag, "PID", ""},
+    {kStorePortFlag, "PORT", ""},
+};
+
+[[maybe_unused]] const bool registered_dispatch = register_suite({
+    kDispatch.name,
     "master-worker runtime: dispatch rate, sync round trip, copies, vs plain TCP",
-    run_dispatch,
-    {
-        // Internal: what the master passes to the worker and the peer it starts.
-        {kRoleFlag, "ROLE", ""},
-        {kParentPidFlag, "PID", ""},
-        {kStorePortFlag, "PORT", ""},
-    },
+    [](Context& ctx) { run_suite(ctx, kDispatch); },
+    kChildOptions,
+});
+
+[[maybe_unused]] const bool registered_streams = register_suite({
+    kStreams.name,
+    "streams and events: cross-node event latency vs a TCP round trip, two-stream overlap",
+    [](Context& ctx) { run_suite(ctx, kStreams); },
+    kChildOptions,
 });
 
 }  // namespace

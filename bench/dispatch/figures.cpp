@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <thd/distributed.h>
+#include <thd/stream.h>
 #include <thd/tensor.h>
 
 #include "bench/datachannel/dist_timer.h"
@@ -105,9 +106,14 @@ class Figures {
 
   void run() {
     connect_raw_tcp();
-    dispatch();
-    round_trip();
-    copies();
+    if (s_.figures == FigureSet::Streams) {
+      event_latency();
+      overlap();
+    } else {
+      dispatch();
+      round_trip();
+      copies();
+    }
     timer_.barrier();  // the peer's last operation is done
   }
 
@@ -255,12 +261,126 @@ class Figures {
     verdict("ratio.mw.copy.from_worker", t[2] / t[1], ">=", kCopyTarget, "x");
   }
 
+  // One sample: node 1's stream is already waiting (its EventWaitRemote queued,
+  // which the stream query makes sure of) when node 0's record runs (node 0's stream
+  // is held on a latch, opened from its other stream).
+  double one_event_latency_us(Stream& s0, Stream& s0_opener, Stream& s1, uint64_t latch) {
+    Event sent(/*enable_timing=*/true);
+    Event seen(/*enable_timing=*/true);
+    {
+      StreamScope in(s0);
+      detail::test_latch_wait(latch, std::chrono::duration_cast<std::chrono::milliseconds>(s_.timeout));
+    }
+    sent.record(s0);
+    s1.wait(sent);
+    seen.record(s1);
+    (void)s1.query();  // node 1 has the wait by now
+    {
+      StreamScope in(s0_opener);
+      detail::test_latch_open(latch);
+    }
+    (void)s0_opener.query();  // sends it
+    seen.synchronize();
+    const int64_t a = detail::event_time_ns(sent);
+    const int64_t b = detail::event_time_ns(seen);
+    if (a == 0 || b == 0 || b < a) {
+      throw std::runtime_error(fmt::format("cross-node event times out of order: {} then {}", a, b));
+    }
+    return static_cast<double>(b - a) / 1e3;
+  }
+
+  void event_latency() {
+    ctx_.begin_group("event");
+    const std::string name = "streams.event.cross_node.latency";
+    const std::string ref_name = "ref.tcp.p2p.rtt." + dc::size_label(sizes_.rtt_bytes);
+    std::optional<Stream> s0, opener, s1;
+    if (master() && ctx_.enabled(name)) {
+      s0 = Stream::create(0);
+      opener = Stream::create(0);
+      s1 = Stream::create(1);
+    }
+    std::vector<uint8_t> ping(static_cast<size_t>(sizes_.rtt_bytes), 1), pong(ping.size(), 2);
+    std::vector<double> latency_us;
+    uint64_t latch = 1;
+    bool warm = false;
+    auto events = [&](int64_t calls) {
+      for (int64_t i = 0; i < calls; ++i) {
+        const double us = one_event_latency_us(*s0, *opener, *s1, latch++);
+        if (warm) latency_us.push_back(us);
+        warm = true;
+      }
+    };
+    Samples ref;
+    auto ref_round_trips = [&](int64_t calls) {
+      for (int64_t i = 0; i < calls; ++i) {
+        if (!master()) {
+          raw_->recv_all(ping);
+          raw_->send_all(pong);
+          continue;
+        }
+        const auto t0 = Clock::now();
+        raw_->send_all(ping);
+        raw_->recv_all(pong);
+        ref.add(Clock::now() - t0);
+      }
+    };
+    (void)timer_.time(ctx_, {master_case(name, events), {ref_name, ref_round_trips}});
+    if (!master() || latency_us.empty()) return;
+    std::nth_element(latency_us.begin(), latency_us.begin() + static_cast<std::ptrdiff_t>(latency_us.size() / 2),
+                     latency_us.end());
+    const double median = latency_us[latency_us.size() / 2];
+    const double ref_us = ref.median_us();
+    ctx_.report(name, median, "us");
+    ctx_.report(ref_name, ref_us, "us");
+    ctx_.report("ratio.streams.event.cross_node", median / ref_us, "x");
+    verdict("ratio.streams.event.cross_node", median / ref_us, "<=", 1.0, "x");
+  }
+
+  void overlap() {
+    ctx_.begin_group("overlap");
+    const std::string one = "streams.one_stream", two = "streams.two_streams";
+    if (!(ctx_.enabled(one) || ctx_.enabled(two))) return;
+    constexpr int64_t kElements = 16384;  // below the intra-op grain: one core per op
+    const int kSteps = quick() ? 20 : 2000;
+    std::optional<Stream> a, b;
+    std::optional<DistributedTensor> x, y;
+    if (master()) {
+      a = Stream::create(0);
+      b = Stream::create(0);
+      x = DistributedTensor::zeros({kElements});
+      y = DistributedTensor::zeros({kElements});
+      thd::synchronize();
+    }
+    auto chains = [&](Stream& first, Stream& second, int64_t calls) {
+      for (int64_t c = 0; c < calls; ++c) {
+        {
+          StreamScope in(first);
+          for (int i = 0; i < kSteps; ++i) x->add_(1);
+        }
+        {
+          StreamScope in(second);
+          for (int i = 0; i < kSteps; ++i) y->add_(1);
+        }
+        first.synchronize();
+        second.synchronize();
+      }
+    };
+    const std::vector<double> t =
+        timer_.time(ctx_, {master_case(one, [&](int64_t calls) { chains(*a, *a, calls); }),
+                           master_case(two, [&](int64_t calls) { chains(*a, *b, calls); })});
+    if (!master()) return;
+    ctx_.report(one, t[0] * 1e3, "ms");
+    ctx_.report(two, t[1] * 1e3, "ms");
+    ctx_.report("streams.overlap.ratio", t[1] / t[0], "x");
+  }
+
   // "target ratio.mw.sync.rtt <= 3 x: 1.84 x, met" on stderr, for a measured figure
   // of a full run (--quick times one call: no measurement to hold to a target).
   void verdict(const std::string& name, double value, std::string_view op, double target, std::string_view unit) const {
     if (quick() || !ctx_.enabled(name) || !std::isfinite(value)) return;
     const bool met = op == ">=" ? value >= target : value <= target;
-    fmt::print(std::cerr, "thd-bench dispatch: target {} {} {:g} {}: {:.2f} {}, {}\n", name, op, target, unit, value,
+    fmt::print(std::cerr, "thd-bench {}: target {} {} {:g} {}: {:.2f} {}, {}\n",
+               s_.figures == FigureSet::Streams ? "streams" : "dispatch", name, op, target, unit, value,
                unit, met ? "met" : "MISSED");
   }
 

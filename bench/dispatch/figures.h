@@ -32,8 +32,22 @@ namespace thd::bench::mw {
 
 enum class Role { Master, Peer };
 
+// Which suite's figures: `dispatch` (above), or `streams`:
+//   streams.event.cross_node.latency  an event recorded on node 0 while a stream of
+//                                node 1 already waits on it, until node 1's stream
+//                                has recorded the next event (times from the two
+//                                workers' clocks, one host), median                us
+//   ref.tcp.p2p.rtt.8B           as above                                          us
+//   ratio.streams.event.cross_node  latency / ref round trip (target <= 1)         x
+//   streams.one_stream           2 x 2000 in-place adds (16K floats: one core each)
+//                                on one stream of node 0, then synchronize         ms
+//   streams.two_streams          the same two chains on two streams                ms
+//   streams.overlap.ratio        two_streams / one_stream (below 1: they overlap)  x
+enum class FigureSet { Dispatch, Streams };
+
 struct FigureSettings {
   Role role = Role::Master;
+  FigureSet figures = FigureSet::Dispatch;
   // Shared by the master and the peer (Job::store).
   std::shared_ptr<Store> store;
   // Every wait for the other side.

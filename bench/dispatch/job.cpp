@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -42,7 +43,8 @@ void check(const char* name, dc::ChildProcess& child) {
 }  // namespace
 
 std::unique_ptr<Job> Job::start(const std::string& suite, const std::vector<std::string>& args,
-                                std::chrono::milliseconds timeout) {
+                                std::chrono::milliseconds timeout, int workers,
+                                const std::vector<std::string>& worker_env) {
   std::unique_ptr<Job> job(new Job());
   job->token_ = dc::random_token();
   job->master_port_ = dc::free_loopback_port();
@@ -68,18 +70,21 @@ std::unique_ptr<Job> Job::start(const std::string& suite, const std::vector<std:
                            dc::environment_with({"THD_AUTH_TOKEN=" + job->token_},
                                                 {"THD_AUTH_TOKEN_FILE", "RANK", "WORLD_SIZE", "MASTER_ADDR",
                                                  "MASTER_PORT", "LOCAL_RANK"})));
-  job->worker_.emplace(spawn(exe, suite, {kRoleFlag, kWorkerRole, kParentPidFlag, parent},
-                             dc::environment_with({"THD_AUTH_TOKEN=" + job->token_, "RANK=1", "WORLD_SIZE=2",
-                                                   "MASTER_ADDR=127.0.0.1",
-                                                   "MASTER_PORT=" + std::to_string(job->master_port_)},
-                                                  {"THD_AUTH_TOKEN_FILE", "LOCAL_RANK"})));
+  for (int rank = 1; rank <= workers; ++rank) {
+    std::vector<std::string> env{"THD_AUTH_TOKEN=" + job->token_, "RANK=" + std::to_string(rank),
+                                 "WORLD_SIZE=" + std::to_string(workers + 1), "MASTER_ADDR=127.0.0.1",
+                                 "MASTER_PORT=" + std::to_string(job->master_port_)};
+    env.insert(env.end(), worker_env.begin(), worker_env.end());
+    job->workers_.push_back(spawn(exe, suite, {kRoleFlag, kWorkerRole, kParentPidFlag, parent},
+                                  dc::environment_with(env, {"THD_AUTH_TOKEN_FILE", "LOCAL_RANK"})));
+  }
   return job;
 }
 
 std::string Job::init_method() const { return fmt::format("tcp://127.0.0.1:{}", master_port_); }
 
 void Job::check_children() {
-  check("worker", *worker_);
+  for (auto& w : workers_) check("worker", w);
   check("reference peer", *peer_);
 }
 
@@ -87,10 +92,12 @@ void Job::finish(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     check_children();
-    if (worker_->poll() && peer_->poll()) return;
+    const bool workers_done =
+        std::all_of(workers_.begin(), workers_.end(), [](dc::ChildProcess& w) { return w.poll().has_value(); });
+    if (workers_done && peer_->poll()) return;
     if (Clock::now() >= deadline) {
       throw std::runtime_error(fmt::format("the {} did not exit within {} ms after the run",
-                                           worker_->poll() ? "reference peer" : "worker", timeout.count()));
+                                           workers_done ? "reference peer" : "worker", timeout.count()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -34,8 +34,11 @@ class Job {
   // Serves the store, starts the peer and the worker. `args`: this process's suite
   // arguments (the filter, --quick, ...), passed on to the peer, which must run the
   // same figures. `timeout`: the store's waits and the children's deadlines.
+  // `workers`: worker processes (nodes 0..workers-1, ranks 1..workers); `worker_env`:
+  // extra environment for them.
   static std::unique_ptr<Job> start(const std::string& suite, const std::vector<std::string>& args,
-                                    std::chrono::milliseconds timeout);
+                                    std::chrono::milliseconds timeout, int workers = 1,
+                                    const std::vector<std::string>& worker_env = {});
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
   // Kills and reaps whichever child is still running.
@@ -62,7 +65,7 @@ class Job {
   uint16_t master_port_ = 0;
   std::shared_ptr<Store> store_;
   // The worker first: it is killed last, after the peer, when both still run.
-  std::optional<dc::ChildProcess> worker_;
+  std::vector<dc::ChildProcess> workers_;
   std::optional<dc::ChildProcess> peer_;
 };
 

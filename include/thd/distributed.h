@@ -402,6 +402,11 @@ namespace detail {
 // For tests: the number of live tensors in each node's handle table, after a
 // synchronize().
 std::vector<uint64_t> live_tensors_per_node();
+// Test support (workers run with THD_TEST_HOOKS=1): an op on the current node's
+// current stream that opens latch `key`, or that waits until it is opened (at most
+// `timeout`; then it fails with a TimeoutError like any op).
+void test_latch_open(uint64_t key);
+void test_latch_wait(uint64_t key, std::chrono::milliseconds timeout);
 }  // namespace detail
 
 }  // namespace thd

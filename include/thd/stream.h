@@ -29,6 +29,13 @@ struct EventHandle;
 
 class Event;
 
+namespace detail {
+// For benchmarks and tests: when the event's latest record ran, on its worker's
+// steady clock in ns (a round trip; 0 if it has not run). Comparable across nodes
+// of one host, which share the clock.
+int64_t event_time_ns(const Event& event);
+}  // namespace detail
+
 class Stream {
  public:
   enum class Priority : int8_t { Normal = 0, High = 1 };
@@ -93,6 +100,7 @@ class Event {
 
  private:
   friend class Stream;
+  friend int64_t detail::event_time_ns(const Event& event);
   std::shared_ptr<master::EventHandle> handle_;
 };
 

@@ -19,7 +19,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class Streams : public JobTest<2> {};
+class Streams : public JobTest<2> {
+ protected:
+  static void SetUpTestSuite() {
+    ::setenv("THD_TEST_HOOKS", "1", 1);  // the test latches; the workers started now inherit it
+    JobTest<2>::SetUpTestSuite();
+    ::unsetenv("THD_TEST_HOOKS");
+  }
+};
 
 // Work that keeps a stream busy for a while (~0.1-0.3 s on the CI machine): a chain
 // of dependent matmuls.
@@ -92,6 +99,52 @@ TEST_F(Streams, StreamsOfANodeOverlap) {
   slow.synchronize();
   EXPECT_TRUE(slow.query());
   EXPECT_TRUE(same_tensor(a.get(), Tensor::ones({384, 384})));
+}
+
+TEST_F(Streams, AStreamRunsWhileAnotherIsBlockedOnWorkIssuedAfterIt) {
+  // Without timing: stream A's op blocks until an op issued later on stream B has
+  // run. One queue per node would never get to B's op: A's latch would time out and
+  // its error would surface below.
+  Stream a = Stream::create(0);
+  Stream b = Stream::create(0);
+  DistributedTensor after;
+  {
+    StreamScope in(a);
+    detail::test_latch_wait(/*key=*/1001, std::chrono::seconds(20));
+    after = DistributedTensor::ones({4}) * 5;
+  }
+  {
+    StreamScope in(b);
+    detail::test_latch_open(/*key=*/1001);
+  }
+  EXPECT_NO_THROW(a.synchronize());
+  EXPECT_TRUE(same_tensor(after.get(), Tensor::full({4}, 5.0f)));
+  // The same across the default stream is not possible: it waits for the others.
+}
+
+TEST_F(Streams, OneStreamWaitsForEventsOfManyStreams) {
+  constexpr int kStreams = 8;
+  std::vector<Stream> streams;
+  std::vector<DistributedTensor> parts;
+  std::vector<Event> done;
+  Stream gather = Stream::create(1);
+  for (int i = 0; i < kStreams; ++i) {
+    streams.push_back(Stream::create(1));
+    StreamScope in(streams.back());
+    DistributedTensor p = DistributedTensor::zeros({256});
+    for (int k = 0; k <= i; ++k) p.add_(1);  // part i holds i + 1
+    parts.push_back(p);
+    done.push_back(streams.back().record());
+  }
+  for (const Event& e : done) gather.wait(e);
+  DistributedTensor total;
+  {
+    StreamScope in(gather);
+    total = DistributedTensor::zeros({256});
+    for (const DistributedTensor& p : parts) total.add_(p);
+  }
+  EXPECT_TRUE(same_tensor(total.get(), Tensor::full({256}, kStreams * (kStreams + 1) / 2.0f)));
+  for (Stream& s : streams) EXPECT_TRUE(s.query());
 }
 
 TEST_F(Streams, AnEventWaitOrdersTwoStreamsOfANode) {
