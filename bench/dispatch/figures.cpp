@@ -133,6 +133,24 @@ class Figures {
     return {name, std::move(run)};
   }
 
+  // The plain-socket round trips: the master times each into `ref`, the peer answers.
+  dc::DistCase ref_case(const std::string& name, Samples& ref) {
+    return {name, [this, &ref](int64_t calls) {
+              std::vector<uint8_t> ping(static_cast<size_t>(sizes_.rtt_bytes), 1), pong(ping.size(), 2);
+              for (int64_t i = 0; i < calls; ++i) {
+                if (!master()) {
+                  raw_->recv_all(ping);
+                  raw_->send_all(pong);
+                  continue;
+                }
+                const auto t0 = Clock::now();
+                raw_->send_all(ping);
+                raw_->recv_all(pong);
+                ref.add(Clock::now() - t0);
+              }
+            }};
+  }
+
   void dispatch() {
     ctx_.begin_group("dispatch");
     const std::string name = "mw.dispatch.async";
@@ -169,7 +187,6 @@ class Figures {
     constexpr float kX = 2.0f;
     constexpr float kExpected = (kX + 1.0f) * kTinyElements;
     if (master() && ctx_.enabled(mw_name)) x = DistributedTensor::full({kTinyElements}, kX);
-    std::vector<uint8_t> ping(static_cast<size_t>(sizes_.rtt_bytes), 1), pong(ping.size(), 2);
     Samples mw, ref;
     auto mw_round_trips = [&](int64_t calls) {
       for (int64_t i = 0; i < calls; ++i) {
@@ -179,20 +196,7 @@ class Figures {
         if (v != kExpected) throw std::runtime_error(fmt::format("(x + 1).sum() gave {}, expected {}", v, kExpected));
       }
     };
-    auto ref_round_trips = [&](int64_t calls) {
-      for (int64_t i = 0; i < calls; ++i) {
-        if (!master()) {
-          raw_->recv_all(ping);
-          raw_->send_all(pong);
-          continue;
-        }
-        const auto t0 = Clock::now();
-        raw_->send_all(ping);
-        raw_->recv_all(pong);
-        ref.add(Clock::now() - t0);
-      }
-    };
-    (void)timer_.time(ctx_, {master_case(mw_name, mw_round_trips), {ref_name, ref_round_trips}});
+    (void)timer_.time(ctx_, {master_case(mw_name, mw_round_trips), ref_case(ref_name, ref)});
     if (!master()) return;
     const double mw_us = mw.median_us(), ref_us = ref.median_us();
     if (ctx_.options().verbose) {
@@ -299,7 +303,6 @@ class Figures {
       opener = Stream::create(0);
       s1 = Stream::create(1);
     }
-    std::vector<uint8_t> ping(static_cast<size_t>(sizes_.rtt_bytes), 1), pong(ping.size(), 2);
     std::vector<double> latency_us;
     uint64_t latch = 1;
     bool warm = false;
@@ -311,20 +314,7 @@ class Figures {
       }
     };
     Samples ref;
-    auto ref_round_trips = [&](int64_t calls) {
-      for (int64_t i = 0; i < calls; ++i) {
-        if (!master()) {
-          raw_->recv_all(ping);
-          raw_->send_all(pong);
-          continue;
-        }
-        const auto t0 = Clock::now();
-        raw_->send_all(ping);
-        raw_->recv_all(pong);
-        ref.add(Clock::now() - t0);
-      }
-    };
-    (void)timer_.time(ctx_, {master_case(name, events), {ref_name, ref_round_trips}});
+    (void)timer_.time(ctx_, {master_case(name, events), ref_case(ref_name, ref)});
     if (!master() || latency_us.empty()) return;
     std::nth_element(latency_us.begin(), latency_us.begin() + static_cast<std::ptrdiff_t>(latency_us.size() / 2),
                      latency_us.end());

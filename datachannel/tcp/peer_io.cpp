@@ -204,7 +204,14 @@ void TcpTransport::receive_into(Peer& p, PostedRecv recv) {
   const uint64_t size = p.frame.payload_bytes;
   if (auto err = check_match(rank(), p.rank, recv.envelope, recv.data.size(), p.frame.envelope, size)) {
     recv.request->fail(err);
-    p.discard_left = size;
+    recv = {};
+  }
+  read_payload_into(p, std::move(recv));
+}
+
+void TcpTransport::read_payload_into(Peer& p, PostedRecv recv) {
+  if (!recv.request || recv.request->finished()) {
+    p.discard_left = p.frame.payload_bytes;
     p.rx = Rx::Discard;
   } else {
     p.target = std::move(recv);
@@ -552,15 +559,7 @@ void TcpTransport::on_rendezvous_frame(Peer& p, const FrameHeader& h) {
         return;
       }
       p.frame = h;
-      if (!recv.request || recv.request->finished()) {
-        p.discard_left = h.payload_bytes;
-        p.rx = Rx::Discard;
-      } else {
-        p.target = std::move(recv);
-        p.target_done = 0;
-        p.rx = Rx::IntoRecv;
-      }
-      advance_payload(p, 0);  // an empty message is complete already
+      read_payload_into(p, std::move(recv));
       return;
     }
     case FrameKind::Message:

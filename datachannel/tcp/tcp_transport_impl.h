@@ -218,6 +218,9 @@ class TcpTransport final : public Transport {
   void queue_frame(Peer& p, SendOp op);
   void queue_control(Peer& p, FrameKind kind, uint64_t id);
   void receive_into(Peer& p, PostedRecv recv);
+  // The current frame's payload goes into `recv`, or nowhere when it has no live
+  // request (failed, cancelled).
+  void read_payload_into(Peer& p, PostedRecv recv);
   bool try_buffer(Peer& p, UnexpectedMessage& message);
   void release_buffer(Peer& p, size_t bytes);
   void take_unexpected(UnexpectedMessage* message, PostedRecv recv);

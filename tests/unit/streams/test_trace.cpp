@@ -19,6 +19,7 @@
 #include <thd/error.h>
 
 #include "expect_throw.h"
+#include "datachannel/test_util.h"  // TempDir
 #include "streams/trace.h"
 #include "streams/trace_clock.h"
 #include "streams/trace_json.h"
@@ -30,25 +31,7 @@ namespace {
 using test_json::Json;
 using test_json::parse_json;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "thd_trace_test_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using thd::test::TempDir;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
