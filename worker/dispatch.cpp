@@ -60,6 +60,14 @@ void run_command(ExecContext& ctx, const fb::Command& c) {
 
 }  // namespace
 
+void fail_op(ExecContext& ctx, const fb::Command& command, const std::string& message) {
+  auto poison = ctx.new_poison(message);
+  // A wait that failed (its event's node was lost, or it timed out) ordered nothing:
+  // what the stream runs after it must not run as if it had waited.
+  if (command.op_type() == fb::Op::EventWait || command.op_type() == fb::Op::EventWaitRemote) ctx.inherit(poison);
+  ctx.fail(std::move(poison), /*report=*/true);
+}
+
 void trace_op(trace::Recorder& rec, ExecContext& ctx, int64_t start, int64_t end) {
   trace::Args args{{"op_id", ctx.op_id()}};
   std::vector<int64_t> ids;
@@ -120,9 +128,9 @@ void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared) {
     ctx.fail(p.poison, /*report=*/false);
   } catch (const PeerLost& e) {
     if (e.context().peer == 0) throw;  // the master: the session is over
-    ctx.fail(ctx.new_poison(e.what()), /*report=*/true);
+    fail_op(ctx, command, e.what());
   } catch (const std::exception& e) {
-    ctx.fail(ctx.new_poison(e.what()), /*report=*/true);
+    fail_op(ctx, command, e.what());
   }
 }
 

@@ -87,6 +87,10 @@ void check_transfer_tag(int64_t tag, const char* op);
 // once, whatever their stream; the others on their stream.
 bool is_control(fb::Op op);
 
+// A failed op: its outputs poisoned and the failure reported (a failed event wait
+// poisons its stream too).
+void fail_op(ExecContext& ctx, const fb::Command& command, const std::string& message);
+
 // The trace's slice of the op ctx just ran.
 void trace_op(trace::Recorder& rec, ExecContext& ctx, int64_t start, int64_t end);
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <thd/distributed.h>
+#include <thd/stream.h>
 
 #include "local_job.h"
 #include "remote_check.h"
@@ -92,6 +93,50 @@ TEST(WorkerDeath, PendingAndLaterOpsOnTheDeadNodeThrowWorkerLost) {
   all_reduce(live);
   EXPECT_TRUE(same_tensor(live[1].get(), Tensor::full({4}, 4.0f)));
   expect_survivors_exit_cleanly(job, 1);
+}
+
+TEST(WorkerDeath, AStreamWaitingOnAnEventOfTheDeadNodeIsReleased) {
+  LocalJob job(2);
+  Stream on0 = Stream::create(0);
+  Stream on1 = Stream::create(1);
+  Event never_done;
+  {
+    StreamScope in(on0);
+    DistributedTensor m = DistributedTensor::ones({400, 400});
+    for (int i = 0; i < 500; ++i) m = m.matmul(m).div(400);  // seconds of work
+    never_done.record();
+  }
+  on1.wait(never_done);  // node 1 waits for node 0, which dies first
+  DistributedTensor after;
+  {
+    StreamScope in(on1);
+    after = DistributedTensor::ones({4}) * 2;
+  }
+  std::thread killer([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    job.kill_worker(0);
+  });
+  const auto start = Clock::now();
+  try {
+    after.get();
+    ADD_FAILURE() << "a stream whose wait failed ran on as if it had waited";
+  } catch (const RemoteError& e) {
+    // Node 1's wait failed: node 0 is lost.
+    EXPECT_EQ(e.context().node, 1) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lost"), std::string::npos) << e.what();
+  } catch (const WorkerLost& e) {
+    EXPECT_EQ(e.context().node, 0) << e.what();
+  }
+  EXPECT_LT(Clock::now() - start, kNoticeWithin + milliseconds(100));
+  killer.join();
+  EXPECT_TRUE(worker_lost([&] { never_done.synchronize(); }, 0, start));
+  try {
+    synchronize();  // raises what nobody has raised yet; the streams start clean
+  } catch (const Error&) {
+  }
+  NodeScope on(1);
+  EXPECT_TRUE(same_tensor((DistributedTensor::ones({2}) + 1).get(), Tensor::full({2}, 2.0f)));
+  expect_survivors_exit_cleanly(job, 0);
 }
 
 TEST(WorkerDeath, AMasterWaitingInGetIsWokenUp) {
