@@ -2,6 +2,8 @@
 // the tensor memory held (docs/master-worker.md, "Statistics").
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <thd/distributed.h>
 #include <thd/stream.h>
 
@@ -11,7 +13,14 @@
 namespace thd::test {
 namespace {
 
-class Stats : public JobTest<2> {};
+class Stats : public JobTest<2> {
+ protected:
+  static void SetUpTestSuite() {
+    ::setenv("THD_TEST_HOOKS", "1", 1);  // a stream held on a latch; the workers inherit it
+    JobTest<2>::SetUpTestSuite();
+    ::unsetenv("THD_TEST_HOOKS");
+  }
+};
 
 TEST_F(Stats, CountOpsBytesMemoryAndQueuedWork) {
   synchronize();
@@ -40,20 +49,24 @@ TEST_F(Stats, CountOpsBytesMemoryAndQueuedWork) {
 
   // Work queued on a busy stream shows as queued.
   Stream s = Stream::create(0);
+  Stream opener = Stream::create(0);
   Event gate;
   {
     StreamScope in(s);
-    DistributedTensor a = DistributedTensor::ones({384, 384});
-    for (int i = 0; i < 8; ++i) a = a.matmul(a).mul_(1.0f / 384);
+    detail::test_latch_wait(/*key=*/2001, std::chrono::seconds(20));
+    DistributedTensor a = DistributedTensor::ones({16});
     for (int i = 0; i < 50; ++i) a.add_(0);
     gate.record();
   }
   const NodeStats busy = stats()[0];
-  ASSERT_EQ(busy.streams.size(), 2u);
+  ASSERT_EQ(busy.streams.size(), 3u);
   EXPECT_EQ(busy.streams[1].stream, s.id());
-  // The query was read right after the 60 ops were queued: the first matmul has
-  // barely started.
-  EXPECT_GT(busy.streams[1].queued_ops, 0u);
+  // Held on the latch: the latch op runs, the other 52 wait.
+  EXPECT_GE(busy.streams[1].queued_ops, 52u);
+  {
+    StreamScope in(opener);
+    detail::test_latch_open(/*key=*/2001);
+  }
   gate.synchronize();
   const NodeStats idle = stats()[0];
   EXPECT_EQ(idle.streams[1].queued_ops, 0u);

@@ -86,7 +86,8 @@ TEST_F(Streams, StreamsOfANodeOverlap) {
   DistributedTensor a;
   {
     StreamScope in(slow);
-    a = busy_work(12);
+    detail::test_latch_wait(/*key=*/1002, std::chrono::seconds(20));  // held until we know
+    a = busy_work(4);
   }
   Event done_fast;
   {
@@ -96,6 +97,10 @@ TEST_F(Streams, StreamsOfANodeOverlap) {
   }
   done_fast.synchronize();  // does not wait for `slow`
   EXPECT_FALSE(slow.query()) << "the fast stream waited for the slow one";
+  {
+    StreamScope in(fast);
+    detail::test_latch_open(/*key=*/1002);
+  }
   slow.synchronize();
   EXPECT_TRUE(slow.query());
   EXPECT_TRUE(same_tensor(a.get(), Tensor::ones({384, 384})));
