@@ -86,6 +86,20 @@ constexpr int64_t kSignalTag = 1 << 30;
 void signal(Transport& t, int dst) { test::wait_ok(t, *test::isend(t, {}, dst, kSignalTag)); }
 void await_signal(Transport& t, int src) { test::wait_ok(t, *test::irecv(t, {}, src, kSignalTag)); }
 
+// The stream from rank 0 to rank 1 is in step: a marker sent now on `tag` arrives
+// whole (the frames before it were consumed exactly, payloads and all).
+::testing::AssertionResult stream_in_step(std::vector<TransportPtr>& ts, int64_t tag) {
+  std::vector<uint8_t> after(6);
+  auto marker = test::irecv(*ts[1], after, 0, tag);
+  if (!test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("marker"), 1, tag))) {
+    return ::testing::AssertionFailure() << "the marker was not sent";
+  }
+  if (!test::wait_ok(*ts[1], *marker)) return ::testing::AssertionFailure() << "the marker did not arrive";
+  const std::string got(after.begin(), after.end());
+  if (got != "marker") return ::testing::AssertionFailure() << "the marker arrived as '" << got << "'";
+  return ::testing::AssertionSuccess();
+}
+
 // ---- set-up --------------------------------------------------------------------------
 
 TEST(TcpTransport, MeshOfOneTwoThreeAndFiveRanksReachesEveryRank) {
@@ -765,11 +779,7 @@ TEST(TcpTransport, ReceiveCancelledWhileItsPayloadArrivesKeepsTheStreamInStep) {
     EXPECT_TRUE(r->finished());
     const std::vector<uint8_t> at_cancel = got;
     test::wait_ok(*ts[0], *s);
-    std::vector<uint8_t> after(6);
-    auto marker = test::irecv(*ts[1], after, 0, 2);
-    test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("marker"), 1, 2));
-    ASSERT_TRUE(test::wait_ok(*ts[1], *marker)) << "round " << round;
-    EXPECT_EQ(std::string(after.begin(), after.end()), "marker");
+    ASSERT_TRUE(stream_in_step(ts, 2)) << "round " << round;
     EXPECT_TRUE(got == at_cancel) << "round " << round << ": written after cancel";
   }
 }
@@ -788,10 +798,7 @@ TEST(TcpTransport, SendCancelledMidMessageIsFinishedFromACopy) {
   std::vector<uint8_t> got(original.size());
   ASSERT_TRUE(test::wait_ok(*ts[1], *test::irecv(*ts[1], got, 0, 1)));
   EXPECT_TRUE(got == original);
-  std::vector<uint8_t> after(2);
-  auto r = test::irecv(*ts[1], after, 0, 2);
-  test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("ok"), 1, 2));
-  ASSERT_TRUE(test::wait_ok(*ts[1], *r));
+  ASSERT_TRUE(stream_in_step(ts, 2));
 }
 
 // ---- rendezvous --------------------------------------------------------------------------
@@ -836,10 +843,7 @@ TEST(TcpTransport, AnnouncedMessageThatDoesNotFitItsReceiveIsDeclined) {
     EXPECT_TRUE(test::holds<ValueError>(test::wait_error(*ts[1], *r), &message)) << message;
     EXPECT_NE(message.find("1048576"), std::string::npos) << message;
     EXPECT_TRUE(test::wait_ok(*ts[0], *s));  // as for a whole message: the sender is not told
-    std::vector<uint8_t> after(2);
-    auto next = test::irecv(*ts[1], after, 0, 4);
-    test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("ok"), 1, 4));
-    ASSERT_TRUE(test::wait_ok(*ts[1], *next));
+    ASSERT_TRUE(stream_in_step(ts, 4));
   }
 }
 
@@ -891,11 +895,7 @@ TEST(TcpTransport, ReceiveCancelledAtAnyPointOfARendezvousIsNotWrittenAfterwards
       EXPECT_TRUE(again == data) << "round " << round;
       ASSERT_TRUE(test::wait_ok(*ts[0], *s));
     }
-    std::vector<uint8_t> after(6);
-    auto marker = test::irecv(*ts[1], after, 0, 2);
-    test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("marker"), 1, 2));
-    ASSERT_TRUE(test::wait_ok(*ts[1], *marker)) << "round " << round;
-    EXPECT_EQ(std::string(after.begin(), after.end()), "marker");
+    ASSERT_TRUE(stream_in_step(ts, 2)) << "round " << round;
     EXPECT_TRUE(got == at_cancel) << "round " << round << ": written after cancel";
   }
 }
