@@ -35,6 +35,18 @@ if(NOT THD_WITH_MPI STREQUAL "OFF")
   find_package(MPI QUIET COMPONENTS C)
 endif()
 thd_resolve_option(THD_WITH_MPI "${MPI_C_FOUND}" "MPI ${MPI_C_VERSION}")
+# mpirun for the tests of the mpi backend (ctest runs them as MPI launches).
+if(THD_WITH_MPI_ENABLED)
+  find_program(THD_TEST_MPIEXEC NAMES mpirun mpiexec HINTS "${MPI_C_COMPILER_DIR}" DOC "mpirun for the mpi tests")
+  if(THD_TEST_MPIEXEC)
+    # Open MPI derives its prefix from mpirun's path: a /bin that links to /usr/bin
+    # gives a wrong one, the resolved path the right one.
+    get_filename_component(THD_TEST_MPIEXEC "${THD_TEST_MPIEXEC}" REALPATH)
+  endif()
+  # Root (CI containers) must be allowed explicitly; more ranks than cores is the point.
+  set(THD_MPIRUN_TEST_ENV
+    "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endif()
 
 if(NOT THD_WITH_UCX STREQUAL "OFF")
   pkg_check_modules(THD_UCX QUIET IMPORTED_TARGET ucx)

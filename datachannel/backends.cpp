@@ -4,12 +4,19 @@
 
 #include "datachannel/backends.h"
 #include "datachannel/tcp/tcp_transport.h"
+#if THD_WITH_MPI
+#include "datachannel/mpi/mpi_library.h"
+#include "datachannel/mpi/mpi_transport.h"
+#endif
 
 namespace thd::detail {
 
 const std::vector<BackendEntry>& backend_table() {
   static const std::vector<BackendEntry> table = {
       {"tcp", &tcp::make_transport},
+#if THD_WITH_MPI
+      {"mpi", &mpi::make_transport},
+#endif
   };
   return table;
 }
@@ -21,6 +28,15 @@ const std::vector<OptionalBackend>& optional_backends() {
       {"ucx", "THD_WITH_UCX", "UCX (libucx-dev)"},
       {"libfabric", "THD_WITH_LIBFABRIC", "libfabric (libfabric-dev)"},
       {"nccl", "THD_WITH_NCCL", "CUDA and NCCL"},
+  };
+  return table;
+}
+
+const std::vector<RendezvousScheme>& rendezvous_schemes() {
+  static const std::vector<RendezvousScheme> table = {
+#if THD_WITH_MPI
+      {"mpi", &mpi::rendezvous, [] { return mpi::launched_by_mpi(); }},
+#endif
   };
   return table;
 }

@@ -1,8 +1,11 @@
 // The table backends.cpp fills and registry.cpp reads.
 #pragma once
 
+#include <functional>
 #include <string_view>
 #include <vector>
+
+#include <thd/store.h>
 
 #include "datachannel/transport.h"
 
@@ -20,5 +23,15 @@ struct OptionalBackend {
   std::string_view requires_;  // what it needs installed
 };
 const std::vector<OptionalBackend>& optional_backends();
+
+// A rendezvous a backend's launcher makes possible (mpi://): init_method scheme ->
+// how to run it, and whether this process was started by that launcher (then env://
+// without MASTER_ADDR uses it).
+struct RendezvousScheme {
+  std::string_view scheme;
+  std::function<RendezvousResult(const RendezvousOptions&)> run;
+  std::function<bool()> launched_here;
+};
+const std::vector<RendezvousScheme>& rendezvous_schemes();
 
 }  // namespace thd::detail

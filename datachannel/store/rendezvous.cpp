@@ -15,6 +15,7 @@
 
 #include <charconv>
 
+#include "datachannel/backends.h"
 #include "datachannel/check.h"
 #include "datachannel/net/auth.h"
 #include "datachannel/net/socket.h"
@@ -25,7 +26,7 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr const char* kOp = "rendezvous";
-constexpr const char* kExpected = "expected env://, tcp://host:port or file:///absolute/path";
+constexpr const char* kExpected = "expected env://, tcp://host:port, file:///absolute/path or mpi://";
 
 struct Target {
   enum class Kind { Tcp, File } kind = Kind::Tcp;
@@ -101,6 +102,17 @@ Target resolve(RendezvousOptions& opt, const net::EnvLookup& env) {
     auto port = env("MASTER_PORT");
     auto rank = env("RANK");
     auto world = env("WORLD_SIZE");
+    // Under Slurm (srun) the task's rank and the job's size are Slurm's.
+    const char* rank_name = "RANK";
+    const char* world_name = "WORLD_SIZE";
+    if (!rank || rank->empty()) {
+      rank = env("SLURM_PROCID");
+      rank_name = "SLURM_PROCID";
+    }
+    if (!world || world->empty()) {
+      world = env("SLURM_NTASKS");
+      world_name = "SLURM_NTASKS";
+    }
     std::vector<std::string> missing;
     if (!addr || addr->empty()) missing.emplace_back("MASTER_ADDR");
     if (!port || port->empty()) missing.emplace_back("MASTER_PORT");
@@ -119,8 +131,8 @@ Target resolve(RendezvousOptions& opt, const net::EnvLookup& env) {
                 "the {} argument {} conflicts with {}={} in the environment", arg_name, arg, name, from_env);
       return from_env;
     };
-    opt.rank = merge(opt.rank, rank, "RANK", "rank");
-    opt.world_size = merge(opt.world_size, world, "WORLD_SIZE", "world_size");
+    opt.rank = merge(opt.rank, rank, rank_name, "rank");
+    opt.world_size = merge(opt.world_size, world, world_name, "world_size");
   } else {
     THD_THROW(ValueError, kOp, "unknown init_method scheme '{}://' in '{}'; {}", scheme, url, kExpected);
   }
@@ -224,7 +236,42 @@ void register_and_wait(Store& store, const RendezvousOptions& opt, net::Deadline
   }
 }
 
+// A rendezvous a backend provides (mpi://), when the init_method names it or when
+// env:// has no MASTER_ADDR in a process that backend's launcher started.
+const detail::RendezvousScheme* backend_scheme(const RendezvousOptions& opt, const net::EnvLookup& env) {
+  const std::string& url = opt.init_method;
+  const size_t sep = url.find("://");
+  if (sep == std::string::npos) return nullptr;
+  const std::string scheme = url.substr(0, sep);
+  for (const auto& s : detail::rendezvous_schemes()) {
+    if (s.scheme == scheme) {
+      THD_CHECK(sep + 3 == url.size(), ValueError, kOp, "init_method '{}': {}:// takes nothing after it", url, scheme);
+      return &s;
+    }
+  }
+  if (scheme == "mpi") {
+    THD_THROW(ValueError, kOp,
+              "init_method '{}' needs the mpi backend, which this thd was built without (configure with "
+              "-DTHD_WITH_MPI=ON with an MPI installed)",
+              url);
+  }
+  if (scheme == "env" && url.size() == sep + 3) {
+    auto addr = env("MASTER_ADDR");
+    if (!addr || addr->empty()) {
+      for (const auto& s : detail::rendezvous_schemes()) {
+        if (s.launched_here()) return &s;
+      }
+    }
+  }
+  return nullptr;
+}
+
 RendezvousResult rendezvous_with_env(RendezvousOptions opt, const net::EnvLookup& env) {
+  if (const detail::RendezvousScheme* scheme = backend_scheme(opt, env)) {
+    RendezvousResult joined = scheme->run(opt);
+    joined.store->set_timeout(opt.timeout);
+    return joined;
+  }
   const net::Deadline deadline = net::deadline_after(opt.timeout);
   const Target target = resolve(opt, env);
   std::shared_ptr<Store> store = open_store(target, opt);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "rank_launched.h"
+
 #include <thd/datachannel.h>
 
 namespace thd::conformance {
@@ -25,15 +27,42 @@ std::string not_built_message(const std::string& backend) {
 BackendTraits traits_of(const std::string& backend) {
   BackendTraits t;
   t.listens_on_tcp = backend == "tcp";
+  t.launched_ranks = backend == "mpi";
   return t;
 }
 
+namespace {
+
+// Why a built backend's case cannot run in this process, "" when it can.
+std::string launch_mismatch(const std::string& backend) {
+  if (!traits_of(backend).launched_ranks || launched_size() > 0) return "";
+  return "the " + backend + " backend's ranks are an MPI launch's processes: ctest runs these cases under mpirun "
+         "(tests conformance.mpi.n*)";
+}
+
+}  // namespace
+
 void BackendTest::SetUp() {
   if (!is_built(backend())) GTEST_SKIP() << not_built_message(backend());
+  if (const std::string why = launch_mismatch(backend()); !why.empty()) GTEST_SKIP() << why;
+}
+
+void ForkedRanksTest::SetUp() {
+  BackendTest::SetUp();
+  if (IsSkipped()) return;
+  if (traits_of(backend()).launched_ranks) {
+    GTEST_SKIP() << "the test makes its own ranks, but the " << backend()
+                 << " backend's are mpirun's (MPI ends the whole job when a rank dies, and its processes "
+                    "authenticate through the launcher: docs/backends.md)";
+  }
 }
 
 void BackendWorldTest::SetUp() {
   if (!is_built(backend())) GTEST_SKIP() << not_built_message(backend());
+  if (const std::string why = launch_mismatch(backend()); !why.empty()) GTEST_SKIP() << why;
+  if (traits_of(backend()).launched_ranks && launched_size() != world_size()) {
+    GTEST_SKIP() << "a world of " << world_size() << " ranks; this launch has " << launched_size();
+  }
 }
 
 std::string backend_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }

@@ -25,6 +25,9 @@ struct BackendTraits {
   // Ranks accept connections on TCP ports of their own (the unauthenticated
   // connection tests aim at those as well as at the store).
   bool listens_on_tcp = false;
+  // Its ranks are the processes of an MPI launch (mpi): the suite runs under
+  // mpirun, one rank per process, and cases that fork their own ranks skip.
+  bool launched_ranks = false;
 };
 BackendTraits traits_of(const std::string& backend);
 
@@ -37,6 +40,14 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override;
   const std::string& backend() const { return GetParam(); }
+};
+
+// For cases whose ranks the test forks or runs as threads itself (peer death,
+// rendezvous in processes, auth with the backend's own connections): skipped for
+// launched backends.
+class ForkedRanksTest : public BackendTest {
+ protected:
+  void SetUp() override;
 };
 
 class BackendWorldTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {

@@ -6,14 +6,32 @@
 #include <cstdlib>
 #include <thread>
 
+#include "backends.h"
 #include "checks.h"
 #include "datachannel/test_util.h"
+#include "rank_launched.h"
 
 namespace thd::conformance {
 
 ThreadSync::ThreadSync(int parties, std::chrono::milliseconds timeout) : parties_(parties), timeout_(timeout) {}
 
+ThreadSync::ThreadSync(int parties, std::shared_ptr<Store> store, std::chrono::milliseconds timeout)
+    : parties_(parties), timeout_(timeout), store_(std::move(store)) {}
+
 void ThreadSync::arrive_and_wait() {
+  if (store_) {
+    // Generation g: every party adds 1 to sync/g; the last one sets sync/g/done.
+    // A failed party sets sync/broken, which the others notice between short waits.
+    const std::string key = "sync/" + std::to_string(++generation_);
+    if (store_->add(key, 1) == parties_) store_->set(key + "/done", std::string_view("1"));
+    const auto until = std::chrono::steady_clock::now() + timeout_;
+    while (!store_->check({key + "/done"})) {
+      if (store_->check({"sync/broken"})) fail("another rank failed before this one reached the test's sync point");
+      if (std::chrono::steady_clock::now() > until) fail("not every rank reached the test's sync point in time");
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return;
+  }
   std::unique_lock lock(mu_);
   if (broken_) fail("another rank failed before this one reached the test's sync point");
   const uint64_t generation = generation_;
@@ -31,6 +49,14 @@ void ThreadSync::arrive_and_wait() {
 }
 
 void ThreadSync::break_all() {
+  if (store_) {
+    try {
+      store_->set("sync/broken", std::string_view("1"));
+    } catch (const std::exception&) {
+      // The store is gone too: the others find out at their own deadline.
+    }
+    return;
+  }
   std::lock_guard lock(mu_);
   broken_ = true;
   cv_.notify_all();
@@ -88,6 +114,7 @@ std::vector<std::exception_ptr> run_threads(int n, const std::function<void(int 
 std::vector<std::exception_ptr> run_world_collect(const std::string& backend, int n,
                                                   const std::function<void(RankEnv&)>& body,
                                                   const WorldOptions& options) {
+  if (traits_of(backend).launched_ranks) return run_launched_world(backend, n, body, options);
   auto store = std::make_shared<HashStore>(options.timeout);
   ThreadSync sync(n, options.watchdog);
   return run_threads(

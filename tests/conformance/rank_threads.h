@@ -30,6 +30,8 @@ inline constexpr std::chrono::milliseconds kWatchdog{60000};
 class ThreadSync {
  public:
   explicit ThreadSync(int parties, std::chrono::milliseconds timeout = kWatchdog);
+  // Across processes (launched ranks): the parties meet through keys of `store`.
+  ThreadSync(int parties, std::shared_ptr<Store> store, std::chrono::milliseconds timeout = kWatchdog);
   void arrive_and_wait();
   void break_all();
 
@@ -41,6 +43,7 @@ class ThreadSync {
   int arrived_ = 0;
   uint64_t generation_ = 0;
   bool broken_ = false;
+  std::shared_ptr<Store> store_;
 };
 
 // What a rank's body gets.

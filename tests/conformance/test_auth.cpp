@@ -26,7 +26,7 @@ using std::chrono::milliseconds;
 // handshake timeout (5 s by default) to drop it.
 constexpr milliseconds kSetupWithin{4000};
 
-class Auth : public BackendTest {};
+class Auth : public ForkedRanksTest {};
 
 net::Socket connect_to(uint16_t port) {
   return net::Socket::connect("127.0.0.1", port, net::deadline_after(milliseconds(5000)), "conformance.connect");

@@ -121,15 +121,16 @@ TEST_P(Collectives, AllToAll) {
 
 TEST_P(Collectives, BarrierReleasesNoRankBeforeEveryRankArrived) {
   constexpr int kRounds = 6;
-  std::array<std::atomic<int>, kRounds> arrived{};
   run_world(backend(), world_size(), [&](RankEnv& env) {
     for (int round = 0; round < kRounds; ++round) {
       // One rank arrives late each round: a barrier that does not wait for it
-      // lets the others through before it counted itself.
+      // lets the others through before it counted itself. Counted in the store,
+      // which ranks in other processes share too.
+      const std::string arrived = "barrier/arrived/" + std::to_string(round);
       if (env.rank == round % env.size) std::this_thread::sleep_for(std::chrono::milliseconds(30));
-      arrived[static_cast<size_t>(round)].fetch_add(1);
+      env.store->add(arrived, 1);
       env.dc.barrier();
-      const int seen = arrived[static_cast<size_t>(round)].load();
+      const int seen = static_cast<int>(env.store->add(arrived, 0));
       require(seen == env.size, "barrier round " + std::to_string(round) + " returned when " + std::to_string(seen) +
                                     " of " + std::to_string(env.size) + " ranks had arrived");
     }

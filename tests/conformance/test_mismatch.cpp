@@ -7,6 +7,7 @@
 #include "backends.h"
 #include "checks.h"
 #include "op_checks.h"
+#include "rank_launched.h"
 #include "rank_threads.h"
 #include "tensors.h"
 
@@ -67,7 +68,11 @@ void check_outcomes(const MismatchCase& c, const std::vector<std::exception_ptr>
 // failed as it must, in time, and that the channel still works.
 void run_cases(const std::string& backend, int n, const std::vector<MismatchCase>& cases) {
   std::vector<std::vector<std::exception_ptr>> outcomes(cases.size(), std::vector<std::exception_ptr>(n));
+  // Rank 0 collects every rank's outcomes (through the store, so launched ranks in
+  // other processes count too) and this process checks them if it holds rank 0.
+  bool collected = false;
   run_world(backend, n, [&](RankEnv& env) {
+    std::vector<std::exception_ptr> mine(cases.size());
     std::vector<Request> reqs(cases.size());
     const auto start = std::chrono::steady_clock::now();
     for (size_t k = 0; k < cases.size(); ++k) {
@@ -75,16 +80,21 @@ void run_cases(const std::string& backend, int n, const std::vector<MismatchCase
       try {
         reqs[k] = cases[k].call(env.dc, env.rank, o);
       } catch (...) {
-        outcomes[k][static_cast<size_t>(env.rank)] = std::current_exception();
+        mine[k] = std::current_exception();
       }
     }
     for (size_t k = 0; k < cases.size(); ++k) {
       try {
         reqs[k].wait();
       } catch (...) {
-        outcomes[k][static_cast<size_t>(env.rank)] = std::current_exception();
+        if (!mine[k]) mine[k] = std::current_exception();
       }
     }
+    for (size_t k = 0; k < cases.size(); ++k) {
+      auto all = share_outcomes(env, "mismatch/" + std::to_string(k), mine[k]);
+      if (env.rank == 0) outcomes[k] = std::move(all);
+    }
+    if (env.rank == 0) collected = true;
     const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
     require(took < kMismatchTimeout + kSlack, "the mismatched collectives took " + std::to_string(took.count()) +
                                                   " ms to fail, with a timeout of " +
@@ -109,6 +119,7 @@ void run_cases(const std::string& backend, int n, const std::vector<MismatchCase
     check_all_reduce(env.dc, kFloat32, 6, ReduceOp::Sum, 7);
     check_send_recv_ring(env.dc, kInt32, 4, 99, 8);
   });
+  if (!collected) return;  // launched ranks: rank 0's process checks
   for (size_t k = 0; k < cases.size(); ++k) check_outcomes(cases[k], outcomes[k]);
 }
 

@@ -27,7 +27,7 @@ constexpr int kVictim = 2;
 constexpr milliseconds kOpTimeout{20000};
 constexpr milliseconds kMustNoticeWithin{8000};
 
-class PeerDeath : public BackendTest {};
+class PeerDeath : public ForkedRanksTest {};
 
 // Requires `call` to fail with PeerLost naming the victim, within kMustNoticeWithin.
 void require_peer_lost(const std::function<void()>& call, const std::string& what) {

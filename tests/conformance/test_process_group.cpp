@@ -18,7 +18,7 @@ using std::chrono::milliseconds;
 
 constexpr int kRanks = 3;
 
-class ProcessGroupMode : public BackendTest {};
+class ProcessGroupMode : public ForkedRanksTest {};
 
 ProcessGroupOptions options_for(const std::string& backend, const std::string& init_method, int rank) {
   ProcessGroupOptions o;

@@ -13,7 +13,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-class Processes : public BackendTest {};
+class Processes : public ForkedRanksTest {};
 
 TEST_P(Processes, EveryOpOverRendezvous) {
   const std::string b = backend();

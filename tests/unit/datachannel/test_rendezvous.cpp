@@ -97,7 +97,9 @@ TEST(Rendezvous, EnvRanksFindEachOtherAsProcesses) {
 int in_child_env(const std::vector<std::pair<const char*, const char*>>& env, const std::function<int()>& body) {
   test::Children children;
   children.spawn([&] {
-    for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"}) ::unsetenv(v);
+    for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"}) {
+      ::unsetenv(v);
+    }
     for (auto [name, value] : env) ::setenv(name, value, 1);
     return body();
   });
@@ -130,6 +132,28 @@ TEST(Rendezvous, EnvNamesEveryMissingVariable) {
   // Arguments stand in for RANK and WORLD_SIZE.
   EXPECT_EQ(in_child_env({{"MASTER_ADDR", "127.0.0.1"}},
                          [] { return expect_value_error([] { rendezvous("env://", 0, 1, 1s); }, {"MASTER_PORT set"}); }),
+            0);
+}
+
+TEST(Rendezvous, EnvTakesRankAndSizeFromSlurm) {
+  // srun sets SLURM_PROCID/SLURM_NTASKS: they stand in for RANK/WORLD_SIZE, and an
+  // argument that disagrees is named against them.
+  const std::vector<std::pair<const char*, const char*>> env = {
+      {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}};
+  EXPECT_EQ(in_child_env(env,
+                         [] {
+                           return expect_value_error([] { rendezvous("env://", 2, -1, 1s); },
+                                                     {"rank argument 2 conflicts with SLURM_PROCID=1"});
+                         }),
+            0);
+}
+
+TEST(Rendezvous, MpiSchemeTakesNothingAfterIt) {
+  EXPECT_EQ(in_child_env({},
+                         [] {
+                           return expect_value_error([] { rendezvous("mpi://host:1", -1, -1, 1s); },
+                                                     {"mpi://host:1", "mpi"});
+                         }),
             0);
 }
 

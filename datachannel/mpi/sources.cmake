@@ -1,0 +1,7 @@
+# The mpi backend's sources, relative to datachannel/.
+set(THD_DC_MPI_SOURCES
+  mpi/mpi_library.cpp
+  mpi/mpi_pipe.cpp
+  mpi/mpi_rendezvous.cpp
+  mpi/mpi_transport.cpp
+)

@@ -1,0 +1,97 @@
+// The layer under the message-library backends (mpi, ucx, libfabric): a pipe that
+// moves tagged byte messages between the ranks of a world, with the library's own
+// matching on (peer, tag) only. Everything thd's Transport contract asks beyond that
+// (MPI matching on (context, 64-bit tag), checking a message's kind and size before
+// a payload byte lands, unexpected messages, cancel, self-sends, deadlines) is
+// written once, in PipeTransport (pipe_transport.h), over any MessagePipe.
+//
+// How PipeTransport uses a pipe: tag kControlTag carries fixed-size control
+// messages (a header, and small payloads inline); every other tag, 1..max_tag(),
+// carries one large payload, received straight into the receive's memory (the
+// library's own rendezvous makes that zero-copy). Each peer always has one control
+// receive posted.
+//
+// Threading: PipeTransport calls every method except interrupt() and sleep() under
+// one lock of its own, so a pipe needs no locking of its own for them (the library
+// may run single-threaded: UCS_THREAD_MODE_SINGLE, FI_THREAD_DOMAIN, or MPI's
+// calls serialized). interrupt() may be called from any thread at any time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "datachannel/net/socket.h"
+
+namespace thd::detail::pipe {
+
+inline constexpr uint32_t kControlTag = 0;
+
+// One operation handed to a pipe. PipeTransport owns it and keeps it alive until
+// the pipe calls done() (or cancel() returned true).
+class PipeOp {
+ public:
+  virtual ~PipeOp() = default;
+  // Called by the pipe, from progress() (or from send/recv when the library
+  // completes the op at once), exactly once: `error` is null on success; `bytes`
+  // is the length of the message a receive got (<= its buffer) or what a send sent.
+  // On failure the error names the peer (thd::PeerLost when it is gone).
+  virtual void done(std::exception_ptr error, size_t bytes) noexcept = 0;
+};
+
+class MessagePipe {
+ public:
+  MessagePipe(int rank, int size) : rank_(rank), size_(size) {}
+  virtual ~MessagePipe() = default;
+  MessagePipe(const MessagePipe&) = delete;
+  MessagePipe& operator=(const MessagePipe&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  // The backend's name ("ucx"), for errors.
+  virtual std::string_view name() const noexcept = 0;
+
+  // The largest tag this pipe can match on (at least 2^15 - 1, MPI's minimum).
+  virtual uint32_t max_tag() const noexcept = 0;
+
+  // Starts sending `data` to `peer` (never this rank) with `tag`. `data` stays
+  // valid until op->done(). Messages to one peer with one tag are matched in the
+  // order they were sent. Never throws for network trouble: the op fails.
+  virtual void send(int peer, uint32_t tag, std::span<const uint8_t> data, PipeOp* op) = 0;
+  // Starts receiving the next message from `peer` with exactly `tag` into `data`.
+  // A longer message fails the op (ValueError naming the sizes) or, where the
+  // library cannot tell, is truncated with the op failed; never an overrun.
+  virtual void recv(int peer, uint32_t tag, std::span<uint8_t> data, PipeOp* op) = 0;
+  // Withdraws a pending op: true when the pipe will not touch its memory again nor
+  // call done() for it; false when it can no longer be withdrawn (the library has
+  // matched it): done() will still come.
+  virtual bool cancel(PipeOp* op) = 0;
+
+  // Completes what the library has finished, calling done(); returns how many
+  // ops completed (0 when nothing happened).
+  virtual int progress() = 0;
+  // Gets ready for sleep(): false when there may be work for progress() right now
+  // (call it again before sleeping), true when sleep() may block until the library
+  // has something (e.g. ucp_worker_arm, fi_trywait).
+  virtual bool arm() = 0;
+  // Called without PipeTransport's lock after arm() returned true: blocks until the
+  // library may have work, interrupt() was called, or `until` passes. Only one
+  // thread sleeps at a time. Pipes without a wait object poll here with a short
+  // sleep: `busy` says a transfer is in flight (poll often) or not (back off).
+  virtual void sleep(net::Deadline until, bool busy) = 0;
+  // Ends a sleep() now, or makes the next one return at once.
+  virtual void interrupt() noexcept = 0;
+
+  // The error of a peer the library reports lost (thd::PeerLost), null while it is
+  // healthy or when the library cannot tell.
+  virtual std::exception_ptr peer_error(int peer) const = 0;
+
+ private:
+  int rank_;
+  int size_;
+};
+
+}  // namespace thd::detail::pipe

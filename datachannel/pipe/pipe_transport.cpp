@@ -1,0 +1,521 @@
+#include "datachannel/pipe/pipe_transport.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "datachannel/check.h"
+#include "datachannel/net/auth.h"
+#include "datachannel/net/thread_name.h"
+#include "datachannel/tcp/wire.h"
+#include "tensor/log.h"
+
+namespace thd::detail::pipe {
+
+namespace {
+
+constexpr size_t kHeaderBytes = tcp::kFrameHeaderBytes;
+
+template <typename E, typename... Args>
+std::exception_ptr make_error(const std::string& op, int rank, int peer, fmt::format_string<Args...> f,
+                              Args&&... args) {
+  return std::make_exception_ptr(
+      E(fmt::format(f, std::forward<Args>(args)...), context_at(op, rank, peer, __FILE__, __LINE__)));
+}
+
+}  // namespace
+
+PipeTuning pipe_tuning_from_env() {
+  PipeTuning t;
+  if (auto spin = net::process_env("THD_PIPE_SPIN_US"); spin && !spin->empty()) {
+    char* end = nullptr;
+    const long long us = std::strtoll(spin->c_str(), &end, 10);
+    THD_CHECK(end && *end == '\0' && us >= 0 && us <= 1000000, ValueError, "DataChannel::create",
+              "THD_PIPE_SPIN_US must be a number of microseconds in [0, 1000000], got '{}'", *spin);
+    t.spin_budget = std::chrono::microseconds(us);
+  }
+  return t;
+}
+
+void PipeTransport::EngineOp::done(std::exception_ptr error, size_t bytes) noexcept {
+  // The pipe calls this with the engine lock held (every pipe call is made under it).
+  transport->completions_.push_back({this, std::move(error), bytes});
+}
+
+PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, const PipeTuning& tuning)
+    : Transport(pipe->rank(), pipe->size()),
+      name_(pipe->name()),
+      tuning_(tuning),
+      pipe_(std::move(pipe)),
+      max_data_tag_(pipe_->max_tag()),
+      inboxes_(static_cast<size_t>(size())),
+      next_data_tag_(static_cast<size_t>(size()), 1),
+      lost_(static_cast<size_t>(size())),
+      lost_why_(static_cast<size_t>(size())) {
+  THD_CHECK(max_data_tag_ >= 2, ValueError, "DataChannel::create", "the {} pipe offers no data tags", name_);
+  std::unique_lock lock(mu_);
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank()) continue;
+    inboxes_[static_cast<size_t>(p)] =
+        std::make_unique<ControlInbox>(this, p, kHeaderBytes + tuning_.inline_bytes);
+    post_control_recv(*inboxes_[static_cast<size_t>(p)]);
+  }
+  settle();
+  lock.unlock();
+  progress_ = std::thread([this] { progress_loop(); });
+}
+
+PipeTransport::~PipeTransport() {
+  std::unique_lock lock(mu_);
+  closing_ = true;
+  // Replies a worker sent last (a session's goodbye) must leave before the pipe goes.
+  drive_locked(lock, net::deadline_after(tuning_.close_linger), [&] {
+    for (const auto& [req, m] : sends_) {
+      if (m->pending() > 0) return false;
+    }
+    return true;
+  });
+  stop_.store(true);
+  pipe_->interrupt();
+  lock.unlock();
+  if (progress_.joinable()) progress_.join();
+  lock.lock();
+  for (auto& recv : queues_.withdraw_if([](const tcp::PostedRecv&) { return true; })) {
+    recv.request->fail(closed_error(recv.request->op));
+  }
+  for (auto& [req, m] : sends_) m->request->fail(closed_error(m->request->op));
+  for (auto& [op, d] : data_recvs_) {
+    if (d->request) d->request->fail(closed_error(d->request->op));
+  }
+  // The pipe withdraws what is still posted; completions it reports now are dropped.
+  pipe_.reset();
+  completions_.clear();
+}
+
+std::exception_ptr PipeTransport::closed_error(const std::string& op) const {
+  return make_error<ConnectionError>(op, rank(), -1, "channel closed (the {} transport was destroyed)", name_);
+}
+
+std::exception_ptr PipeTransport::lost_error(int peer, const std::string& op) const {
+  std::lock_guard lock(lost_mu_);
+  return make_error<PeerLost>(op, rank(), peer, "rank {} is lost: {}", peer, lost_why_[static_cast<size_t>(peer)]);
+}
+
+std::exception_ptr PipeTransport::peer_error(int world_rank) const {
+  if (world_rank < 0 || world_rank >= size()) return nullptr;
+  std::lock_guard lock(lost_mu_);
+  return lost_[static_cast<size_t>(world_rank)];
+}
+
+// ---- posting ------------------------------------------------------------------------
+
+void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Envelope& envelope,
+                              const std::shared_ptr<RequestState>& request) {
+  std::unique_lock lock(mu_);
+  if (closing_) {
+    request->fail(closed_error(request->op));
+    return;
+  }
+  if (dst < 0 || dst >= size() || data.size() > tcp::kMaxPayloadBytes) {
+    request->fail(make_error<ValueError>(request->op, rank(), dst, "cannot send {} bytes to rank {} of a world of {}",
+                                         data.size(), dst, size()));
+    return;
+  }
+  if (dst == rank()) {
+    send_to_self(data, envelope, request);
+    return;
+  }
+  if (peer_error(dst)) {
+    request->fail(lost_error(dst, request->op));
+    return;
+  }
+  auto owned = std::make_unique<Outgoing>(this);
+  Outgoing& m = *owned;
+  m.request = request;
+  m.peer = dst;
+  m.nbytes = data.size();
+  const bool inline_payload = data.size() <= tuning_.inline_bytes;
+  uint32_t data_tag = 0;
+  if (!inline_payload) {
+    uint32_t& next = next_data_tag_[static_cast<size_t>(dst)];
+    data_tag = next;
+    next = next >= max_data_tag_ ? 1 : next + 1;
+  }
+  const tcp::FrameHeaderBytes header =
+      inline_payload ? tcp::encode_frame_header(envelope, data.size())
+                     : tcp::encode_frame_header(envelope, data.size(), tcp::FrameKind::ReadyToSend, data_tag);
+  m.control.resize(kHeaderBytes + (inline_payload ? data.size() : 0));
+  std::memcpy(m.control.data(), header.data(), kHeaderBytes);
+  if (inline_payload && !data.empty()) std::memcpy(m.control.data() + kHeaderBytes, data.data(), data.size());
+  if (!inline_payload) m.payload = data;
+  sends_.emplace(request.get(), std::move(owned));
+  m.control_part.pending = true;
+  ++transfers_;
+  pipe_->send(dst, kControlTag, m.control, &m.control_part);
+  if (!inline_payload) {
+    m.data_part.pending = true;
+    ++transfers_;
+    pipe_->send(dst, data_tag, m.payload, &m.data_part);
+  }
+  settle();
+  lock.unlock();
+  wake_sleeper();
+}
+
+void PipeTransport::post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
+                              const std::shared_ptr<RequestState>& request) {
+  std::unique_lock lock(mu_);
+  if (closing_) {
+    request->fail(closed_error(request->op));
+    return;
+  }
+  if (src != kAnySource && (src < 0 || src >= size())) {
+    request->fail(make_error<ValueError>(request->op, rank(), src, "cannot receive from rank {} of a world of {}", src,
+                                         size()));
+    return;
+  }
+  tcp::PostedRecv recv{request, data, src, envelope};
+  if (tcp::UnexpectedMessage* m = queues_.find_unexpected(src, envelope)) {
+    tcp::UnexpectedMessage message = std::move(*m);
+    queues_.erase_unexpected(m);
+    deliver(std::move(message), std::move(recv), nullptr);
+  } else if (src != kAnySource && src != rank() && peer_error(src)) {
+    request->fail(lost_error(src, request->op));
+    return;
+  } else {
+    queues_.post(std::move(recv));
+  }
+  settle();
+  lock.unlock();
+  wake_sleeper();
+}
+
+void PipeTransport::send_to_self(std::span<const uint8_t> data, const Envelope& envelope,
+                                 const std::shared_ptr<RequestState>& request) {
+  tcp::UnexpectedMessage message;
+  message.source = rank();
+  message.header.envelope = envelope;
+  message.header.payload_bytes = data.size();
+  if (auto recv = queues_.take_posted(rank(), envelope)) {
+    deliver(std::move(message), std::move(*recv), data.data());
+  } else {
+    if (!data.empty()) {
+      message.payload.reset(new uint8_t[data.size()]);
+      std::memcpy(message.payload.get(), data.data(), data.size());
+    }
+    message.arrived = data.size();
+    queues_.add_unexpected(std::move(message));
+  }
+  request->complete(-1, data.size());
+}
+
+// A message met its receive: check it, then copy its inline payload or receive its
+// announced payload. `inline_payload` overrides the message's own buffer.
+void PipeTransport::deliver(tcp::UnexpectedMessage message, tcp::PostedRecv recv, const uint8_t* inline_payload) {
+  const uint64_t bytes = message.header.payload_bytes;
+  std::exception_ptr mismatch = check_match(rank(), message.source, recv.envelope, recv.data.size(),
+                                            message.header.envelope, static_cast<size_t>(bytes));
+  if (message.announced()) {
+    const auto tag = static_cast<uint32_t>(message.header.rendezvous_id);
+    if (mismatch || recv.request->finished()) {
+      if (mismatch) recv.request->fail(mismatch);
+      receive_payload(message.source, tag, bytes, nullptr, {});
+    } else {
+      receive_payload(message.source, tag, bytes, recv.request, recv.data);
+    }
+    return;
+  }
+  if (mismatch) {
+    recv.request->fail(mismatch);
+    return;
+  }
+  const uint8_t* from = inline_payload ? inline_payload : message.payload.get();
+  if (bytes > 0 && !recv.request->finished()) std::memcpy(recv.data.data(), from, static_cast<size_t>(bytes));
+  recv.request->complete(message.source, static_cast<size_t>(bytes));
+}
+
+void PipeTransport::receive_payload(int peer, uint32_t data_tag, uint64_t bytes,
+                                    std::shared_ptr<RequestState> request, std::span<uint8_t> into) {
+  auto owned = std::make_unique<DataRecv>(this);
+  DataRecv& op = *owned;
+  op.peer = peer;
+  op.expected = static_cast<size_t>(bytes);
+  op.request = std::move(request);
+  if (!op.request) {
+    try {
+      op.discard.resize(static_cast<size_t>(bytes));
+    } catch (const std::bad_alloc&) {
+      lose_peer(peer, make_error<ConnectionError>("receive", rank(), peer,
+                                                  "cannot buffer a {}-byte message to discard it", bytes));
+      return;
+    }
+    into = op.discard;
+  }
+  data_recvs_.emplace(&op, std::move(owned));
+  op.pending = true;
+  ++transfers_;
+  pipe_->recv(peer, data_tag, into, &op);
+}
+
+void PipeTransport::post_control_recv(ControlInbox& inbox) {
+  if (closing_ && stop_.load()) return;
+  inbox.posted = true;
+  pipe_->recv(inbox.peer, kControlTag, {inbox.buffer.get(), inbox.capacity}, &inbox);
+}
+
+// ---- completions --------------------------------------------------------------------
+
+void PipeTransport::settle() {
+  if (settling_) return;  // the outer call drains what this one queued
+  settling_ = true;
+  while (!completions_.empty()) {
+    Completion c = std::move(completions_.front());
+    completions_.pop_front();
+    switch (c.op->kind) {
+      case EngineOp::Kind::Control:
+        on_control(static_cast<ControlInbox&>(*c.op), std::move(c.error), c.bytes);
+        break;
+      case EngineOp::Kind::SendPart:
+        on_send_part(static_cast<SendPart&>(*c.op), std::move(c.error));
+        break;
+      case EngineOp::Kind::DataRecv:
+        on_data(static_cast<DataRecv&>(*c.op), std::move(c.error), c.bytes);
+        break;
+    }
+  }
+  settling_ = false;
+}
+
+void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, size_t bytes) {
+  inbox.posted = false;
+  const int peer = inbox.peer;
+  if (error) {
+    if (!closing_) lose_peer(peer, error);
+    return;
+  }
+  std::string why;
+  tcp::FrameHeader header;
+  const bool valid = [&] {
+    if (bytes < kHeaderBytes) {
+      why = fmt::format("a {}-byte control message (a header is {} bytes)", bytes, kHeaderBytes);
+      return false;
+    }
+    if (!tcp::decode_frame_header(std::span<const uint8_t, kHeaderBytes>(inbox.buffer.get(), kHeaderBytes), &header,
+                                  &why)) {
+      return false;
+    }
+    if (header.kind == tcp::FrameKind::Message) {
+      if (header.payload_bytes != bytes - kHeaderBytes) {
+        why = fmt::format("a message claiming {} payload bytes in a {}-byte control message", header.payload_bytes,
+                          bytes);
+        return false;
+      }
+      return true;
+    }
+    if (header.kind == tcp::FrameKind::ReadyToSend) {
+      if (bytes != kHeaderBytes || header.rendezvous_id == 0 || header.rendezvous_id > max_data_tag_) {
+        why = fmt::format("an announcement with data tag {} in a {}-byte control message", header.rendezvous_id,
+                          bytes);
+        return false;
+      }
+      return true;
+    }
+    why = fmt::format("a control message of kind {}", static_cast<int>(header.kind));
+    return false;
+  }();
+  if (!valid) {
+    lose_peer(peer, make_error<ConnectionError>(std::string(name_) + " backend", rank(), peer,
+                                                "rank {} sent bytes that are not a thd message: {}", peer, why));
+    return;
+  }
+  tcp::UnexpectedMessage message;
+  message.source = peer;
+  message.header = header;
+  const uint8_t* payload = inbox.buffer.get() + kHeaderBytes;
+  if (auto recv = queues_.take_posted(peer, header.envelope)) {
+    deliver(std::move(message), std::move(*recv), payload);
+  } else {
+    if (header.kind == tcp::FrameKind::Message && header.payload_bytes > 0) {
+      message.payload.reset(new uint8_t[header.payload_bytes]);
+      std::memcpy(message.payload.get(), payload, header.payload_bytes);
+    }
+    message.arrived = header.kind == tcp::FrameKind::Message ? header.payload_bytes : 0;
+    queues_.add_unexpected(std::move(message));
+  }
+  if (!stop_.load()) post_control_recv(inbox);
+}
+
+void PipeTransport::on_send_part(SendPart& part, std::exception_ptr error) {
+  part.pending = false;
+  --transfers_;
+  Outgoing& m = *part.message;
+  if (error && !m.error) m.error = error;
+  if (m.pending() > 0) return;
+  if (m.error) {
+    m.request->fail(m.error);
+    if (peer_error(m.peer) == nullptr && !closing_) {
+      // A send the library failed leaves the peer's message stream unusable.
+      lose_peer(m.peer, m.error);
+    }
+  } else {
+    m.request->complete(-1, m.nbytes);
+  }
+  auto it = sends_.find(m.request.get());
+  if (it != sends_.end() && it->second.get() == &m) {
+    sends_.erase(it);
+    return;
+  }
+  std::erase_if(orphan_sends_, [&](const std::unique_ptr<Outgoing>& o) { return o.get() == &m; });
+}
+
+void PipeTransport::on_data(DataRecv& op, std::exception_ptr error, size_t bytes) {
+  op.pending = false;
+  --transfers_;
+  if (op.request) {
+    if (error) {
+      op.request->fail(error);
+    } else if (bytes != op.expected) {
+      op.request->fail(make_error<ConnectionError>(op.request->op, rank(), op.peer,
+                                                   "rank {} announced {} bytes but sent {}", op.peer, op.expected,
+                                                   bytes));
+    } else {
+      op.request->complete(op.peer, bytes);
+    }
+  }
+  data_recvs_.erase(&op);
+}
+
+void PipeTransport::lose_peer(int peer, std::exception_ptr why) {
+  std::string text;
+  try {
+    std::rethrow_exception(why);
+  } catch (const Error& e) {
+    text = e.message();
+  } catch (const std::exception& e) {
+    text = e.what();
+  }
+  {
+    std::lock_guard lock(lost_mu_);
+    if (lost_[static_cast<size_t>(peer)]) return;
+    lost_why_[static_cast<size_t>(peer)] = text;
+  }
+  std::exception_ptr lost = lost_error(peer, std::string(name_) + " backend");
+  {
+    std::lock_guard lock(lost_mu_);
+    lost_[static_cast<size_t>(peer)] = lost;
+  }
+  THD_LOG_DEBUG("{} backend (rank {}): lost rank {}: {}", name_, rank(), peer, text);
+  for (auto& recv : queues_.withdraw_if([&](const tcp::PostedRecv& r) { return r.source == peer; })) {
+    recv.request->fail(lost_error(peer, recv.request->op));
+  }
+}
+
+// ---- cancel and waiting -------------------------------------------------------------
+
+void PipeTransport::cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) {
+  std::unique_lock lock(mu_);
+  if (auto recv = queues_.withdraw(request.get())) {
+    request->fail(why);
+    return;
+  }
+  if (auto it = sends_.find(request.get()); it != sends_.end()) {
+    Outgoing& m = *it->second;
+    request->fail(why);
+    // A payload in the caller's own memory (no tensor keeps it) must be out of the
+    // library's hands before cancel returns; a tensor's is kept by the request.
+    const bool borrowed = m.data_part.pending && request->keepalive.empty();
+    if (borrowed && !drive_locked(lock, net::deadline_after(tuning_.withdraw_wait),
+                                  [&] { return !m.data_part.pending; })) {
+      lose_peer(m.peer, make_error<TimeoutError>(request->op, rank(), m.peer,
+                                                 "a withdrawn send to rank {} did not leave within {} ms", m.peer,
+                                                 tuning_.withdraw_wait.count()));
+    }
+    it = sends_.find(request.get());
+    if (it != sends_.end()) {
+      orphan_sends_.push_back(std::move(it->second));
+      sends_.erase(it);
+    }
+    return;
+  }
+  for (auto& [ptr, op] : data_recvs_) {
+    if (op->request != request) continue;
+    DataRecv* d = ptr;
+    request->fail(why);
+    if (pipe_->cancel(d)) {
+      --transfers_;
+      data_recvs_.erase(d);
+      return;
+    }
+    // The library matched it already: its bytes land in the receive's memory, which
+    // must be over before cancel returns.
+    d->request = nullptr;
+    const bool finished =
+        drive_locked(lock, net::deadline_after(tuning_.withdraw_wait), [&] { return !data_recvs_.contains(d); });
+    if (!finished) {
+      lose_peer(d->peer, make_error<TimeoutError>(request->op, rank(), d->peer,
+                                                  "a withdrawn receive from rank {} did not finish within {} ms",
+                                                  d->peer, tuning_.withdraw_wait.count()));
+    }
+    return;
+  }
+  request->fail(why);  // finished already (then this does nothing) or unknown here
+}
+
+bool PipeTransport::drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until,
+                                 const std::function<bool()>& finished) {
+  while (!finished()) {
+    if (net::Clock::now() >= until) return false;
+    if (pipe_->progress() > 0) {
+      settle();
+      continue;
+    }
+    settle();
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
+  return true;
+}
+
+bool PipeTransport::wait(RequestState& request, net::Deadline until) {
+  if (!request.passive_wait && tuning_.spin_budget.count() > 0) {
+    const net::Deadline spin_end = std::min(until, net::Clock::now() + tuning_.spin_budget);
+    bool drove = false;
+    while (!request.finished() && net::Clock::now() < spin_end) {
+      std::unique_lock lock(mu_, std::try_to_lock);
+      if (!lock.owns_lock() || closing_) continue;
+      drove = true;
+      if (pipe_->progress() > 0) settle();
+    }
+    if (request.finished()) return true;
+    // The progress thread may have armed before this thread consumed the library's
+    // events: let it look again before this thread sleeps.
+    if (drove) wake_sleeper();
+  }
+  return request.block_until(until);
+}
+
+void PipeTransport::wake_sleeper() noexcept {
+  if (sleeping_.load(std::memory_order_acquire)) pipe_->interrupt();
+}
+
+void PipeTransport::progress_loop() noexcept {
+  net::name_this_thread(name_ + "-progress");
+  while (!stop_.load()) {
+    bool armed = false;
+    bool busy = false;
+    {
+      std::lock_guard lock(mu_);
+      const int n = pipe_->progress();
+      settle();
+      if (n > 0) continue;
+      busy = transfers_ > 0;
+      armed = pipe_->arm();
+      if (armed) sleeping_.store(true, std::memory_order_release);
+    }
+    if (!armed) continue;
+    if (!stop_.load()) pipe_->sleep(net::Clock::now() + std::chrono::milliseconds(100), busy);
+    sleeping_.store(false, std::memory_order_release);
+  }
+}
+
+}  // namespace thd::detail::pipe

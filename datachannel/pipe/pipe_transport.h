@@ -1,0 +1,170 @@
+// thd's Transport over any MessagePipe (mpi, ucx, libfabric): MPI matching on
+// (context, tag), kind and size checks before a payload byte lands, unexpected
+// messages, self-sends, cancel and deadlines, written once (docs/backends.md,
+// "Message-library backends").
+//
+// Each message is one control message on the pipe's control tag: the tcp backend's
+// 48-byte frame header (tcp/wire.h), then, for payloads of at most inline_bytes, the
+// payload itself (kind Message). A larger payload is announced instead (kind
+// ReadyToSend, its rendezvous id the pipe tag that carries it) and sent at once on
+// that tag, a sequence number per destination; the receiver posts the pipe receive
+// for it straight into the matched receive's memory, so the library's own
+// rendezvous moves it without a copy. Control messages from one peer arrive in send
+// order (the pipe's ordering per (peer, tag)), which gives MPI's non-overtaking rule.
+//
+// Threading: one engine lock guards the match queues and every pipe call. The pipe
+// reports completions through PipeOp::done() while the lock is held; done() only
+// queues them and settle() handles them afterwards, so a completion never re-enters
+// the engine. A progress thread drives the pipe and sleeps in MessagePipe::sleep()
+// while nothing happens; a waiter spins on the pipe for a moment first (latency) and
+// then blocks on its request.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "datachannel/pipe/message_pipe.h"
+#include "datachannel/tcp/matching.h"
+#include "datachannel/transport.h"
+
+namespace thd::detail::pipe {
+
+struct PipeTuning {
+  // Payloads up to this size travel inside their control message.
+  size_t inline_bytes = 8192 - 48;
+  // How long a waiter drives the pipe itself before it blocks (THD_PIPE_SPIN_US).
+  std::chrono::microseconds spin_budget{50};
+  // How long destruction lets queued sends finish.
+  std::chrono::milliseconds close_linger{2000};
+  // How long withdrawing a transfer the library has already matched waits for it.
+  std::chrono::milliseconds withdraw_wait{5000};
+};
+
+// The defaults with THD_PIPE_SPIN_US applied; ValueError for a malformed value.
+PipeTuning pipe_tuning_from_env();
+
+class PipeTransport final : public Transport {
+ public:
+  explicit PipeTransport(std::unique_ptr<MessagePipe> pipe, const PipeTuning& tuning = {});
+  // Lets sends finish for up to close_linger, stops the progress thread, fails every
+  // pending request with ConnectionError("channel closed"), destroys the pipe.
+  ~PipeTransport() override;
+
+  std::string_view name() const noexcept override { return name_; }
+  void post_send(std::span<const uint8_t> data, int dst, const Envelope& envelope,
+                 const std::shared_ptr<RequestState>& request) override;
+  void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
+                 const std::shared_ptr<RequestState>& request) override;
+  void cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) override;
+  bool wait(RequestState& request, net::Deadline until) override;
+  std::exception_ptr peer_error(int world_rank) const override;
+
+ private:
+  // What a completion belongs to; every PipeOp the engine hands out is one of these.
+  struct EngineOp : PipeOp {
+    enum class Kind { Control, SendPart, DataRecv };
+    EngineOp(PipeTransport* t, Kind k) : transport(t), kind(k) {}
+    void done(std::exception_ptr error, size_t bytes) noexcept override;
+    PipeTransport* const transport;
+    const Kind kind;
+  };
+  struct Outgoing;
+  // One half of an outgoing message: its control message or its payload.
+  struct SendPart : EngineOp {
+    explicit SendPart(PipeTransport* t, Outgoing* m) : EngineOp(t, Kind::SendPart), message(m) {}
+    Outgoing* const message;
+    bool pending = false;
+  };
+  struct Outgoing {
+    Outgoing(PipeTransport* t) : control_part(t, this), data_part(t, this) {}
+    std::shared_ptr<RequestState> request;  // holds the keepalive of tensor sends
+    int peer = -1;
+    std::vector<uint8_t> control;           // header (+ inline payload)
+    std::span<const uint8_t> payload;       // announced payload: the caller's memory
+    size_t nbytes = 0;
+    std::exception_ptr error;
+    SendPart control_part;
+    SendPart data_part;
+    int pending() const { return int{control_part.pending} + int{data_part.pending}; }
+  };
+  // The standing control receive of one peer.
+  struct ControlInbox : EngineOp {
+    ControlInbox(PipeTransport* t, int p, size_t bytes)
+        : EngineOp(t, Kind::Control), peer(p), buffer(new uint8_t[bytes]), capacity(bytes) {}
+    const int peer;
+    std::unique_ptr<uint8_t[]> buffer;
+    const size_t capacity;
+    bool posted = false;
+  };
+  // The payload of an announced message, into a receive's memory or, when no
+  // receive wants it (mismatch, cancel), into a buffer of its own to discard.
+  struct DataRecv : EngineOp {
+    explicit DataRecv(PipeTransport* t) : EngineOp(t, Kind::DataRecv) {}
+    std::shared_ptr<RequestState> request;  // null: discarding
+    int peer = -1;
+    size_t expected = 0;
+    std::vector<uint8_t> discard;
+    bool pending = false;
+  };
+  struct Completion {
+    EngineOp* op;
+    std::exception_ptr error;
+    size_t bytes;
+  };
+
+  // ---- engine (all under mu_) ----
+  void settle();
+  void on_control(ControlInbox& inbox, std::exception_ptr error, size_t bytes);
+  void on_send_part(SendPart& part, std::exception_ptr error);
+  void on_data(DataRecv& op, std::exception_ptr error, size_t bytes);
+  void post_control_recv(ControlInbox& inbox);
+  void deliver(tcp::UnexpectedMessage message, tcp::PostedRecv recv, const uint8_t* inline_payload);
+  void receive_payload(int peer, uint32_t data_tag, uint64_t bytes, std::shared_ptr<RequestState> request,
+                       std::span<uint8_t> into);
+  void send_to_self(std::span<const uint8_t> data, const Envelope& envelope,
+                    const std::shared_ptr<RequestState>& request);
+  void lose_peer(int peer, std::exception_ptr why);
+  // Drives the pipe until `finished` holds or `until` passes; false on timeout.
+  bool drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until, const std::function<bool()>& finished);
+  void wake_sleeper() noexcept;
+  std::exception_ptr closed_error(const std::string& op) const;
+  std::exception_ptr lost_error(int peer, const std::string& op) const;
+
+  void progress_loop() noexcept;
+
+  const std::string name_;
+  const PipeTuning tuning_;
+  std::unique_ptr<MessagePipe> pipe_;
+  const uint32_t max_data_tag_;
+
+  mutable std::mutex mu_;  // the engine lock
+  bool closing_ = false;
+  bool settling_ = false;
+  std::deque<Completion> completions_;
+  tcp::MatchQueues queues_;
+  std::vector<std::unique_ptr<ControlInbox>> inboxes_;  // by peer rank; null for this rank
+  std::vector<uint32_t> next_data_tag_;                 // by peer rank
+  std::unordered_map<const RequestState*, std::unique_ptr<Outgoing>> sends_;
+  std::vector<std::unique_ptr<Outgoing>> orphan_sends_;  // failed/withdrawn, pipe still busy
+  std::unordered_map<DataRecv*, std::unique_ptr<DataRecv>> data_recvs_;
+  size_t transfers_ = 0;  // pipe sends and payload receives in flight
+
+  mutable std::mutex lost_mu_;
+  std::vector<std::exception_ptr> lost_;  // by peer rank
+  std::vector<std::string> lost_why_;
+
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};
+  std::thread progress_;
+};
+
+}  // namespace thd::detail::pipe

@@ -1,0 +1,4 @@
+# The software-matching transport over a MessagePipe (mpi, ucx, libfabric), relative to datachannel/.
+set(THD_DC_PIPE_SOURCES
+  pipe/pipe_transport.cpp
+)
