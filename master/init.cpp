@@ -5,6 +5,7 @@
 
 #include <thd/store.h>
 
+#include "master/backend_choice.h"
 #include "master/pool_attach.h"
 #include "master/session.h"
 #include "tensor/check.h"
@@ -50,7 +51,9 @@ uint64_t random_u64() {
 
 }  // namespace
 
-void init_master_worker(const MasterWorkerOptions& options) {
+void init_master_worker(const MasterWorkerOptions& requested) {
+  MasterWorkerOptions options = requested;
+  options.backend = master::chosen_backend(requested.backend);
   if (master::has_current_session()) {
     THD_THROW(ValueError, "init_master_worker", "master-worker mode is already initialized; call thd::shutdown() first");
   }

@@ -5,6 +5,7 @@ set(THD_MASTER_SOURCES
   master/distributed_tensor_ops.cpp
   master/emit.cpp
   master/infer.cpp
+  master/backend_choice.cpp
   master/init.cpp
   master/node_link.cpp
   master/pool_attach.cpp

@@ -9,6 +9,7 @@
 #include <thd/thd.h>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 namespace {
@@ -24,8 +25,10 @@ void expect(bool ok, const char* what, int rank) {
 
 }  // namespace
 
-int main() {
-  thd::init_process_group({.backend = "tcp", .init_method = "env://"});
+int main(int argc, char** argv) {
+  // --backend NAME picks the backend (mpirun -n 4 process_group_allreduce --backend mpi).
+  const std::string backend = thd::backend_from_args(argc, argv);
+  thd::init_process_group({.backend = backend.empty() ? "tcp" : backend, .init_method = "env://"});
   const int rank = thd::get_rank();
   const int world = thd::get_world_size();
 

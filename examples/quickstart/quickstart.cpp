@@ -1,6 +1,8 @@
 // thd's quickstart: a master drives tensors that live on worker processes.
 //
 //   thdrun -n 4 build/examples/quickstart      # the master + 3 workers (nodes 0..2)
+//   thdrun -n 4 --backend ucx build/examples/quickstart
+//   mpirun -n 4 build/examples/quickstart --backend mpi
 //
 // Rank 0 returns from init_master_worker as the master; the other ranks serve as
 // workers and exit when the master shuts down. Every line prints a value computed
@@ -24,8 +26,10 @@ void report(const char* what, double got, double expected) {
 
 }  // namespace
 
-int main() {
-  thd::init_master_worker({.backend = "tcp"});  // ranks > 0 serve here and never return
+int main(int argc, char** argv) {
+  // The backend: --backend NAME (mpirun -n 4 quickstart --backend mpi), else thdrun's
+  // --backend, else tcp. Ranks > 0 serve here and never return.
+  thd::init_master_worker({.backend = thd::backend_from_args(argc, argv)});
   const int nodes = thd::num_nodes();
   std::printf("thd quickstart: a master and %d worker nodes\n\n", nodes);
 

@@ -30,7 +30,10 @@
 namespace thd {
 
 struct MasterWorkerOptions {
-  std::string backend = "tcp";
+  // The DataChannel backend commands, replies and tensors travel over ("tcp",
+  // "mpi", "ucx", "libfabric"). Empty: $THD_BACKEND (thdrun --backend sets it),
+  // else "tcp".
+  std::string backend = "";
   // env:// (thdrun), tcp://host:port (a worker pool, or rank/world size given),
   // file:///path, as thd::rendezvous.
   std::string init_method = "env://";
@@ -49,6 +52,11 @@ struct MasterWorkerOptions {
   int64_t batch_bytes = 64 << 10;
   std::chrono::microseconds flush_after{200};
 };
+
+// The value of `--backend NAME` or `--backend=NAME` among a program's arguments, ""
+// when there is none: `mpirun -n 4 prog --backend mpi` with
+// init_master_worker({.backend = thd::backend_from_args(argc, argv)}).
+std::string backend_from_args(int argc, const char* const* argv);
 
 // Joins the job. Rank 0 returns as the master. In an SPMD launch (thdrun, mpirun)
 // every other rank serves as worker node rank-1 and exits the process when the

@@ -46,6 +46,14 @@ TEST(ThdrunOptions, EverySpelling) {
   EXPECT_EQ(parse({"--timeout-kill=0", "-n", "1", "p"}).options.kill_grace, std::chrono::milliseconds(0));
 }
 
+TEST(ThdrunOptions, BackendIsPassedOnByName) {
+  EXPECT_FALSE(parse({"-n", "2", "p"}).options.backend.has_value());
+  EXPECT_EQ(parse({"--backend", "ucx", "-n", "2", "p"}).options.backend, std::string("ucx"));
+  EXPECT_EQ(parse({"--backend=mpi", "-n", "2", "p"}).options.backend, std::string("mpi"));
+  EXPECT_THROW(parse({"--backend=", "-n", "2", "p"}), ValueError);
+  EXPECT_THROW(parse({"--backend", "a b", "-n", "2", "p"}), ValueError);
+}
+
 TEST(ThdrunOptions, HelpAndVersionNeedNothingElse) {
   EXPECT_EQ(parse({"--help"}).action, Action::Help);
   EXPECT_EQ(parse({"-h"}).action, Action::Help);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // Every process thdrun starts inherits it (ranks, pool workers, the pool's master).
+    if (parsed.options.backend) ::setenv("THD_BACKEND", parsed.options.backend->c_str(), 1);
     return parsed.options.pool ? run_pool(parsed.options) : run_local_job(parsed.options);
   } catch (const ExecError& e) {
     fmt::print(stderr, "thdrun: {}\n", e.message());

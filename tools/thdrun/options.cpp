@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kOp = "thdrun";
 constexpr double kMaxKillGraceSeconds = 3600;
 
-enum class Opt { Nproc, MasterAddr, MasterPort, TimeoutKill, TagOutput, Pool, Listen };
+enum class Opt { Nproc, MasterAddr, MasterPort, TimeoutKill, TagOutput, Pool, Listen, Backend };
 
 // Every spelling thdrun accepts.
 constexpr cli::OptionSpec<Opt> kOptions[] = {
@@ -26,6 +26,7 @@ constexpr cli::OptionSpec<Opt> kOptions[] = {
     {Opt::TagOutput, "--tag-output", false},
     {Opt::Pool, "--pool", false},
     {Opt::Listen, "--listen", true},
+    {Opt::Backend, "--backend", true},
 };
 
 void apply(const cli::OptionSpec<Opt>& spec, std::string_view value, LaunchOptions& o) {
@@ -48,6 +49,11 @@ void apply(const cli::OptionSpec<Opt>& spec, std::string_view value, LaunchOptio
       return;
     case Opt::Pool:
       o.pool = true;
+      return;
+    case Opt::Backend:
+      THD_CHECK(!value.empty() && value.find_first_of(" \t\n=") == std::string_view::npos, ValueError, kOp,
+                "{} takes a backend name (tcp, mpi, ucx, libfabric), got '{}'", spec.name, value);
+      o.backend = std::string(value);
       return;
     case Opt::Listen: {
       cli::HostPort listen = cli::parse_listen_address(kOp, spec.name, value);
@@ -117,6 +123,9 @@ options:
   --master-port PORT  its port (default: a free port)
   --timeout-kill S    seconds between SIGTERM and SIGKILL when stopping the
                       processes after a failure (default 5)
+  --backend NAME      the DataChannel backend of the job (tcp, mpi, ucx,
+                      libfabric): exported as THD_BACKEND, which
+                      init_master_worker uses when the program names none
   --tag-output        prefix every output line with "[rank R] " ("[node K] " and
                       "[master] " with --pool)
   --pool              keep a pool of N thd-worker processes (nodes 0..N-1)

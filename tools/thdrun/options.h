@@ -20,6 +20,7 @@ struct LaunchOptions {
   std::optional<uint16_t> master_port;            // --master-port; unset: a free one
   std::chrono::milliseconds kill_grace{5000};     // --timeout-kill: SIGTERM -> SIGKILL
   bool tag_output = false;                        // --tag-output
+  std::optional<std::string> backend;             // --backend: THD_BACKEND of every process
   // --pool: keep -n thd-worker processes serving masters (docs/worker_pool.md);
   // the command, if any, runs as a master of the pool and the pool stops after it.
   bool pool = false;
