@@ -1,0 +1,150 @@
+#include "memory_pipe.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "datachannel/check.h"
+
+namespace thd::test {
+
+namespace {
+std::exception_ptr lost_error(int rank, int peer) {
+  return std::make_exception_ptr(
+      PeerLost("memory fabric: rank " + std::to_string(peer) + " is lost", detail::context_at("memory", rank, peer,
+                                                                                               __FILE__, __LINE__)));
+}
+}  // namespace
+
+std::unique_ptr<MemoryPipe> MemoryFabric::make_pipe(int rank, uint32_t max_tag) {
+  auto p = std::make_unique<MemoryPipe>(*this, rank, max_tag);
+  std::lock_guard lock(mu_);
+  pipes_[static_cast<size_t>(rank)] = p.get();
+  return p;
+}
+
+void MemoryFabric::inject(int from, int to, uint32_t tag, std::vector<uint8_t> bytes) {
+  std::lock_guard lock(mu_);
+  deliver(from, to, tag, std::move(bytes));
+}
+
+void MemoryFabric::lose(int rank) {
+  std::lock_guard lock(mu_);
+  lost_[static_cast<size_t>(rank)] = true;
+  for (int r = 0; r < size_; ++r) {
+    Inbox& in = inboxes_[static_cast<size_t>(r)];
+    for (auto& [key, queue] : in.posted) {
+      if (key.first != rank && r != rank) continue;
+      for (auto& recv : queue) in.done.push_back({recv.op, lost_error(r, key.first), 0});
+      queue.clear();
+    }
+    if (pipes_[static_cast<size_t>(r)]) pipes_[static_cast<size_t>(r)]->wake();
+  }
+}
+
+void MemoryFabric::deliver(int from, int to, uint32_t tag, std::vector<uint8_t> bytes) {
+  const Key key{from, tag};
+  inboxes_[static_cast<size_t>(to)].arrived[key].push_back({std::move(bytes)});
+  match(to, key);
+  if (pipes_[static_cast<size_t>(to)]) pipes_[static_cast<size_t>(to)]->wake();
+}
+
+void MemoryFabric::match(int rank, const Key& key) {
+  Inbox& in = inboxes_[static_cast<size_t>(rank)];
+  auto& arrived = in.arrived[key];
+  auto& posted = in.posted[key];
+  while (!arrived.empty() && !posted.empty()) {
+    Message m = std::move(arrived.front());
+    arrived.pop_front();
+    PostedRecv r = posted.front();
+    posted.pop_front();
+    if (m.bytes.size() > r.into.size()) {
+      in.done.push_back({r.op,
+                         std::make_exception_ptr(ValueError("memory fabric: a " + std::to_string(m.bytes.size()) +
+                                                            "-byte message for a " + std::to_string(r.into.size()) +
+                                                            "-byte receive")),
+                         0});
+      continue;
+    }
+    if (!m.bytes.empty()) std::memcpy(r.into.data(), m.bytes.data(), m.bytes.size());
+    in.done.push_back({r.op, nullptr, m.bytes.size()});
+  }
+}
+
+MemoryPipe::~MemoryPipe() {
+  std::lock_guard lock(fabric_.mu_);
+  fabric_.pipes_[static_cast<size_t>(rank())] = nullptr;
+  auto& in = fabric_.inboxes_[static_cast<size_t>(rank())];
+  in.posted.clear();
+  in.done.clear();
+}
+
+void MemoryPipe::send(int peer, uint32_t tag, std::span<const uint8_t> data, detail::pipe::PipeOp* op) {
+  std::unique_lock lock(fabric_.mu_);
+  if (fabric_.lost_[static_cast<size_t>(peer)] || fabric_.lost_[static_cast<size_t>(rank())]) {
+    fabric_.inboxes_[static_cast<size_t>(rank())].done.push_back({op, lost_error(rank(), peer), 0});
+    return;
+  }
+  fabric_.deliver(rank(), peer, tag, std::vector<uint8_t>(data.begin(), data.end()));
+  fabric_.inboxes_[static_cast<size_t>(rank())].done.push_back({op, nullptr, data.size()});
+}
+
+void MemoryPipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, detail::pipe::PipeOp* op) {
+  std::lock_guard lock(fabric_.mu_);
+  auto& in = fabric_.inboxes_[static_cast<size_t>(rank())];
+  if (fabric_.lost_[static_cast<size_t>(peer)]) {
+    in.done.push_back({op, lost_error(rank(), peer), 0});
+    return;
+  }
+  in.posted[{peer, tag}].push_back({data, op});
+  fabric_.match(rank(), {peer, tag});
+}
+
+bool MemoryPipe::cancel(detail::pipe::PipeOp* op) {
+  std::lock_guard lock(fabric_.mu_);
+  for (auto& [key, queue] : fabric_.inboxes_[static_cast<size_t>(rank())].posted) {
+    auto it = std::find_if(queue.begin(), queue.end(), [&](const auto& r) { return r.op == op; });
+    if (it != queue.end()) {
+      queue.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+int MemoryPipe::progress() {
+  std::vector<MemoryFabric::Done> done;
+  {
+    std::lock_guard lock(fabric_.mu_);
+    done.swap(fabric_.inboxes_[static_cast<size_t>(rank())].done);
+  }
+  for (auto& d : done) d.op->done(d.error, d.bytes);
+  return static_cast<int>(done.size());
+}
+
+bool MemoryPipe::arm() {
+  std::lock_guard lock(fabric_.mu_);
+  return fabric_.inboxes_[static_cast<size_t>(rank())].done.empty();
+}
+
+void MemoryPipe::sleep(net::Deadline until, bool) {
+  std::unique_lock lock(sleep_mu_);
+  sleep_cv_.wait_until(lock, until, [&] { return woken_; });
+  woken_ = false;
+}
+
+void MemoryPipe::interrupt() noexcept { wake(); }
+
+void MemoryPipe::wake() {
+  {
+    std::lock_guard lock(sleep_mu_);
+    woken_ = true;
+  }
+  sleep_cv_.notify_all();
+}
+
+std::exception_ptr MemoryPipe::peer_error(int peer) const {
+  std::lock_guard lock(const_cast<std::mutex&>(fabric_.mu_));
+  return fabric_.lost_[static_cast<size_t>(peer)] ? lost_error(rank(), peer) : nullptr;
+}
+
+}  // namespace thd::test

@@ -1,0 +1,92 @@
+// An in-process MessagePipe for PipeTransport's tests: the pipes of one
+// MemoryFabric deliver to each other through queues, so a test can drive the
+// engine deterministically, inject bytes a real peer would never send, hold a
+// peer's messages back, and declare a peer lost.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "datachannel/pipe/message_pipe.h"
+
+namespace thd::test {
+
+class MemoryPipe;
+
+class MemoryFabric {
+ public:
+  explicit MemoryFabric(int size) : size_(size), pipes_(static_cast<size_t>(size), nullptr) {}
+  int size() const { return size_; }
+  // The pipe of `rank` (the fabric keeps a pointer; the caller owns it).
+  std::unique_ptr<MemoryPipe> make_pipe(int rank, uint32_t max_tag = 1u << 20);
+  // Bytes from `from` to `to` on `tag` that no PipeTransport wrote.
+  void inject(int from, int to, uint32_t tag, std::vector<uint8_t> bytes);
+  // Makes every pending and later op between `rank` and the others fail.
+  void lose(int rank);
+
+ private:
+  friend class MemoryPipe;
+  struct Message {
+    std::vector<uint8_t> bytes;
+  };
+  struct PostedRecv {
+    std::span<uint8_t> into;
+    detail::pipe::PipeOp* op;
+  };
+  struct Done {
+    detail::pipe::PipeOp* op;
+    std::exception_ptr error;
+    size_t bytes;
+  };
+  using Key = std::pair<int, uint32_t>;  // (source, tag)
+  struct Inbox {
+    std::map<Key, std::deque<Message>> arrived;
+    std::map<Key, std::deque<PostedRecv>> posted;
+    std::vector<Done> done;
+  };
+  void deliver(int from, int to, uint32_t tag, std::vector<uint8_t> bytes);  // under mu_
+  void match(int rank, const Key& key);                                      // under mu_
+
+  std::mutex mu_;
+  int size_;
+  std::vector<MemoryPipe*> pipes_;
+  std::vector<Inbox> inboxes_{static_cast<size_t>(size_)};
+  std::vector<bool> lost_ = std::vector<bool>(static_cast<size_t>(size_), false);
+};
+
+class MemoryPipe final : public detail::pipe::MessagePipe {
+ public:
+  MemoryPipe(MemoryFabric& fabric, int rank, uint32_t max_tag)
+      : MessagePipe(rank, fabric.size()), fabric_(fabric), max_tag_(max_tag) {}
+  ~MemoryPipe() override;
+
+  std::string_view name() const noexcept override { return "memory"; }
+  uint32_t max_tag() const noexcept override { return max_tag_; }
+  void send(int peer, uint32_t tag, std::span<const uint8_t> data, detail::pipe::PipeOp* op) override;
+  void recv(int peer, uint32_t tag, std::span<uint8_t> data, detail::pipe::PipeOp* op) override;
+  bool cancel(detail::pipe::PipeOp* op) override;
+  int progress() override;
+  bool arm() override;
+  void sleep(net::Deadline until, bool busy) override;
+  void interrupt() noexcept override;
+  std::exception_ptr peer_error(int peer) const override;
+
+ private:
+  friend class MemoryFabric;
+  void wake();
+
+  MemoryFabric& fabric_;
+  const uint32_t max_tag_;
+  std::mutex sleep_mu_;
+  std::condition_variable sleep_cv_;
+  bool woken_ = false;
+};
+
+}  // namespace thd::test

@@ -1,0 +1,206 @@
+// PipeTransport over an in-memory pipe: matching, inline and announced payloads,
+// checks before bytes land, bytes no thd rank would send, lost peers, cancel.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "datachannel/pipe/pipe_transport.h"
+#include "datachannel/tcp/wire.h"
+#include "datachannel/transport_test_util.h"
+#include "memory_pipe.h"
+
+namespace thd::test {
+namespace {
+
+using detail::pipe::PipeTransport;
+using detail::pipe::PipeTuning;
+
+struct World {
+  explicit World(int n, PipeTuning tuning = {}) : fabric(n) {
+    for (int r = 0; r < n; ++r) ranks.push_back(std::make_unique<PipeTransport>(fabric.make_pipe(r), tuning));
+  }
+  PipeTransport& operator[](int r) { return *ranks[static_cast<size_t>(r)]; }
+  MemoryFabric fabric;
+  std::vector<std::unique_ptr<PipeTransport>> ranks;
+};
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7);
+  return v;
+}
+
+std::string error_text(const std::exception_ptr& e) { return what(e); }
+
+TEST(PipeTransport, InlineAndAnnouncedPayloadsArriveIntactPostedFirstOrUnexpected) {
+  World w(2);
+  const size_t inline_max = PipeTuning{}.inline_bytes;
+  int64_t tag = 0;
+  for (size_t n : {size_t{0}, size_t{5}, inline_max, inline_max + 1, size_t{1} << 20}) {
+    for (bool recv_first : {true, false}) {
+      ++tag;
+      const auto data = pattern(n, static_cast<uint8_t>(tag));
+      std::vector<uint8_t> got(n, 0xee);
+      RequestPtr r;
+      if (recv_first) r = irecv(w[1], got, 0, tag);
+      auto s = isend(w[0], data, 1, tag);
+      if (!recv_first) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the message is unexpected by now
+        r = irecv(w[1], got, 0, tag);
+      }
+      ASSERT_EQ(wait_error(w[1], *r), nullptr) << n << " bytes";
+      ASSERT_EQ(wait_error(w[0], *s), nullptr) << n << " bytes";
+      EXPECT_EQ(got, data) << n << " bytes, recv first " << recv_first;
+      EXPECT_EQ(r->source, 0);
+      EXPECT_EQ(r->bytes, n);
+    }
+  }
+}
+
+TEST(PipeTransport, ContextsTagsAndAnySourceMatchInOrder) {
+  World w(3);
+  const auto a = pattern(16, 1);
+  const auto b = pattern(16, 2);
+  const auto c = pattern(16, 3);
+  // Same tag, other context: must not match the context-0 receive.
+  isend(w[1], a, 0, raw_envelope(5, 16, /*context=*/2));
+  isend(w[1], b, 0, raw_envelope(5, 16, /*context=*/0));
+  isend(w[2], c, 0, raw_envelope(5, 16, /*context=*/0));
+  std::vector<uint8_t> got0(16), got1(16), got2(16);
+  auto r0 = irecv(w[0], got0, 1, raw_envelope(5, 16, 0));
+  auto r1 = irecv(w[0], got1, kAnySource, raw_envelope(5, 16, 0));
+  auto r2 = irecv(w[0], got2, 1, raw_envelope(5, 16, 2));
+  ASSERT_EQ(wait_error(w[0], *r0), nullptr);
+  ASSERT_EQ(wait_error(w[0], *r1), nullptr);
+  ASSERT_EQ(wait_error(w[0], *r2), nullptr);
+  EXPECT_EQ(got0, b);
+  EXPECT_EQ(got1, c);
+  EXPECT_EQ(r1->source, 2);
+  EXPECT_EQ(got2, a);
+}
+
+TEST(PipeTransport, MismatchFailsTheReceiveAndDiscardsAnAnnouncedPayload) {
+  World w(2);
+  const auto big = pattern(20000, 9);
+  isend(w[0], big, 1, 1);
+  std::vector<uint8_t> small(100, 0xee);
+  auto r = irecv(w[1], small, 0, 1);
+  const auto e = wait_error(w[1], *r);
+  ASSERT_NE(e, nullptr);
+  // The transport's own check, naming both messages, before the payload is received.
+  EXPECT_NE(error_text(e).find("20000 bytes"), std::string::npos) << error_text(e);
+  EXPECT_NE(error_text(e).find("100 bytes"), std::string::npos) << error_text(e);
+  EXPECT_EQ(small, std::vector<uint8_t>(100, 0xee)) << "a refused message wrote into the receive";
+  // The stream goes on: the next message on the tag arrives whole.
+  const auto next = pattern(30000, 4);
+  isend(w[0], next, 1, 1);
+  std::vector<uint8_t> got(30000);
+  auto r2 = irecv(w[1], got, 0, 1);
+  ASSERT_EQ(wait_error(w[1], *r2), nullptr);
+  EXPECT_EQ(got, next);
+}
+
+TEST(PipeTransport, BytesThatAreNotAThdMessageDropOnlyThatPeer) {
+  World w(3);
+  std::vector<uint8_t> got(8);
+  auto from1 = irecv(w[0], got, 1, 1);
+  w.fabric.inject(1, 0, detail::pipe::kControlTag, {'n', 'o', 't', ' ', 't', 'h', 'd'});
+  const auto e = wait_error(w[0], *from1);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(error_text(e).find("not a thd message"), std::string::npos) << error_text(e);
+  EXPECT_NE(w[0].peer_error(1), nullptr);
+  EXPECT_EQ(w[0].peer_error(2), nullptr);
+  // Later operations with rank 1 fail at once; rank 2 still talks.
+  auto again = irecv(w[0], got, 1, 2);
+  EXPECT_NE(wait_error(w[0], *again), nullptr);
+  const auto data = pattern(8, 5);
+  isend(w[2], data, 0, 3);
+  auto from2 = irecv(w[0], got, 2, 3);
+  ASSERT_EQ(wait_error(w[0], *from2), nullptr);
+  EXPECT_EQ(got, data);
+}
+
+TEST(PipeTransport, AnnouncementOfATagThePipeCannotCarryDropsThePeer) {
+  World w(2);
+  const auto header = detail::tcp::encode_frame_header(raw_envelope(1, 100000), 100000,
+                                                       detail::tcp::FrameKind::ReadyToSend, uint64_t{1} << 40);
+  std::vector<uint8_t> got(100000);
+  auto r = irecv(w[1], got, 0, 1);
+  w.fabric.inject(0, 1, detail::pipe::kControlTag, std::vector<uint8_t>(header.begin(), header.end()));
+  const auto e = wait_error(w[1], *r);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(error_text(e).find("data tag"), std::string::npos) << error_text(e);
+}
+
+TEST(PipeTransport, CancelledReceiveWaitingForItsPayloadIsNeverWritten) {
+  World w(2);
+  // An announcement whose payload has not come yet: the receive is matched and its
+  // payload receive posted in the pipe.
+  const auto header =
+      detail::tcp::encode_frame_header(raw_envelope(1, 50000), 50000, detail::tcp::FrameKind::ReadyToSend, 7);
+  std::vector<uint8_t> got(50000, 0xee);
+  auto r = irecv(w[1], got, 0, 1);
+  w.fabric.inject(0, 1, detail::pipe::kControlTag, std::vector<uint8_t>(header.begin(), header.end()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_FALSE(r->finished());
+  w[1].cancel(r, std::make_exception_ptr(Error("withdrawn by the test")));
+  ASSERT_TRUE(r->finished());
+  EXPECT_NE(error_text(r->error).find("withdrawn by the test"), std::string::npos);
+  w.fabric.inject(0, 1, 7, pattern(50000, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(got, std::vector<uint8_t>(50000, 0xee)) << "a cancelled receive was written";
+}
+
+TEST(PipeTransport, UnmatchedReceiveIsWithdrawnAndTheMessageGoesToTheNextOne) {
+  World w(2);
+  std::vector<uint8_t> first(4), second(4);
+  auto r1 = irecv(w[1], first, 0, 1);
+  w[1].cancel(r1, std::make_exception_ptr(Error("cancelled")));
+  EXPECT_EQ(r1->status(), RequestState::Failed);
+  const auto data = pattern(4, 3);
+  isend(w[0], data, 1, 1);
+  auto r2 = irecv(w[1], second, 0, 1);
+  ASSERT_EQ(wait_error(w[1], *r2), nullptr);
+  EXPECT_EQ(second, data);
+}
+
+TEST(PipeTransport, LostPeerFailsPendingAndLaterOperationsWithPeerLost) {
+  World w(3);
+  std::vector<uint8_t> got(4);
+  auto pending = irecv(w[0], got, 1, 1);
+  w.fabric.lose(1);
+  const auto e = wait_error(w[0], *pending);
+  ASSERT_NE(e, nullptr);
+  EXPECT_THROW(std::rethrow_exception(e), PeerLost);
+  auto later = isend(w[0], pattern(4, 1), 1, 2);
+  EXPECT_NE(wait_error(w[0], *later), nullptr);
+}
+
+TEST(PipeTransport, SelfSendsMatchPostedFirstAndUnexpected) {
+  World w(1);
+  const auto data = pattern(10000, 2);
+  std::vector<uint8_t> got(10000);
+  auto r = irecv(w[0], got, 0, 1);
+  auto s = isend(w[0], data, 0, 1);
+  ASSERT_EQ(wait_error(w[0], *r), nullptr);
+  ASSERT_EQ(wait_error(w[0], *s), nullptr);
+  EXPECT_EQ(got, data);
+  auto s2 = isend(w[0], data, 0, 2);
+  std::vector<uint8_t> got2(10000);
+  auto r2 = irecv(w[0], got2, kAnySource, 2);
+  ASSERT_EQ(wait_error(w[0], *r2), nullptr);
+  EXPECT_EQ(got2, data);
+}
+
+TEST(PipeTransport, DestroyingFailsPendingRequestsAsChannelClosed) {
+  World w(2);
+  std::vector<uint8_t> got(4);
+  auto r = irecv(w[1], got, 0, 1);
+  w.ranks[1].reset();
+  ASSERT_TRUE(r->finished());
+  EXPECT_THROW(std::rethrow_exception(r->error), ConnectionError);
+  EXPECT_NE(error_text(r->error).find("channel closed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace thd::test
