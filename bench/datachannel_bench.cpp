@@ -75,9 +75,13 @@ void run_mpi_reference(Context& ctx, const std::string& backend, int world_size,
                        const std::map<std::string, double>& measured) {
   ctx.begin_group("allreduce");
   const std::string size = dc::size_label(dc::Sizes::kMpiAllreduceBytes);
-  const std::string ref_name = fmt::format("ref.mpi.allreduce.n{}.{}.busbw", world_size, size);
+  // tcp is compared with Open MPI over TCP on loopback; the backends that move bytes
+  // through shared memory (mpi, ucx, libfabric's shm) with Open MPI's shared memory.
+  const bool shared_memory = backend != "tcp";
+  const std::string ref = shared_memory ? "mpi_sm" : "mpi";
+  const std::string ref_name = fmt::format("ref.{}.allreduce.n{}.{}.busbw", ref, world_size, size);
   const std::string dc_name = fmt::format("dc.{}.allreduce.n{}.{}.busbw", backend, world_size, size);
-  const std::string ratio_name = fmt::format("ratio.dc.{}.allreduce.n{}.{}.vs_mpi", backend, world_size, size);
+  const std::string ratio_name = fmt::format("ratio.dc.{}.allreduce.n{}.{}.vs_{}", backend, world_size, size, ref);
   if (ctx.options().quick || !(ctx.enabled(ref_name) || ctx.enabled(ratio_name))) return;
   if (!dc::mpi_reference_built()) {
     std::cerr << "thd-bench datachannel: note: MPI or mpirun was not found at build time; no " << ref_name
@@ -89,7 +93,8 @@ void run_mpi_reference(Context& ctx, const std::string& backend, int world_size,
                                             .bytes = dc::Sizes::kMpiAllreduceBytes,
                                             .reps = ctx.options().reps,
                                             .rep_seconds = ctx.options().rep_seconds,
-                                            .timeout = timeout});
+                                            .timeout = timeout,
+                                            .shared_memory = shared_memory});
   ctx.report(ref_name, mpi, "GB/s");
   if (const auto it = measured.find(dc_name); it != measured.end()) ctx.report(ratio_name, it->second / mpi, "x");
 }
@@ -105,7 +110,12 @@ void launch(Context& ctx) {
   // so the same filter here lets the same lines through.
   ctx.begin_group("");
   std::map<std::string, double> measured;
-  dc::launch_ranks({.suite = kSuite, .args = opt.args, .world_size = world_size, .timeout = timeout},
+  std::string mpirun;
+  if (backend == "mpi") {
+    if (!dc::mpi_reference_built()) throw std::runtime_error("--backend mpi needs mpirun, which was not found at build time");
+    mpirun = dc::mpirun_path();
+  }
+  dc::launch_ranks({.suite = kSuite, .args = opt.args, .world_size = world_size, .timeout = timeout, .mpirun = mpirun},
                    [&](const std::string& line) {
                      const auto f = parse_figure(line);
                      if (!f) throw std::runtime_error("rank 0 printed a malformed figure line: '" + line + "'");
@@ -125,9 +135,12 @@ void run_datachannel(Context& ctx) {
   dc::RankSettings s;
   s.backend = backend_arg(opt);
   s.world_size = static_cast<int>(integer_arg(opt, dc::kWorldSizeFlag, -1, 2, kMaxRanks));
-  s.rank = static_cast<int>(integer_arg(opt, dc::kRankFlag, -1, 0, s.world_size - 1));
-  s.master_port = static_cast<uint16_t>(integer_arg(opt, dc::kMasterPortFlag, -1, 1, 65535));
-  s.parent_pid = static_cast<pid_t>(integer_arg(opt, dc::kParentPidFlag, -1, 1, INT32_MAX));
+  s.from_mpi = opt.suite_args.at(dc::kRankFlag) == dc::kRankFromMpi;
+  if (!s.from_mpi) {
+    s.rank = static_cast<int>(integer_arg(opt, dc::kRankFlag, -1, 0, s.world_size - 1));
+    s.master_port = static_cast<uint16_t>(integer_arg(opt, dc::kMasterPortFlag, -1, 1, 65535));
+    s.parent_pid = static_cast<pid_t>(integer_arg(opt, dc::kParentPidFlag, -1, 1, INT32_MAX));
+  }
   s.timeout = opt.quick ? kQuickRankTimeout : kRankTimeout;
   try {
     dc::run_rank(ctx, s);

@@ -47,7 +47,30 @@ void launch_ranks(const LaunchOptions& options, const std::function<void(const s
 
   std::vector<ChildProcess> ranks;  // killed and reaped on every path out
   ranks.reserve(static_cast<size_t>(options.world_size));
-  for (int r = 0; r < options.world_size; ++r) {
+  if (!options.mpirun.empty()) {
+    // One mpirun for the whole job; its ranks' stdout is the figure pipe (ranks
+    // other than 0 send theirs to stderr themselves).
+    ChildProcess::Spec spec;
+    spec.program = options.mpirun;
+    // argv[0] is the bare name: Open MPI derives its prefix from an absolute one.
+    spec.argv = {"mpirun", "-n", std::to_string(options.world_size), "--oversubscribe", exe, options.suite};
+    spec.argv.insert(spec.argv.end(), options.args.begin(), options.args.end());
+    for (const auto& [flag, value] : {std::pair{kRankFlag, std::string(kRankFromMpi)},
+                                      std::pair{kWorldSizeFlag, std::to_string(options.world_size)}}) {
+      spec.argv.push_back(flag);
+      spec.argv.push_back(value);
+    }
+    std::vector<std::string> set = {"THD_AUTH_TOKEN=" + random_token()};
+    if (::geteuid() == 0) {
+      set.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
+      set.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+    }
+    spec.env = environment_with(set, {"THD_AUTH_TOKEN_FILE"});
+    spec.stdout_fd = figures.write.get();
+    spec.own_process_group = true;  // so a kill reaches the ranks too
+    ranks.push_back(ChildProcess::spawn(spec));
+  }
+  for (int r = 0; options.mpirun.empty() && r < options.world_size; ++r) {
     ChildProcess::Spec spec;
     spec.program = exe;
     spec.argv = {exe, options.suite};

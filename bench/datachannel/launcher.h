@@ -21,7 +21,13 @@ struct LaunchOptions {
   std::vector<std::string> args;  // the launcher's own arguments, passed on to every rank
   int world_size = 2;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // for the whole job
+  // Non-empty: start the ranks as one `mpirun -n world_size` job of this path (the
+  // mpi backend); they take their ranks from MPI ("--rank mpi").
+  std::string mpirun;
 };
+
+// The value of the rank option that says "ask MPI".
+inline constexpr const char* kRankFromMpi = "mpi";
 
 // Starts world_size processes of this executable (/proc/self/exe) as ranks
 // 0..world_size-1, with `args` plus the hidden rank options: a free loopback port

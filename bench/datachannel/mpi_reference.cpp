@@ -30,6 +30,8 @@ using Clock = std::chrono::steady_clock;
 
 bool mpi_reference_built() { return !kProgram.empty() && !kMpirun.empty(); }
 
+std::string mpirun_path() { return std::string(kMpirun); }
+
 double run_mpi_allreduce(const MpiAllreduceRun& run) {
   if (!mpi_reference_built()) throw std::logic_error("the MPI reference is not built");
   const std::string mpirun(kMpirun);
@@ -38,14 +40,12 @@ double run_mpi_allreduce(const MpiAllreduceRun& run) {
   std::vector<std::string> argv = {"mpirun",
                                    "-n", std::to_string(run.world_size),
                                    "--oversubscribe",
-                                   "--mca", "btl", "tcp,self",
-                                   "--mca", "pml", "ob1",
-                                   "--mca", "btl_tcp_if_include", "lo",
-                                   std::string(kProgram),
-                                   "--bytes", std::to_string(run.bytes),
-                                   "--reps", std::to_string(run.reps),
-                                   "--min-time", fmt::format("{}", run.rep_seconds),
-                                   "--name", run.figure_name};
+                                   "--mca", "btl", run.shared_memory ? "vader,self" : "tcp,self",
+                                   "--mca", "pml", "ob1"};
+  if (!run.shared_memory) argv.insert(argv.end(), {"--mca", "btl_tcp_if_include", "lo"});
+  argv.insert(argv.end(), {std::string(kProgram), "--bytes", std::to_string(run.bytes), "--reps",
+                           std::to_string(run.reps), "--min-time", fmt::format("{}", run.rep_seconds), "--name",
+                           run.figure_name});
   std::vector<std::string> set;
   if (::geteuid() == 0) set = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
 

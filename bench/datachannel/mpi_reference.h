@@ -19,7 +19,13 @@ struct MpiAllreduceRun {
   int reps = 5;
   double rep_seconds = 0.2;
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};
+  // Open MPI's shared-memory transport (btl vader) instead of TCP on loopback: the
+  // reference of the backends that use shared memory (mpi, ucx).
+  bool shared_memory = false;
 };
+
+// The mpirun found at build time ("" when none).
+std::string mpirun_path();
 
 // Runs `mpirun -n N --oversubscribe --mca btl tcp,self --mca pml ob1
 // --mca btl_tcp_if_include lo <program> ...` and returns the bus bandwidth it

@@ -255,10 +255,19 @@ void leave(Store& store, int rank, int world_size) {
 
 }  // namespace
 
-void run_rank(Context& ctx, const RankSettings& settings) {
-  die_with_parent(settings.parent_pid);
-  RendezvousResult job = rendezvous(fmt::format("tcp://127.0.0.1:{}", settings.master_port), settings.rank,
-                                    settings.world_size, settings.timeout);
+void run_rank(Context& ctx, const RankSettings& requested) {
+  RankSettings settings = requested;
+  RendezvousResult job;
+  if (settings.from_mpi) {
+    // mpirun is the parent, and every rank's stdout is the launcher's figure pipe.
+    job = rendezvous("mpi://", -1, settings.world_size, settings.timeout);
+    settings.rank = job.rank;
+    if (job.rank != 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  } else {
+    die_with_parent(settings.parent_pid);
+    job = rendezvous(fmt::format("tcp://127.0.0.1:{}", settings.master_port), settings.rank, settings.world_size,
+                     settings.timeout);
+  }
   {
     RankBench bench(ctx, settings, job.store);
     bench.run();

@@ -18,6 +18,9 @@ struct RankSettings {
   int world_size = -1;
   uint16_t master_port = 0;  // rank 0's store, on 127.0.0.1
   pid_t parent_pid = -1;     // the launcher: this rank dies with it
+  // Started by mpirun (the mpi backend): rank and store come from the mpi://
+  // rendezvous; rank, master_port and parent_pid are unused.
+  bool from_mpi = false;
   // Rendezvous, the channel's default deadline, and every store wait.
   std::chrono::milliseconds timeout{std::chrono::minutes(1)};
 };
