@@ -102,6 +102,20 @@ if(out MATCHES "mpi")
   message(FATAL_ERROR "datachannel --quick ran the MPI reference:\n${out}")
 endif()
 
+# The mpi backend: the ranks are one mpirun job; the same figures under its name.
+if(THD_BENCH_MPI)
+  run_bench(out rc err datachannel --quick -n 2 --backend mpi)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "thd-bench datachannel --quick -n 2 --backend mpi exited with ${rc}:\n${out}${err}")
+  endif()
+  check_lines("${out}" names)
+  foreach(required "dc\\.mpi\\.p2p\\.rtt\\.8B" "ratio\\.dc\\.mpi\\.p2p\\.bw" "dc\\.mpi\\.allreduce\\.n2\\.")
+    if(NOT out MATCHES "(^|\n)${required}")
+      message(FATAL_ERROR "datachannel --quick --backend mpi: no figure matching '${required}' in:\n${out}")
+    endif()
+  endforeach()
+endif()
+
 # --filter reaches the ranks: only the broadcast figure.
 run_bench(out rc err datachannel --quick -n 2 --filter broadcast)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "^dc\\.tcp\\.broadcast\\.n2\\.[0-9]+[KM]iB\\.busbw [0-9.]+ GB/s\n$")
