@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <system_error>
+#include <thread>
 
 #include "datachannel/check.h"
 #include "datachannel/tcp/tcp_transport_impl.h"
@@ -66,8 +67,34 @@ bool TcpTransport::wait(RequestState& request, net::Deadline until) {
   // the message that completes its request wakes it directly (one wake-up, as a
   // blocking recv() would). Other waiters block on their requests while the
   // poller, or once it leaves the progress thread, makes progress for them.
-  if (!stop_.load() && !poller_active_.exchange(true)) return poll_until(request, until);
+  if (!stop_.load()) {
+    if (!poller_active_.exchange(true)) return poll_until(request, until);
+    // Someone polls already: often a long-lived listener (a worker's command loop)
+    // while this thread waits for the message it needs next. The newest waiter
+    // takes the poll over, so that message wakes it directly.
+    if (take_over_polling(until)) return poll_until(request, until);
+  }
   return block_on(request, until);
+}
+
+bool TcpTransport::take_over_polling(net::Deadline until) {
+  // How long to wait for the poller to notice; past it, block as before.
+  constexpr microseconds kHandOver{2000};
+  handover_wanted_.store(true);
+  if (!kicked_.exchange(true)) {
+    const uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(kick_.get(), &one, sizeof(one));
+  }
+  const auto give_up = std::min(until, Clock::now() + kHandOver);
+  while (Clock::now() < give_up && !stop_.load()) {
+    if (!poller_active_.exchange(true)) {
+      handover_wanted_.store(false);
+      return true;
+    }
+    std::this_thread::yield();
+  }
+  handover_wanted_.store(false);
+  return false;
 }
 
 bool TcpTransport::block_on(RequestState& request, net::Deadline until) {
@@ -128,9 +155,14 @@ bool TcpTransport::poll_until(RequestState& request, net::Deadline until) {
   }
   epoll_event events[kMaxEvents];
   bool failed = false;
+  bool handed_over = false;
   while (!request.finished() && !stop_.load()) {
     const auto now = Clock::now();
     if (now >= until) break;
+    if (handover_wanted_.load()) {
+      handed_over = true;
+      break;
+    }
     int timeout = net::poll_timeout_ms(until);  // -1: no deadline
     if (timeout < 0 || timeout > kMaxPollSleep.count()) timeout = static_cast<int>(kMaxPollSleep.count());
     const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout);
@@ -151,7 +183,7 @@ bool TcpTransport::poll_until(RequestState& request, net::Deadline until) {
   poller_active_.store(false);
   stop_driving();
   if (request.finished()) return true;
-  if (!failed && !stop_.load()) return false;  // the deadline passed
+  if (!failed && !handed_over && !stop_.load()) return false;  // the deadline passed
   return block_on(request, until);
 }
 

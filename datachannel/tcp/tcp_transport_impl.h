@@ -5,10 +5,10 @@
 // Whoever holds it makes progress: the progress thread (an epoll loop), a thread
 // posting a send (it writes at once when the peer's queue is empty, saving a
 // wake-up), or a thread in wait(). A waiter first spins, if the spin policy says
-// it pays (it try-locks the engine and tries the sockets itself); then the first
-// waiter to block blocks in
-// epoll_wait itself, as the poller, so the message it waits for wakes it directly;
-// other waiters block on their requests. While a waiter spins or polls the
+// it pays (it try-locks the engine and tries the sockets itself); then a waiter
+// that blocks becomes the poller, blocking in epoll_wait itself, so the message it
+// waits for wakes it directly; the newest such waiter takes the poll over from an
+// older one (often a long-lived listener), which then blocks on its request. While a waiter spins or polls the
 // progress thread stands down (it parks instead of taking the lock), so two
 // threads never fight over the same events; when the last driving waiter leaves
 // and others are blocked, the progress thread takes over at once.
@@ -179,6 +179,8 @@ class TcpTransport final : public Transport {
   // As the poller: blocks in epoll_wait, handling what comes, until the request
   // finishes or `until`.
   bool poll_until(RequestState& request, net::Deadline until);
+  // Asks the poller to hand the poll to this thread; true once this thread has it.
+  bool take_over_polling(net::Deadline until);
   bool block_on(RequestState& request, net::Deadline until);
   void stop_driving();
   // After finishing requests on a thread other than the poller: wakes the poller
@@ -255,6 +257,7 @@ class TcpTransport final : public Transport {
   std::condition_variable park_cv_;
   bool handoff_ = false;  // under park_mu_: a waiter blocked, resume now
   std::atomic<bool> poller_active_{false};
+  std::atomic<bool> handover_wanted_{false};  // a newer waiter wants the poll
   std::mutex poll_mu_;
   RequestState* poll_target_ = nullptr;  // under poll_mu_: the poller's request
   net::UniqueFd kick_;                   // wakes the poller; drained by it
