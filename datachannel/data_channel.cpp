@@ -9,6 +9,7 @@
 
 #include "datachannel/channel_util.h"
 #include "datachannel/check.h"
+#include "datachannel/net/auth.h"
 #include "datachannel/registry.h"
 
 namespace thd {
@@ -136,6 +137,11 @@ std::shared_ptr<DataChannel> DataChannel::create(const std::string& backend, con
   auto store = std::make_shared<PrefixStore>(fmt::format("dc/{}/{}", backend, instance), options.store);
   DataChannelOptions transport_options = options;
   transport_options.store = std::make_shared<PrefixStore>("transport", store);
+  // A launcher that spreads ranks over hosts says which address this host's ranks
+  // listen on; a program that left the loopback default need not know.
+  if (options.bind_host == DataChannelOptions{}.bind_host) {
+    if (auto host = net::process_env("THD_BIND_HOST"); host && !host->empty()) transport_options.bind_host = *host;
+  }
 
   auto g = std::make_unique<GroupState>();
   g->backend = backend;
