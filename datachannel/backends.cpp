@@ -4,9 +4,11 @@
 
 #include "datachannel/backends.h"
 #include "datachannel/tcp/tcp_transport.h"
+#include "datachannel/pipe/pipe_transport.h"
 #if THD_WITH_MPI
 #include "datachannel/mpi/mpi_library.h"
-#include "datachannel/mpi/mpi_transport.h"
+#include "datachannel/mpi/mpi_pipe.h"
+#include "datachannel/mpi/mpi_rendezvous.h"
 #endif
 
 namespace thd::detail {
@@ -15,7 +17,7 @@ const std::vector<BackendEntry>& backend_table() {
   static const std::vector<BackendEntry> table = {
       {"tcp", &tcp::make_transport},
 #if THD_WITH_MPI
-      {"mpi", &mpi::make_transport},
+      {"mpi", [](const DataChannelOptions& o) { return pipe::make_pipe_transport(mpi::make_pipe(o)); }},
 #endif
   };
   return table;

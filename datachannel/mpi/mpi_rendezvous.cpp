@@ -11,7 +11,7 @@
 
 #include "datachannel/check.h"
 #include "datachannel/mpi/mpi_library.h"
-#include "datachannel/mpi/mpi_transport.h"
+#include "datachannel/mpi/mpi_rendezvous.h"
 #include "datachannel/net/auth.h"
 
 namespace thd::detail::mpi {

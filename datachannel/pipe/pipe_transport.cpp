@@ -36,6 +36,10 @@ PipeTuning pipe_tuning_from_env() {
   return t;
 }
 
+std::shared_ptr<Transport> make_pipe_transport(std::unique_ptr<MessagePipe> pipe) {
+  return std::make_shared<PipeTransport>(std::move(pipe), pipe_tuning_from_env());
+}
+
 void PipeTransport::EngineOp::done(std::exception_ptr error, size_t bytes) noexcept {
   // The pipe calls this with the engine lock held (every pipe call is made under it).
   transport->completions_.push_back({this, std::move(error), bytes});

@@ -52,6 +52,11 @@ struct PipeTuning {
 // The defaults with THD_PIPE_SPIN_US applied; ValueError for a malformed value.
 PipeTuning pipe_tuning_from_env();
 
+class PipeTransport;
+// A backend's Transport: PipeTransport over its pipe, tuned from the environment.
+// What a message-library backend's registration line calls.
+std::shared_ptr<Transport> make_pipe_transport(std::unique_ptr<MessagePipe> pipe);
+
 class PipeTransport final : public Transport {
  public:
   explicit PipeTransport(std::unique_ptr<MessagePipe> pipe, const PipeTuning& tuning = {});
