@@ -10,6 +10,9 @@
 #include "datachannel/mpi/mpi_pipe.h"
 #include "datachannel/mpi/mpi_rendezvous.h"
 #endif
+#if THD_WITH_UCX
+#include "datachannel/ucx/ucx_pipe.h"
+#endif
 
 namespace thd::detail {
 
@@ -17,7 +20,10 @@ const std::vector<BackendEntry>& backend_table() {
   static const std::vector<BackendEntry> table = {
       {"tcp", &tcp::make_transport},
 #if THD_WITH_MPI
-      {"mpi", [](const DataChannelOptions& o) { return pipe::make_pipe_transport(mpi::make_pipe(o)); }},
+      {"mpi", [](const DataChannelOptions& o) { return pipe::make_pipe_transport(mpi::make_pipe(o), o); }},
+#endif
+#if THD_WITH_UCX
+      {"ucx", [](const DataChannelOptions& o) { return pipe::make_pipe_transport(ucx::make_pipe(o), o); }},
 #endif
   };
   return table;

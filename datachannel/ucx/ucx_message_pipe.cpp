@@ -1,0 +1,566 @@
+#include "datachannel/ucx/ucx_message_pipe.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <new>
+#include <system_error>
+#include <utility>
+
+#include "datachannel/check.h"
+#include "tensor/log.h"
+
+namespace thd::detail::ucx {
+
+namespace {
+
+constexpr const char* kOp = "ucx pipe";
+
+// ucp_worker_progress rounds one progress() runs at most: a steady stream of
+// events must not keep the caller from delivering what already finished.
+constexpr int kMaxProgressRounds = 64;
+
+// The destructor's poll slices while it waits for goodbyes and closes.
+constexpr std::chrono::milliseconds kCloseSlice{5};
+
+RequestSlot& slot_of(void* request) { return *static_cast<RequestSlot*>(request); }
+
+std::string errno_text(int err) { return std::system_category().message(err); }
+
+// Statuses a send ends with when its endpoint failed or was closed under it.
+bool is_endpoint_failure(ucs_status_t status) {
+  switch (status) {
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_NOT_CONNECTED:
+    case UCS_ERR_IO_ERROR:
+    case UCS_ERR_CANCELED:
+    case UCS_ERR_REJECTED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+ucp_request_param_t request_param(void* self, ucs_memory_type_t memory) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  param.user_data = self;
+  param.memory_type = memory;
+  return param;
+}
+
+// The Hello payload: who the sender is, so a rank of another world (a stale
+// address in a reused store) is told apart.
+struct Greeting {
+  int32_t rank = -1;
+  int32_t world_size = -1;
+};
+
+class GreetingOp final : public pipe::PipeOp {
+ public:
+  void done(std::exception_ptr error, size_t) noexcept override {
+    finished = true;
+    this->error = std::move(error);
+  }
+  bool finished = false;
+  std::exception_ptr error;
+};
+
+}  // namespace
+
+UcxMessagePipe::UcxMessagePipe(int rank, int size, UniqueContext context, UniqueWorker worker,
+                               const PipeSettings& settings)
+    : MessagePipe(rank, size),
+      settings_(settings),
+      context_(std::move(context)),
+      worker_(std::move(worker)),
+      peers_(static_cast<size_t>(size)) {
+  ucs_status_t status = ucp_worker_get_efd(worker_.get(), &worker_fd_);
+  if (status != UCS_OK) {
+    THD_THROW_AT(ConnectionError, kOp, rank, -1,
+                 "ucp_worker_get_efd failed: {}. The transports UCX picked (UCX_TLS={}) cannot wake a sleeping "
+                 "thread; set UCX_TLS=tcp,self or UCX_TLS=sm,self",
+                 ucs_status_string(status), effective_setting(settings_, "TLS", "all"));
+  }
+  interrupt_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  THD_CHECK(interrupt_fd_.valid(), ConnectionError, kOp, "eventfd failed: {}", errno_text(errno));
+  for (int r = 0; r < size; ++r) {
+    peers_[static_cast<size_t>(r)].pipe = this;
+    peers_[static_cast<size_t>(r)].rank = r;
+  }
+  completions_.reserve(64);
+  // Before any endpoint exists, so no goodbye can come in unlooked-for (one that
+  // did would wait in UCX's unexpected queue for this receive anyway).
+  post_goodbye_recv();
+}
+
+void UcxMessagePipe::connect(const std::vector<std::vector<uint8_t>>& addresses) {
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    Peer& peer = peers_[static_cast<size_t>(r)];
+    ucp_ep_params_t params{};
+    params.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t*>(addresses[static_cast<size_t>(r)].data());
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &UcxMessagePipe::on_peer_error;
+    params.err_handler.arg = &peer;
+    ucs_status_t status = ucp_ep_create(worker_.get(), &params, &peer.ep);
+    if (status != UCS_OK) {
+      peer.ep = nullptr;
+      THD_THROW_AT(ConnectionError, kOp, rank(), r,
+                   "rank {} cannot reach rank {} over UCX: {} (UCX's log above names the transports it tried). The "
+                   "ranks need a transport in common that can report a lost peer: compare UCX_TLS and "
+                   "UCX_NET_DEVICES on both (here UCX_TLS={}); UCX_TLS=tcp,self works wherever TCP does",
+                   rank(), r, ucs_status_string(status), effective_setting(settings_, "TLS", "all"));
+    }
+  }
+}
+
+void UcxMessagePipe::greet_peers(net::Deadline until) {
+  const auto start = net::Clock::now();
+  const size_t n = static_cast<size_t>(size());
+  const Greeting mine{rank(), size()};
+  std::vector<Greeting> theirs(n);
+  std::vector<GreetingOp> sent(n);
+  std::vector<GreetingOp> received(n);
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    const size_t i = static_cast<size_t>(r);
+    post_recv(r, internal_tag(r, InternalMessage::Hello), kExactMask, &theirs[i], sizeof(Greeting),
+              UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Recv, 0, &received[i]);
+    post_send(r, internal_tag(rank(), InternalMessage::Hello), &mine, sizeof(Greeting), UCS_MEMORY_TYPE_HOST,
+              RequestSlot::Kind::Send, 0, &sent[i]);
+  }
+  auto unfinished = [&] {
+    std::vector<int> ranks;
+    for (int r = 0; r < size(); ++r) {
+      const size_t i = static_cast<size_t>(r);
+      if (r != rank() && !(sent[i].finished && received[i].finished)) ranks.push_back(r);
+    }
+    return ranks;
+  };
+  while (!unfinished().empty() && net::Clock::now() < until) {
+    if (progress() > 0) continue;
+    if (arm()) sleep(until, true);
+  }
+  std::vector<int> silent = unfinished();
+  // The greetings live on this stack: nothing may report to them after this.
+  for (auto& [op, request] : pending_) slot_of(request).orphaned = true;
+  for (int r = 0; r < size(); ++r) {
+    const size_t i = static_cast<size_t>(r);
+    for (const GreetingOp* op : {&sent[i], &received[i]}) {
+      if (op->error) {
+        try {
+          std::rethrow_exception(op->error);
+        } catch (const Error& e) {
+          THD_THROW_AT(ConnectionError, "ucx backend set-up", rank(), r, "rank {} could not greet rank {}: {}", rank(),
+                       r, e.message());
+        }
+      }
+    }
+    if (received[i].finished && (theirs[i].rank != r || theirs[i].world_size != size())) {
+      THD_THROW_AT(ConnectionError, "ucx backend set-up", rank(), r,
+                   "the UCX worker published as rank {} answered as rank {} of a world of {}, not rank {} of {}: is "
+                   "the store shared with another job?",
+                   r, theirs[i].rank, theirs[i].world_size, r, size());
+    }
+  }
+  if (!silent.empty()) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(net::Clock::now() - start).count();
+    THD_THROW_AT(TimeoutError, "ucx backend set-up", rank(), silent.size() == 1 ? silent.front() : -1,
+                 "rank {} got the UCX addresses of every rank but could not exchange a greeting with rank{} {} "
+                 "within {} ms: {} stuck, or unreachable over the transports in UCX_TLS={}?",
+                 rank(), silent.size() == 1 ? "" : "s", fmt::join(silent, ", "), waited,
+                 silent.size() == 1 ? "is it" : "are they", effective_setting(settings_, "TLS", "all"));
+  }
+}
+
+UcxMessagePipe::~UcxMessagePipe() {
+  // From here on nobody is told anything: the ops' owner is going away too.
+  completions_.clear();
+  std::vector<bool> sends_stuck(peers_.size(), false);
+  std::vector<void*> requests;
+  for (auto& [op, request] : pending_) {
+    RequestSlot& slot = slot_of(request);
+    slot.orphaned = true;
+    if (slot.kind == RequestSlot::Kind::Send) sends_stuck[static_cast<size_t>(slot.peer)] = true;
+    if (slot.kind == RequestSlot::Kind::Recv) requests.push_back(request);
+  }
+  // Unmatched receives stop here; a matched one may still be written into until
+  // the worker is destroyed below, which is before this returns.
+  for (void* request : requests) ucp_request_cancel(worker_.get(), request);
+  const net::Deadline until = net::deadline_after(settings_.close_timeout);
+  say_goodbye(until);
+  close_endpoints(sends_stuck, until);
+  // Kept till now so the peers' goodbyes, which cross ours, find a receive (UCX
+  // warns about messages nobody took).
+  if (goodbye_request_ != nullptr) {
+    slot_of(goodbye_request_).orphaned = true;
+    ucp_request_cancel(worker_.get(), goodbye_request_);
+  }
+  // Requests UCX still holds (matched receives, sends the peer never took) are
+  // released here and dropped with the worker.
+  for (auto& [op, request] : pending_) ucp_request_free(request);
+  pending_.clear();
+}
+
+// ---- posting ----------------------------------------------------------------------
+
+void UcxMessagePipe::check_peer(int peer, std::string_view what) const {
+  THD_CHECK(peer >= 0 && peer < size() && peer != rank(), ValueError, kOp,
+            "{}: peer {} is not another rank of this world of {} (this is rank {})", what, peer, size(), rank());
+}
+
+void UcxMessagePipe::send(int peer, uint32_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) {
+  check_peer(peer, "send");
+  post_send(peer, user_tag(rank(), tag), data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Send, tag,
+            op);
+}
+
+void UcxMessagePipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) {
+  check_peer(peer, "recv");
+  post_recv(peer, user_tag(peer, tag), kExactMask, data.data(), data.size(), UCS_MEMORY_TYPE_HOST,
+            RequestSlot::Kind::Recv, tag, op);
+}
+
+void* UcxMessagePipe::post_send(int peer, ucp_tag_t tag, const void* data, size_t bytes, ucs_memory_type_t memory,
+                                RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.error != nullptr || p.ep == nullptr) {
+    if (op != nullptr) {
+      std::exception_ptr error = p.error;
+      if (error == nullptr) {
+        error =
+            std::make_exception_ptr(ConnectionError(fmt::format("rank {} has no UCX endpoint to rank {}", rank(), peer),
+                                                    context_at("ucx send", rank(), peer, __FILE__, __LINE__)));
+      }
+      completions_.push_back({op, std::move(error), 0});
+    }
+    return nullptr;
+  }
+  RequestSlot slot{op, peer, user_tag, bytes, kind};
+  slot.orphaned = op == nullptr;
+  ucp_request_param_t param = request_param(this, memory);
+  param.cb.send = &UcxMessagePipe::on_send_done;
+  posting_ = &slot;
+  ucs_status_ptr_t request = ucp_tag_send_nbx(p.ep, data, bytes, tag, &param);
+  return adopt(request, slot, bytes);
+}
+
+void* UcxMessagePipe::post_recv(int peer, ucp_tag_t tag, ucp_tag_t mask, void* data, size_t bytes,
+                                ucs_memory_type_t memory, RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op) {
+  RequestSlot slot{op, peer, user_tag, bytes, kind};
+  // A message already here is taken through its probe handle: UCX 1.13 does not
+  // report the length of a receive it completes at once, the probe does.
+  ucp_tag_recv_info_t arrived{};
+  ucp_tag_message_h message = ucp_tag_probe_nb(worker_.get(), tag, mask, 1, &arrived);
+  if (message == nullptr && peer >= 0 && peers_[static_cast<size_t>(peer)].error != nullptr) {
+    // A lost peer's messages that arrived can still be taken; nothing else will come.
+    if (op != nullptr) completions_.push_back({op, peers_[static_cast<size_t>(peer)].error, 0});
+    return nullptr;
+  }
+  ucp_request_param_t param = request_param(this, memory);
+  param.cb.recv = &UcxMessagePipe::on_recv_done;
+  posting_ = &slot;
+  ucs_status_ptr_t request = message != nullptr ? ucp_tag_msg_recv_nbx(worker_.get(), data, bytes, message, &param)
+                                                : ucp_tag_recv_nbx(worker_.get(), data, bytes, tag, mask, &param);
+  return adopt(request, slot, arrived.length, arrived.sender_tag);
+}
+
+void* UcxMessagePipe::adopt(ucs_status_ptr_t request, const RequestSlot& slot, size_t length, ucp_tag_t sender_tag) {
+  const bool completed_inside = posting_ == nullptr;  // complete() took the staged slot
+  posting_ = nullptr;
+  if (completed_inside) return nullptr;
+  if (UCS_PTR_IS_PTR(request)) {
+    RequestSlot& live = slot_of(request);
+    live = slot;
+    live.live = true;
+    if (slot.op != nullptr) pending_.emplace(slot.op, request);
+    return request;
+  }
+  finish(slot, UCS_PTR_STATUS(request), length, sender_tag);
+  return nullptr;
+}
+
+void UcxMessagePipe::post_goodbye_recv() {
+  goodbye_request_ = post_recv(-1, kInternalBit | static_cast<uint32_t>(InternalMessage::Goodbye), kAnySenderMask,
+                               nullptr, 0, UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::GoodbyeRecv, 0, nullptr);
+}
+
+// ---- completion -------------------------------------------------------------------
+
+void UcxMessagePipe::on_send_done(void* request, ucs_status_t status, void* user_data) noexcept {
+  static_cast<UcxMessagePipe*>(user_data)->complete(request, status, 0, 0);
+}
+
+void UcxMessagePipe::on_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                                  void* user_data) noexcept {
+  const size_t length = info != nullptr ? info->length : 0;
+  const ucp_tag_t sender_tag = info != nullptr ? info->sender_tag : 0;
+  static_cast<UcxMessagePipe*>(user_data)->complete(request, status, length, sender_tag);
+}
+
+void UcxMessagePipe::complete(void* request, ucs_status_t status, size_t length, ucp_tag_t sender_tag) noexcept {
+  RequestSlot& held = slot_of(request);
+  if (!held.live) {
+    if (posting_ == nullptr) {  // not one of ours to report: never expected
+      ucp_request_free(request);
+      return;
+    }
+    // UCX completed the request inside the call that posts it (a truncated
+    // rendezvous does): its slot is the one being posted.
+    held = *posting_;
+    posting_ = nullptr;
+  }
+  const RequestSlot slot = held;
+  held.live = false;
+  ucp_request_free(request);
+  if (slot.op != nullptr) pending_.erase(slot.op);
+  if (slot.withdrawing && status == UCS_ERR_CANCELED) {
+    withdrawn_ = slot.op;
+    return;
+  }
+  finish(slot, status, length, sender_tag);
+}
+
+void UcxMessagePipe::finish(const RequestSlot& slot, ucs_status_t status, size_t length,
+                            ucp_tag_t sender_tag) noexcept {
+  switch (slot.kind) {
+    case RequestSlot::Kind::GoodbyeRecv:
+      goodbye_request_ = nullptr;
+      if (status == UCS_OK) goodbye_from(sender_tag);
+      if (!slot.orphaned) goodbye_repost_ = true;
+      return;
+    case RequestSlot::Kind::GoodbyeSend:
+      if (slot.live) --goodbyes_in_flight_;  // say_goodbye counted only those it got a request for
+      return;
+    case RequestSlot::Kind::Send:
+    case RequestSlot::Kind::Recv:
+      break;
+  }
+  if (slot.orphaned) return;
+  if (status == UCS_OK) {
+    completions_.push_back({slot.op, nullptr, slot.kind == RequestSlot::Kind::Send ? slot.bytes : length});
+  } else {
+    completions_.push_back({slot.op, failure(slot, status, length), 0});
+  }
+}
+
+std::exception_ptr UcxMessagePipe::failure(const RequestSlot& slot, ucs_status_t status, size_t length) noexcept {
+  const bool is_send = slot.kind == RequestSlot::Kind::Send;
+  if (!is_send && status == UCS_ERR_MESSAGE_TRUNCATED) {
+    // UCX reports the sender's length; it copied no more than the receive's room.
+    const std::string size = length > slot.bytes ? fmt::format("of {} bytes ", length) : std::string();
+    return std::make_exception_ptr(
+        ValueError(fmt::format("the message {}from rank {} with tag {} is longer than the {} bytes its receive "
+                               "has room for; nothing past them was written",
+                               size, slot.peer, slot.tag, slot.bytes),
+                   context_at("ucx recv", rank(), slot.peer, __FILE__, __LINE__)));
+  }
+  Peer& peer = peers_[static_cast<size_t>(slot.peer)];
+  if (peer.error == nullptr && is_send && is_endpoint_failure(status)) {
+    lose_peer(slot.peer, fmt::format("a send to it failed: {}", ucs_status_string(status)));
+  }
+  if (peer.error != nullptr) return peer.error;
+  if (!is_send && status == UCS_ERR_CANCELED) {
+    return std::make_exception_ptr(
+        Error(fmt::format("the receive from rank {} with tag {} was cancelled by UCX", slot.peer, slot.tag),
+              context_at("ucx recv", rank(), slot.peer, __FILE__, __LINE__)));
+  }
+  return std::make_exception_ptr(ConnectionError(
+      fmt::format("UCX failed the {} of {} bytes {} rank {} with tag {}: {}", is_send ? "send" : "receive", slot.bytes,
+                  is_send ? "to" : "from", slot.peer, slot.tag, ucs_status_string(status)),
+      context_at(is_send ? "ucx send" : "ucx recv", rank(), slot.peer, __FILE__, __LINE__)));
+}
+
+// ---- peers ------------------------------------------------------------------------
+
+void UcxMessagePipe::on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) noexcept {
+  Peer* peer = static_cast<Peer*>(arg);
+  peer->pipe->lose_peer(peer->rank, fmt::format("UCX reported its endpoint failed: {}", ucs_status_string(status)));
+}
+
+void UcxMessagePipe::goodbye_from(ucp_tag_t sender_tag) noexcept {
+  const int sender = sender_of(sender_tag);
+  if (sender < 0 || sender >= size() || sender == rank()) return;
+  lose_peer(sender, "it closed its UCX pipe (goodbye received)");
+}
+
+void UcxMessagePipe::lose_peer(int peer, std::string why) noexcept {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.error != nullptr) return;
+  p.error = std::make_exception_ptr(PeerLost(fmt::format("rank {} lost rank {}: {}", rank(), peer, why),
+                                             context_at(kOp, rank(), peer, __FILE__, __LINE__)));
+  newly_lost_.push_back(peer);
+}
+
+void UcxMessagePipe::settle_lost_peers() {
+  while (!newly_lost_.empty()) {
+    const int peer = newly_lost_.back();
+    newly_lost_.pop_back();
+    // UCX fails what goes through the endpoint (sends) but not receives, which
+    // match by tag and would wait forever.
+    std::vector<void*> waiting;
+    for (auto& [op, request] : pending_) {
+      const RequestSlot& slot = slot_of(request);
+      if (slot.kind == RequestSlot::Kind::Recv && slot.peer == peer) waiting.push_back(request);
+    }
+    // Their UCS_ERR_CANCELED completions report the peer's PeerLost (failure()).
+    for (void* request : waiting) ucp_request_cancel(worker_.get(), request);
+    // Closing the endpoint ends the sends still on it (UCS_ERR_CANCELED, reported
+    // as the peer's PeerLost) and is what UCX asks after an endpoint error.
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (p.ep != nullptr) {
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t request = ucp_ep_close_nbx(std::exchange(p.ep, nullptr), &param);
+      if (UCS_PTR_IS_PTR(request)) ucp_request_free(request);
+    }
+  }
+}
+
+std::exception_ptr UcxMessagePipe::peer_error(int peer) const {
+  if (peer < 0 || peer >= size()) return nullptr;
+  return peers_[static_cast<size_t>(peer)].error;
+}
+
+// ---- cancel -----------------------------------------------------------------------
+
+bool UcxMessagePipe::cancel(pipe::PipeOp* op) {
+  auto it = pending_.find(op);
+  if (it == pending_.end()) return false;  // finished: its done() is recorded
+  void* request = it->second;
+  // UCX 1.13 withdraws only receives not yet matched; a send runs to its end.
+  if (slot_of(request).kind != RequestSlot::Kind::Recv) return false;
+  withdrawn_ = nullptr;
+  slot_of(request).withdrawing = true;
+  ucp_request_cancel(worker_.get(), request);
+  if (withdrawn_ == op) {
+    withdrawn_ = nullptr;
+    return true;
+  }
+  // Matched (or handed to a tag-offloading NIC): it completes, and is reported.
+  if (auto again = pending_.find(op); again != pending_.end()) slot_of(again->second).withdrawing = false;
+  return false;
+}
+
+// ---- progress and sleep -----------------------------------------------------------
+
+bool UcxMessagePipe::drive_worker() {
+  bool any = false;
+  for (int round = 0; round < kMaxProgressRounds; ++round) {
+    if (ucp_worker_progress(worker_.get()) == 0) break;
+    any = true;
+  }
+  return any;
+}
+
+int UcxMessagePipe::progress() {
+  drive_worker();
+  for (int reposts = 0; goodbye_repost_ && reposts <= size(); ++reposts) {
+    goodbye_repost_ = false;
+    post_goodbye_recv();
+  }
+  settle_lost_peers();
+  if (completions_.empty()) return 0;
+  // done() may post (and so record) more: it appends to the spare buffer.
+  std::vector<Completion> ready;
+  ready.swap(completions_);
+  completions_.swap(spare_);
+  for (Completion& c : ready) c.op->done(std::move(c.error), c.bytes);
+  const int count = static_cast<int>(ready.size());
+  ready.clear();
+  if (spare_.capacity() < ready.capacity()) spare_.swap(ready);
+  return count;
+}
+
+bool UcxMessagePipe::arm() {
+  if (!completions_.empty() || !newly_lost_.empty() || goodbye_repost_) return false;
+  const ucs_status_t status = ucp_worker_arm(worker_.get());
+  if (status == UCS_OK) return true;
+  if (status == UCS_ERR_BUSY) return false;
+  if (!wakeup_broken_.exchange(true)) {
+    THD_LOG_WARN("{} (rank {}): ucp_worker_arm failed ({}); sleeping in 1 ms slices from now on", kOp, rank(),
+                 ucs_status_string(status));
+  }
+  return true;
+}
+
+void UcxMessagePipe::sleep(net::Deadline until, bool /*busy*/) {
+  // The worker's fd wakes this for transfers in flight too, so `busy` needs no
+  // polling of its own here.
+  std::array<pollfd, 2> fds{{{worker_fd_, POLLIN, 0}, {interrupt_fd_.get(), POLLIN, 0}}};
+  int timeout = net::poll_timeout_ms(until);
+  if (wakeup_broken_.load(std::memory_order_relaxed) && (timeout < 0 || timeout > 1)) timeout = 1;
+  if (::poll(fds.data(), fds.size(), timeout) > 0 && (fds[1].revents & POLLIN) != 0) {
+    uint64_t count = 0;
+    [[maybe_unused]] ssize_t r = ::read(interrupt_fd_.get(), &count, sizeof(count));
+  }
+}
+
+void UcxMessagePipe::interrupt() noexcept {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = ::write(interrupt_fd_.get(), &one, sizeof(one));
+}
+
+// ---- shutdown ---------------------------------------------------------------------
+
+void UcxMessagePipe::wait_briefly(net::Deadline until) {
+  if (goodbye_repost_) {
+    goodbye_repost_ = false;
+    post_goodbye_recv();
+  }
+  if (drive_worker()) return;
+  if (ucp_worker_arm(worker_.get()) != UCS_OK) return;
+  pollfd fd{worker_fd_, POLLIN, 0};
+  const auto slice = std::min(until, net::Clock::now() + kCloseSlice);
+  ::poll(&fd, 1, net::poll_timeout_ms(slice));
+}
+
+void UcxMessagePipe::say_goodbye(net::Deadline until) {
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    if (post_send(r, internal_tag(rank(), InternalMessage::Goodbye), nullptr, 0, UCS_MEMORY_TYPE_HOST,
+                  RequestSlot::Kind::GoodbyeSend, 0, nullptr) != nullptr) {
+      ++goodbyes_in_flight_;
+    }
+  }
+  while (goodbyes_in_flight_ > 0 && net::Clock::now() < until) wait_briefly(until);
+}
+
+void UcxMessagePipe::close_endpoints(const std::vector<bool>& sends_stuck, net::Deadline until) {
+  std::vector<void*> closing;
+  for (Peer& p : peers_) {
+    if (p.ep == nullptr) continue;
+    ucp_request_param_t param{};
+    // Flushing would wait for sends the peer may never take; those endpoints,
+    // and failed ones, are dropped at once.
+    if (p.error != nullptr || sends_stuck[static_cast<size_t>(p.rank)]) {
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
+    ucs_status_ptr_t request = ucp_ep_close_nbx(std::exchange(p.ep, nullptr), &param);
+    if (UCS_PTR_IS_PTR(request)) closing.push_back(request);
+  }
+  auto still_closing = [&] {
+    std::erase_if(closing, [](void* request) {
+      if (ucp_request_check_status(request) == UCS_INPROGRESS) return false;
+      ucp_request_free(request);
+      return true;
+    });
+    return !closing.empty();
+  };
+  while (still_closing() && net::Clock::now() < until) wait_briefly(until);
+  for (void* request : closing) ucp_request_free(request);
+}
+
+}  // namespace thd::detail::ucx

@@ -1,0 +1,155 @@
+// UcxMessagePipe: the MessagePipe contract (pipe/message_pipe.h) over one UCP
+// worker. Every operation is one tagged UCX request (ucp_tag_send_nbx, and
+// ucp_tag_recv_nbx or, for a message already here, ucp_tag_probe_nb +
+// ucp_tag_msg_recv_nbx) straight from or into the caller's memory; UCX picks eager
+// or rendezvous itself and registers the memory it needs (its registration cache).
+//
+// Completions: UCX's callbacks (run inside ucp_worker_progress, or inside
+// ucp_request_cancel / ucp_ep_close_nbx) only record what finished; progress()
+// calls the ops' done() afterwards, outside every UCX call, so done() may post new
+// operations on this pipe. An operation UCX finishes at once is recorded the same
+// way and reported by the next progress().
+//
+// Threading: every method but sleep() and interrupt() is called under the caller's
+// lock (the worker is UCS_THREAD_MODE_SERIALIZED). sleep() touches no UCX state (it
+// polls fds); interrupt() writes an eventfd.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "datachannel/net/fd.h"
+#include "datachannel/pipe/message_pipe.h"
+#include "datachannel/ucx/tag_layout.h"
+#include "datachannel/ucx/ucx_handles.h"
+#include "datachannel/ucx/ucx_pipe.h"
+
+namespace thd::detail::ucx {
+
+// The pipe's state in every UCX request (the context's request_size); valid from
+// when the request is returned until ucp_request_free.
+struct RequestSlot {
+  // GoodbyeSend/GoodbyeRecv: the pipe's own goodbyes, with no op.
+  enum class Kind : uint8_t { Send, Recv, GoodbyeSend, GoodbyeRecv };
+  pipe::PipeOp* op = nullptr;
+  int peer = -1;
+  uint32_t tag = 0;
+  size_t bytes = 0;  // what a send sends, or the room a receive has
+  Kind kind = Kind::Send;
+  // Set only while cancel() runs ucp_request_cancel: a UCS_ERR_CANCELED completion
+  // then is the withdrawal cancel() reports, not a done().
+  bool withdrawing = false;
+  // The pipe is being destroyed (or the op is the pipe's own): nobody is told.
+  bool orphaned = false;
+  // Filled in for a request UCX returned. A callback for a request that is not
+  // live is for the one being posted, finished inside the posting call.
+  bool live = false;
+
+  static void init(void* request) noexcept { new (request) RequestSlot(); }
+};
+
+class UcxMessagePipe final : public pipe::MessagePipe {
+ public:
+  // Takes this rank's context and worker; posts the receive for goodbyes.
+  UcxMessagePipe(int rank, int size, UniqueContext context, UniqueWorker worker, const PipeSettings& settings);
+  // Orphans every pending op (no done() from here on), withdraws the receives,
+  // says goodbye to the live peers, closes the endpoints (waiting at most
+  // settings.close_timeout), then frees the worker and the context.
+  ~UcxMessagePipe() override;
+
+  // Creates an endpoint to every peer in `addresses` (indexed by rank; this
+  // rank's own entry is not used). ConnectionError when UCX cannot reach one.
+  void connect(const std::vector<std::vector<uint8_t>>& addresses);
+  // Set-up's last step: a Hello to and from every peer, so that every endpoint is
+  // known to carry messages. TimeoutError naming the silent ranks after `until`.
+  void greet_peers(net::Deadline until);
+
+  std::string_view name() const noexcept override { return "ucx"; }
+  uint32_t max_tag() const noexcept override { return 0xffffffffU; }
+  void send(int peer, uint32_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override;
+  void recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) override;
+  bool cancel(pipe::PipeOp* op) override;
+  int progress() override;
+  bool arm() override;
+  void sleep(net::Deadline until, bool busy) override;
+  void interrupt() noexcept override;
+  std::exception_ptr peer_error(int peer) const override;
+
+ private:
+  struct Peer {
+    UcxMessagePipe* pipe = nullptr;
+    int rank = -1;
+    ucp_ep_h ep = nullptr;
+    std::exception_ptr error;  // PeerLost once lost
+  };
+  struct Completion {
+    pipe::PipeOp* op;
+    std::exception_ptr error;
+    size_t bytes;
+  };
+
+  // The memory-type seam: every UCX operation names the memory it moves. Host
+  // memory now (UCS_MEMORY_TYPE_HOST spares UCX a lookup per operation); a CUDA
+  // path passes UCS_MEMORY_TYPE_CUDA here and nothing else changes in this class.
+  // Both record the outcome of an operation UCX finishes at once (when it has an
+  // op) and return the request of one still in flight, else nullptr.
+  void* post_send(int peer, ucp_tag_t tag, const void* data, size_t bytes, ucs_memory_type_t memory,
+                  RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op);
+  void* post_recv(int peer, ucp_tag_t tag, ucp_tag_t mask, void* data, size_t bytes, ucs_memory_type_t memory,
+                  RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op);
+  void post_goodbye_recv();
+  void goodbye_from(ucp_tag_t sender_tag) noexcept;
+
+  // Takes over what ucp_*_nbx returned: a request becomes live and pending; an
+  // outcome known at once (or one complete() already took) is finished.
+  void* adopt(ucs_status_ptr_t request, const RequestSlot& slot, size_t length, ucp_tag_t sender_tag = 0);
+  static void on_send_done(void* request, ucs_status_t status, void* user_data) noexcept;
+  static void on_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                           void* user_data) noexcept;
+  static void on_peer_error(void* arg, ucp_ep_h ep, ucs_status_t status) noexcept;
+  void complete(void* request, ucs_status_t status, size_t length, ucp_tag_t sender_tag) noexcept;
+  // Records an op's outcome for the next progress() (or handles a goodbye).
+  void finish(const RequestSlot& slot, ucs_status_t status, size_t length, ucp_tag_t sender_tag) noexcept;
+  std::exception_ptr failure(const RequestSlot& slot, ucs_status_t status, size_t length) noexcept;
+
+  // Records a peer as lost (first reason wins); the rest happens in progress().
+  void lose_peer(int peer, std::string why) noexcept;
+  // Fails the receives still waiting on lost peers and closes their endpoints.
+  void settle_lost_peers();
+  void check_peer(int peer, std::string_view what) const;
+  // ucp_worker_progress until it has nothing more (bounded); true if it did anything.
+  bool drive_worker();
+  // The destructor's waiting: drive the worker, else sleep on its fd briefly.
+  void wait_briefly(net::Deadline until);
+  void say_goodbye(net::Deadline until);
+  void close_endpoints(const std::vector<bool>& sends_stuck, net::Deadline until);
+
+  const PipeSettings settings_;
+  UniqueContext context_;
+  UniqueWorker worker_;
+  int worker_fd_ = -1;                                // ucp_worker_get_efd: owned by the worker
+  net::UniqueFd interrupt_fd_;                        // eventfd for interrupt()
+  std::atomic<bool> wakeup_broken_{false};            // ucp_worker_arm failed: sleep in short slices
+  std::vector<Peer> peers_;                           // by rank; never resized (endpoints point at their entry)
+  std::unordered_map<pipe::PipeOp*, void*> pending_;  // op -> its UCX request
+  std::vector<Completion> completions_;               // recorded, for the next progress()
+  std::vector<Completion> spare_;                     // completions_'s other buffer
+  std::vector<int> newly_lost_;                       // peers lost since the last settle_lost_peers()
+  pipe::PipeOp* withdrawn_ = nullptr;                 // the op ucp_request_cancel just withdrew
+  const RequestSlot* posting_ = nullptr;              // during a ucp_*_nbx call: the slot of its request
+  void* goodbye_request_ = nullptr;                   // the posted receive for goodbyes
+  bool goodbye_repost_ = false;
+  int goodbyes_in_flight_ = 0;  // destructor: goodbye sends not yet finished
+};
+
+}  // namespace thd::detail::ucx
