@@ -1,7 +1,11 @@
 #include "datachannel/pipe/pipe_transport.h"
 
+#include <openssl/crypto.h>
+
 #include <algorithm>
 #include <cstring>
+
+#include <fmt/ranges.h>
 
 #include "datachannel/check.h"
 #include "datachannel/net/auth.h"
@@ -14,6 +18,9 @@ namespace thd::detail::pipe {
 namespace {
 
 constexpr size_t kHeaderBytes = tcp::kFrameHeaderBytes;
+// The token proof: magic, the sender's rank (u32, little-endian), HMAC.
+constexpr char kHelloMagic[4] = {'t', 'h', 'd', 'A'};
+constexpr size_t kHelloBytes = 8 + net::kMacBytes;
 
 template <typename E, typename... Args>
 std::exception_ptr make_error(const std::string& op, int rank, int peer, fmt::format_string<Args...> f,
@@ -36,8 +43,10 @@ PipeTuning pipe_tuning_from_env() {
   return t;
 }
 
-std::shared_ptr<Transport> make_pipe_transport(std::unique_ptr<MessagePipe> pipe) {
-  return std::make_shared<PipeTransport>(std::move(pipe), pipe_tuning_from_env());
+std::shared_ptr<Transport> make_pipe_transport(std::unique_ptr<MessagePipe> pipe, const DataChannelOptions& options) {
+  const std::string op = std::string(pipe->name()) + " backend";
+  PipeAuth auth{net::resolve_auth_token(options.token, op), options.store, options.timeout};
+  return std::make_shared<PipeTransport>(std::move(pipe), std::move(auth), pipe_tuning_from_env());
 }
 
 void PipeTransport::EngineOp::done(std::exception_ptr error, size_t bytes) noexcept {
@@ -45,7 +54,7 @@ void PipeTransport::EngineOp::done(std::exception_ptr error, size_t bytes) noexc
   transport->completions_.push_back({this, std::move(error), bytes});
 }
 
-PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, const PipeTuning& tuning)
+PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, const PipeTuning& tuning)
     : Transport(pipe->rank(), pipe->size()),
       name_(pipe->name()),
       tuning_(tuning),
@@ -53,19 +62,131 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, const PipeTuning
       max_data_tag_(pipe_->max_tag()),
       inboxes_(static_cast<size_t>(size())),
       next_data_tag_(static_cast<size_t>(size()), 1),
+      token_(std::move(auth.token)),
+      peer_nonces_(static_cast<size_t>(size())),
+      proved_(static_cast<size_t>(size()), false),
+      refused_(static_cast<size_t>(size())),
       lost_(static_cast<size_t>(size())),
       lost_why_(static_cast<size_t>(size())) {
   THD_CHECK(max_data_tag_ >= 2, ValueError, "DataChannel::create", "the {} pipe offers no data tags", name_);
+  THD_CHECK(auth.store != nullptr, ValueError, "DataChannel::create", "the {} backend needs the channel's store",
+            name_);
+  try {
+    prove_token(auth);
+  } catch (...) {
+    // Nothing may complete into this half-made transport: the pipe goes first.
+    std::lock_guard lock(mu_);
+    pipe_.reset();
+    completions_.clear();
+    throw;
+  }
+  progress_ = std::thread([this] { progress_loop(); });
+}
+
+// Each rank publishes a fresh nonce; to each peer it sends HMAC(token, the peer's
+// nonce, its own) as its first control message, and checks the one it gets back.
+// A rank without the job's token can neither make a proof the others accept nor
+// accept theirs, so both sides refuse before any message of the program moves.
+void PipeTransport::prove_token(const PipeAuth& auth) {
+  const std::string op = name_ + " backend";
+  nonce_ = net::random_nonce();
+  auth.store->set(fmt::format("pipe/nonce/{}", rank()), std::vector<uint8_t>(nonce_.begin(), nonce_.end()));
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank()) continue;
+    std::vector<uint8_t> theirs;
+    try {
+      theirs = auth.store->get(fmt::format("pipe/nonce/{}", p), auth.timeout);
+    } catch (const TimeoutError&) {
+      THD_THROW_AT(TimeoutError, op, rank(), p, "rank {} did not join within {} ms", p, auth.timeout.count());
+    }
+    THD_CHECK(theirs.size() == net::kNonceBytes, ConnectionError, op, "rank {} published a malformed nonce", p);
+    std::copy(theirs.begin(), theirs.end(), peer_nonces_[static_cast<size_t>(p)].begin());
+  }
   std::unique_lock lock(mu_);
+  std::vector<std::shared_ptr<RequestState>> hellos;
   for (int p = 0; p < size(); ++p) {
     if (p == rank()) continue;
     inboxes_[static_cast<size_t>(p)] =
         std::make_unique<ControlInbox>(this, p, kHeaderBytes + tuning_.inline_bytes);
     post_control_recv(*inboxes_[static_cast<size_t>(p)]);
   }
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank()) continue;
+    const net::Mac proof = net::client_proof(*token_, peer_nonces_[static_cast<size_t>(p)], nonce_);
+    auto m = std::make_unique<Outgoing>(this);
+    m->request = std::make_shared<RequestState>("token proof to rank " + std::to_string(p), net::Deadline::max(),
+                                                nullptr, rank());
+    m->peer = p;
+    m->control.resize(kHelloBytes);
+    std::memcpy(m->control.data(), kHelloMagic, 4);
+    const auto r = static_cast<uint32_t>(rank());
+    for (int i = 0; i < 4; ++i) m->control[4 + static_cast<size_t>(i)] = static_cast<uint8_t>(r >> (8 * i));
+    std::memcpy(m->control.data() + 8, proof.data(), proof.size());
+    hellos.push_back(m->request);
+    Outgoing& out = *m;
+    sends_.emplace(m->request.get(), std::move(m));
+    out.control_part.pending = true;
+    ++transfers_;
+    pipe_->send(p, kControlTag, out.control, &out.control_part);
+  }
   settle();
-  lock.unlock();
-  progress_ = std::thread([this] { progress_loop(); });
+  const net::Deadline until = net::deadline_after(auth.timeout);
+  const bool done = drive_locked(lock, until, [&] {
+    for (int p = 0; p < size(); ++p) {
+      if (p != rank() && !proved_[static_cast<size_t>(p)] && refused_[static_cast<size_t>(p)].empty() &&
+          !peer_error(p)) {
+        return false;
+      }
+    }
+    return true;
+  });
+  for (int p = 0; p < size(); ++p) {
+    if (!refused_[static_cast<size_t>(p)].empty()) {
+      THD_THROW_AT(AuthError, op, rank(), p, "{} (the ranks of one channel must hold the same token; this rank's "
+                   "came from {})", refused_[static_cast<size_t>(p)], token_->source());
+    }
+  }
+  for (int p = 0; p < size(); ++p) {
+    if (p != rank() && !proved_[static_cast<size_t>(p)]) {
+      if (auto lost = peer_error(p)) std::rethrow_exception(lost);
+    }
+  }
+  if (!done) {
+    std::vector<int> silent;
+    for (int p = 0; p < size(); ++p) {
+      if (p != rank() && !proved_[static_cast<size_t>(p)]) silent.push_back(p);
+    }
+    THD_THROW_AT(TimeoutError, op, rank(), silent.size() == 1 ? silent[0] : -1,
+                 "no token proof from rank{} {} within {} ms", silent.size() == 1 ? "" : "s", fmt::join(silent, ", "),
+                 auth.timeout.count());
+  }
+}
+
+// The first control message of every peer: its proof. Anything else, or a proof
+// that does not verify, and the peer is refused.
+bool PipeTransport::on_hello(ControlInbox& inbox, size_t bytes) {
+  const int peer = inbox.peer;
+  const uint8_t* b = inbox.buffer.get();
+  uint32_t claimed = 0;
+  if (bytes == kHelloBytes) {
+    for (int i = 0; i < 4; ++i) claimed |= static_cast<uint32_t>(b[4 + i]) << (8 * i);
+  }
+  std::string why;
+  if (bytes != kHelloBytes || std::memcmp(b, kHelloMagic, 4) != 0) {
+    why = fmt::format("rank {} sent a {}-byte message before proving the token", peer, bytes);
+  } else if (claimed != static_cast<uint32_t>(peer)) {
+    why = fmt::format("rank {} sent a token proof claiming to be rank {}", peer, claimed);
+  } else {
+    const net::Mac expected = net::client_proof(*token_, nonce_, peer_nonces_[static_cast<size_t>(peer)]);
+    if (CRYPTO_memcmp(b + 8, expected.data(), expected.size()) == 0) {
+      proved_[static_cast<size_t>(peer)] = true;
+      return true;
+    }
+    why = fmt::format("rank {} does not hold this job's token (its proof did not verify)", peer);
+  }
+  refused_[static_cast<size_t>(peer)] = why;
+  lose_peer(peer, make_error<AuthError>(name_ + " backend", rank(), peer, "{}", why));
+  return false;
 }
 
 PipeTransport::~PipeTransport() {
@@ -294,6 +415,10 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
   const int peer = inbox.peer;
   if (error) {
     if (!closing_) lose_peer(peer, error);
+    return;
+  }
+  if (!proved_[static_cast<size_t>(peer)]) {
+    if (on_hello(inbox, bytes) && !stop_.load()) post_control_recv(inbox);
     return;
   }
   std::string why;

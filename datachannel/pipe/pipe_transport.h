@@ -28,10 +28,15 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include <thd/store.h>
+
+#include "datachannel/net/auth.h"
 #include "datachannel/pipe/message_pipe.h"
 #include "datachannel/tcp/matching.h"
 #include "datachannel/transport.h"
@@ -52,14 +57,26 @@ struct PipeTuning {
 // The defaults with THD_PIPE_SPIN_US applied; ValueError for a malformed value.
 PipeTuning pipe_tuning_from_env();
 
-class PipeTransport;
-// A backend's Transport: PipeTransport over its pipe, tuned from the environment.
-// What a message-library backend's registration line calls.
-std::shared_ptr<Transport> make_pipe_transport(std::unique_ptr<MessagePipe> pipe);
+// What the ranks prove to each other before a channel is made: the job's token,
+// through HMACs over nonces exchanged in the channel's store (the libraries' own
+// connections are not authenticated).
+struct PipeAuth {
+  net::AuthToken token;
+  std::shared_ptr<Store> store;  // the channel's own (prefixed) store
+  std::chrono::milliseconds timeout{30000};
+};
+
+// A backend's Transport: PipeTransport over its pipe, with the token and timeout
+// of `options`, tuned from the environment. What a message-library backend's
+// registration line calls.
+std::shared_ptr<Transport> make_pipe_transport(std::unique_ptr<MessagePipe> pipe, const DataChannelOptions& options);
 
 class PipeTransport final : public Transport {
  public:
-  explicit PipeTransport(std::unique_ptr<MessagePipe> pipe, const PipeTuning& tuning = {});
+  // Returns once every peer has proved the token (the handshake): AuthError naming
+  // a peer whose proof does not verify (this rank's own token differs from the
+  // job's, or the peer's does), TimeoutError naming the peers not heard from.
+  PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, const PipeTuning& tuning = {});
   // Lets sends finish for up to close_linger, stops the progress thread, fails every
   // pending request with ConnectionError("channel closed"), destroys the pipe.
   ~PipeTransport() override;
@@ -126,6 +143,10 @@ class PipeTransport final : public Transport {
     size_t bytes;
   };
 
+  // ---- the handshake ----
+  void prove_token(const PipeAuth& auth);
+  bool on_hello(ControlInbox& inbox, size_t bytes);
+
   // ---- engine (all under mu_) ----
   void settle();
   void on_control(ControlInbox& inbox, std::exception_ptr error, size_t bytes);
@@ -162,6 +183,13 @@ class PipeTransport final : public Transport {
   std::vector<std::unique_ptr<Outgoing>> orphan_sends_;  // failed/withdrawn, pipe still busy
   std::unordered_map<DataRecv*, std::unique_ptr<DataRecv>> data_recvs_;
   size_t transfers_ = 0;  // pipe sends and payload receives in flight
+
+  // The handshake: this rank's nonce, the peers', and which peers proved the token.
+  std::optional<net::AuthToken> token_;
+  net::Nonce nonce_{};
+  std::vector<net::Nonce> peer_nonces_;
+  std::vector<bool> proved_;
+  std::vector<std::string> refused_;  // why a peer's proof failed, by rank
 
   mutable std::mutex lost_mu_;
   std::vector<std::exception_ptr> lost_;  // by peer rank

@@ -15,9 +15,22 @@ namespace {
 using detail::pipe::PipeTransport;
 using detail::pipe::PipeTuning;
 
+// The token every rank of a World holds unless a test says otherwise.
+detail::pipe::PipeAuth auth_for(const std::shared_ptr<Store>& store, const std::string& token = std::string(kToken)) {
+  return {net::AuthToken(token, "test"), store, std::chrono::milliseconds(5000)};
+}
+
+// n ranks over one fabric, made at once (each waits for the others' token proofs).
 struct World {
-  explicit World(int n, PipeTuning tuning = {}) : fabric(n) {
-    for (int r = 0; r < n; ++r) ranks.push_back(std::make_unique<PipeTransport>(fabric.make_pipe(r), tuning));
+  explicit World(int n, PipeTuning tuning = {}) : fabric(n), ranks(static_cast<size_t>(n)) {
+    auto store = std::make_shared<HashStore>(std::chrono::milliseconds(5000));
+    std::vector<std::thread> makers;
+    for (int r = 0; r < n; ++r) {
+      makers.emplace_back([&, r] {
+        ranks[static_cast<size_t>(r)] = std::make_unique<PipeTransport>(fabric.make_pipe(r), auth_for(store), tuning);
+      });
+    }
+    for (auto& t : makers) t.join();
   }
   PipeTransport& operator[](int r) { return *ranks[static_cast<size_t>(r)]; }
   MemoryFabric fabric;
@@ -190,6 +203,47 @@ TEST(PipeTransport, SelfSendsMatchPostedFirstAndUnexpected) {
   auto r2 = irecv(w[0], got2, kAnySource, 2);
   ASSERT_EQ(wait_error(w[0], *r2), nullptr);
   EXPECT_EQ(got2, data);
+}
+
+TEST(PipeTransport, RankWithAnotherTokenIsRefusedByEveryone) {
+  MemoryFabric fabric(2);
+  auto store = std::make_shared<HashStore>(std::chrono::milliseconds(5000));
+  std::exception_ptr errors[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        PipeTransport t(fabric.make_pipe(r), auth_for(store, r == 0 ? std::string(kToken) : "another-token"));
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_NE(errors[r], nullptr) << "rank " << r << " accepted a peer with another token";
+    EXPECT_THROW(std::rethrow_exception(errors[r]), AuthError);
+    EXPECT_NE(error_text(errors[r]).find("does not hold this job's token"), std::string::npos)
+        << error_text(errors[r]);
+  }
+}
+
+TEST(PipeTransport, MessageBeforeTheTokenProofIsRefused) {
+  MemoryFabric fabric(2);
+  auto store = std::make_shared<HashStore>(std::chrono::milliseconds(5000));
+  // Rank 1 is an impostor that speaks the message format without the handshake.
+  store->set("pipe/nonce/1", std::vector<uint8_t>(net::kNonceBytes, 7));
+  auto impostor = fabric.make_pipe(1);
+  const auto header = detail::tcp::encode_frame_header(raw_envelope(1, 4), 4);
+  std::vector<uint8_t> message(header.size() + 4, 1);
+  std::copy(header.begin(), header.end(), message.begin());
+  fabric.inject(1, 0, detail::pipe::kControlTag, message);
+  try {
+    PipeTransport t(fabric.make_pipe(0), auth_for(store));
+    FAIL() << "rank 0 accepted a peer that never proved the token";
+  } catch (const AuthError& e) {
+    EXPECT_NE(std::string(e.what()).find("before proving the token"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PipeTransport, DestroyingFailsPendingRequestsAsChannelClosed) {
