@@ -147,25 +147,34 @@ class Children {
   // Waits for every child; their exit codes in spawn order (128 + signal for a
   // killed one, -1 for one still running at the deadline, which is then killed).
   std::vector<int> wait_all(std::chrono::milliseconds timeout = kLong) {
+    // Every child is reaped as soon as it exits, whatever its place in the list, as
+    // a launcher would: a dead rank left a zombie looks alive to peers that watch
+    // its process (UCX's shared-memory keepalive).
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::vector<int> codes;
-    for (pid_t pid : pids_) {
-      int status = 0;
-      int code = -1;
-      for (;;) {
-        pid_t r = ::waitpid(pid, &status, WNOHANG);
-        if (r == pid) {
-          code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-          break;
+    std::vector<int> codes(pids_.size(), -1);
+    std::vector<bool> reaped(pids_.size(), false);
+    size_t left = pids_.size();
+    while (left > 0) {
+      for (size_t i = 0; i < pids_.size(); ++i) {
+        if (reaped[i]) continue;
+        int status = 0;
+        if (::waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
+          codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          reaped[i] = true;
+          --left;
         }
-        if (std::chrono::steady_clock::now() >= deadline) {
-          ::kill(pid, SIGKILL);
-          ::waitpid(pid, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
-      codes.push_back(code);
+      if (left == 0) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        for (size_t i = 0; i < pids_.size(); ++i) {
+          if (reaped[i]) continue;
+          int status = 0;
+          ::kill(pids_[i], SIGKILL);
+          ::waitpid(pids_[i], &status, 0);
+        }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     pids_.clear();
     return codes;
