@@ -88,6 +88,10 @@ class MessagePipe {
   // The error of a peer the library reports lost (thd::PeerLost), null while it is
   // healthy or when the library cannot tell.
   virtual std::exception_ptr peer_error(int peer) const = 0;
+  // Whether the library notices a peer that dies without a word (a killed process)
+  // by itself. When it does not (libfabric's tcp and shm providers), PipeTransport
+  // sends heartbeats and declares a silent peer lost.
+  virtual bool detects_silent_peer_loss() const noexcept { return true; }
 
  private:
   int rank_;

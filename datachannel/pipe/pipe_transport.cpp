@@ -21,6 +21,9 @@ constexpr size_t kHeaderBytes = tcp::kFrameHeaderBytes;
 // The token proof: magic, the sender's rank (u32, little-endian), HMAC.
 constexpr char kHelloMagic[4] = {'t', 'h', 'd', 'A'};
 constexpr size_t kHelloBytes = 8 + net::kMacBytes;
+// A heartbeat: magic only.
+constexpr char kHeartbeatMagic[4] = {'t', 'h', 'd', 'B'};
+constexpr size_t kHeartbeatBytes = 4;
 
 template <typename E, typename... Args>
 std::exception_ptr make_error(const std::string& op, int rank, int peer, fmt::format_string<Args...> f,
@@ -39,6 +42,14 @@ PipeTuning pipe_tuning_from_env() {
     THD_CHECK(end && *end == '\0' && us >= 0 && us <= 1000000, ValueError, "DataChannel::create",
               "THD_PIPE_SPIN_US must be a number of microseconds in [0, 1000000], got '{}'", *spin);
     t.spin_budget = std::chrono::microseconds(us);
+  }
+  if (auto ms = net::process_env("THD_PIPE_HEARTBEAT_TIMEOUT_MS"); ms && !ms->empty()) {
+    char* end = nullptr;
+    const long long v = std::strtoll(ms->c_str(), &end, 10);
+    THD_CHECK(end && *end == '\0' && v >= 100 && v <= 3600000, ValueError, "DataChannel::create",
+              "THD_PIPE_HEARTBEAT_TIMEOUT_MS must be a number of milliseconds in [100, 3600000], got '{}'", *ms);
+    t.heartbeat_timeout = std::chrono::milliseconds(v);
+    t.heartbeat_interval = std::min(t.heartbeat_interval, t.heartbeat_timeout / 4);
   }
   return t;
 }
@@ -66,6 +77,9 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
       peer_nonces_(static_cast<size_t>(size())),
       proved_(static_cast<size_t>(size()), false),
       refused_(static_cast<size_t>(size())),
+      heartbeats_(!pipe_->detects_silent_peer_loss()),
+      last_heard_(static_cast<size_t>(size()), net::Clock::now()),
+      heartbeat_out_(static_cast<size_t>(size()), nullptr),
       lost_(static_cast<size_t>(size())),
       lost_why_(static_cast<size_t>(size())) {
   THD_CHECK(max_data_tag_ >= 2, ValueError, "DataChannel::create", "the {} pipe offers no data tags", name_);
@@ -195,7 +209,7 @@ PipeTransport::~PipeTransport() {
   // Replies a worker sent last (a session's goodbye) must leave before the pipe goes.
   drive_locked(lock, net::deadline_after(tuning_.close_linger), [&] {
     for (const auto& [req, m] : sends_) {
-      if (m->pending() > 0) return false;
+      if (m->pending() > 0 && !peer_error(m->peer)) return false;
     }
     return true;
   });
@@ -271,7 +285,16 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
   m.control.resize(kHeaderBytes + (inline_payload ? data.size() : 0));
   std::memcpy(m.control.data(), header.data(), kHeaderBytes);
   if (inline_payload && !data.empty()) std::memcpy(m.control.data() + kHeaderBytes, data.data(), data.size());
-  if (!inline_payload) m.payload = data;
+  if (!inline_payload) {
+    m.payload = data;
+    // A pipe that cannot tell a dead peer may keep a send to it forever, while the
+    // request must be failed when the peer is found lost: bytes no tensor keeps
+    // alive travel from a copy, so failing the request frees nothing in use.
+    if (heartbeats_ && request->keepalive.empty()) {
+      m.owned.assign(data.begin(), data.end());
+      m.payload = m.owned;
+    }
+  }
   sends_.emplace(request.get(), std::move(owned));
   m.control_part.pending = true;
   ++transfers_;
@@ -417,8 +440,13 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
     if (!closing_) lose_peer(peer, error);
     return;
   }
+  last_heard_[static_cast<size_t>(peer)] = net::Clock::now();
   if (!proved_[static_cast<size_t>(peer)]) {
     if (on_hello(inbox, bytes) && !stop_.load()) post_control_recv(inbox);
+    return;
+  }
+  if (bytes == kHeartbeatBytes && std::memcmp(inbox.buffer.get(), kHeartbeatMagic, 4) == 0) {
+    if (!stop_.load()) post_control_recv(inbox);
     return;
   }
   std::string why;
@@ -536,6 +564,26 @@ void PipeTransport::lose_peer(int peer, std::exception_ptr why) {
   for (auto& recv : queues_.withdraw_if([&](const tcp::PostedRecv& r) { return r.source == peer; })) {
     recv.request->fail(lost_error(peer, recv.request->op));
   }
+  // Transfers the library may never finish with a peer that is gone. A send whose
+  // bytes a tensor keeps alive, or that the control message carries, fails now (the
+  // library lets go of it later or never, harmlessly); a payload receive fails now
+  // if the library withdraws it. Those left point into the caller's memory, and
+  // wait for the library or their deadline.
+  for (auto& [req, m] : sends_) {
+    if (m->peer != peer || m->request->finished()) continue;
+    if (!m->data_part.pending || !m->request->keepalive.empty() || !m->owned.empty()) {
+      m->request->fail(lost_error(peer, m->request->op));
+    }
+  }
+  std::vector<DataRecv*> withdrawn;
+  for (auto& [ptr, d] : data_recvs_) {
+    if (d->peer == peer && d->pending && pipe_->cancel(d.get())) withdrawn.push_back(ptr);
+  }
+  for (DataRecv* d : withdrawn) {
+    if (d->request) d->request->fail(lost_error(peer, d->request->op));
+    --transfers_;
+    data_recvs_.erase(d);
+  }
 }
 
 // ---- cancel and waiting -------------------------------------------------------------
@@ -627,6 +675,36 @@ void PipeTransport::wake_sleeper() noexcept {
   if (sleeping_.load(std::memory_order_acquire)) pipe_->interrupt();
 }
 
+void PipeTransport::keep_alive(net::Clock::time_point now) {
+  if (now < next_heartbeat_ || closing_) return;
+  next_heartbeat_ = now + tuning_.heartbeat_interval;
+  for (int p = 0; p < size(); ++p) {
+    const auto i = static_cast<size_t>(p);
+    if (p == rank() || !proved_[i] || peer_error(p)) continue;
+    if (now - last_heard_[i] > tuning_.heartbeat_timeout) {
+      lose_peer(p, make_error<PeerLost>(name_ + " backend", rank(), p,
+                                        "rank {} sent nothing for {} ms (not even a heartbeat): it died or stalled",
+                                        p, tuning_.heartbeat_timeout.count()));
+      continue;
+    }
+    // One heartbeat in flight per peer: a send the library cannot finish (a dead
+    // peer) is not piled on.
+    if (heartbeat_out_[i] != nullptr && sends_.contains(heartbeat_out_[i])) continue;
+    auto m = std::make_unique<Outgoing>(this);
+    m->request = std::make_shared<RequestState>("heartbeat to rank " + std::to_string(p), net::Deadline::max(),
+                                                nullptr, rank());
+    m->peer = p;
+    m->control.assign(kHeartbeatMagic, kHeartbeatMagic + kHeartbeatBytes);
+    heartbeat_out_[i] = m->request.get();
+    Outgoing& out = *m;
+    sends_.emplace(m->request.get(), std::move(m));
+    out.control_part.pending = true;
+    ++transfers_;
+    pipe_->send(p, kControlTag, out.control, &out.control_part);
+  }
+  settle();
+}
+
 void PipeTransport::progress_loop() noexcept {
   net::name_this_thread(name_ + "-progress");
   while (!stop_.load()) {
@@ -636,13 +714,16 @@ void PipeTransport::progress_loop() noexcept {
       std::lock_guard lock(mu_);
       const int n = pipe_->progress();
       settle();
+      if (heartbeats_) keep_alive(net::Clock::now());
       if (n > 0) continue;
       busy = transfers_ > 0;
       armed = pipe_->arm();
       if (armed) sleeping_.store(true, std::memory_order_release);
     }
     if (!armed) continue;
-    if (!stop_.load()) pipe_->sleep(net::Clock::now() + std::chrono::milliseconds(100), busy);
+    const auto nap = heartbeats_ ? std::min(std::chrono::milliseconds(100), tuning_.heartbeat_interval)
+                                 : std::chrono::milliseconds(100);
+    if (!stop_.load()) pipe_->sleep(net::Clock::now() + nap, busy);
     sleeping_.store(false, std::memory_order_release);
   }
 }

@@ -52,6 +52,11 @@ struct PipeTuning {
   std::chrono::milliseconds close_linger{2000};
   // How long withdrawing a transfer the library has already matched waits for it.
   std::chrono::milliseconds withdraw_wait{5000};
+  // Pipes that cannot tell a dead peer (MessagePipe::detects_silent_peer_loss):
+  // every peer is sent a heartbeat this often, and one silent for heartbeat_timeout
+  // is lost (THD_PIPE_HEARTBEAT_TIMEOUT_MS).
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds heartbeat_timeout{4000};
 };
 
 // The defaults with THD_PIPE_SPIN_US applied; ValueError for a malformed value.
@@ -111,7 +116,8 @@ class PipeTransport final : public Transport {
     std::shared_ptr<RequestState> request;  // holds the keepalive of tensor sends
     int peer = -1;
     std::vector<uint8_t> control;           // header (+ inline payload)
-    std::span<const uint8_t> payload;       // announced payload: the caller's memory
+    std::span<const uint8_t> payload;       // announced payload: the caller's memory, or `owned`
+    std::vector<uint8_t> owned;             // a copy, where the caller's memory may not be held
     size_t nbytes = 0;
     std::exception_ptr error;
     SendPart control_part;
@@ -166,6 +172,8 @@ class PipeTransport final : public Transport {
   std::exception_ptr lost_error(int peer, const std::string& op) const;
 
   void progress_loop() noexcept;
+  // Heartbeats out, silent peers lost; under mu_, from the progress thread.
+  void keep_alive(net::Clock::time_point now);
 
   const std::string name_;
   const PipeTuning tuning_;
@@ -190,6 +198,12 @@ class PipeTransport final : public Transport {
   std::vector<net::Nonce> peer_nonces_;
   std::vector<bool> proved_;
   std::vector<std::string> refused_;  // why a peer's proof failed, by rank
+
+  // Heartbeats (pipes that do not detect silent peer loss).
+  const bool heartbeats_;
+  std::vector<net::Clock::time_point> last_heard_;  // by rank: its last control message
+  std::vector<const RequestState*> heartbeat_out_;  // by rank: the heartbeat still in flight
+  net::Clock::time_point next_heartbeat_{};
 
   mutable std::mutex lost_mu_;
   std::vector<std::exception_ptr> lost_;  // by peer rank
