@@ -13,6 +13,9 @@
 #if THD_WITH_UCX
 #include "datachannel/ucx/ucx_pipe.h"
 #endif
+#if THD_WITH_LIBFABRIC
+#include "datachannel/libfabric/libfabric_pipe.h"
+#endif
 
 namespace thd::detail {
 
@@ -24,6 +27,10 @@ const std::vector<BackendEntry>& backend_table() {
 #endif
 #if THD_WITH_UCX
       {"ucx", [](const DataChannelOptions& o) { return pipe::make_pipe_transport(ucx::make_pipe(o), o); }},
+#endif
+#if THD_WITH_LIBFABRIC
+      {"libfabric",
+       [](const DataChannelOptions& o) { return pipe::make_pipe_transport(libfabric::make_pipe(o), o); }},
 #endif
   };
   return table;

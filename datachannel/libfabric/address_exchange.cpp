@@ -1,0 +1,93 @@
+#include "datachannel/libfabric/address_exchange.h"
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "datachannel/check.h"
+#include "datachannel/libfabric/fi_error.h"
+
+namespace thd::detail::libfabric {
+
+namespace {
+
+// A published address: the provider's name, a newline, then fi_getname's bytes.
+// The name lets a rank refuse a peer that chose another provider (FI_PROVIDER set
+// differently across ranks) with an error that says so, instead of an address
+// vector insert that fails or, worse, succeeds with a foreign address.
+std::vector<uint8_t> encode(std::string_view provider, const std::vector<uint8_t>& name) {
+  std::vector<uint8_t> value(provider.begin(), provider.end());
+  value.push_back('\n');
+  value.insert(value.end(), name.begin(), name.end());
+  return value;
+}
+
+struct Published {
+  std::string provider;
+  std::vector<uint8_t> name;
+};
+
+Published decode(const std::vector<uint8_t>& value, int rank, int peer) {
+  const auto newline = std::find(value.begin(), value.end(), uint8_t{'\n'});
+  if (newline == value.end() || newline + 1 == value.end()) {
+    THD_THROW_AT(ConnectionError, kOp, rank, peer,
+                 "the store's {} holds {} bytes that are not a libfabric address: is the store namespace shared "
+                 "with something else?",
+                 address_key(peer), value.size());
+  }
+  return {std::string(value.begin(), newline), std::vector<uint8_t>(newline + 1, value.end())};
+}
+
+}  // namespace
+
+std::string address_key(int rank) { return fmt::format("libfabric/addr/{}", rank); }
+
+std::vector<fi_addr_t> exchange_addresses(Store& store, Endpoint& endpoint, int rank, int world_size,
+                                          std::chrono::milliseconds timeout) {
+  store.set(address_key(rank), encode(endpoint.provider(), endpoint.name()));
+
+  std::vector<std::string> keys;
+  for (int peer = 0; peer < world_size; ++peer) {
+    if (peer != rank) keys.push_back(address_key(peer));
+  }
+  std::vector<fi_addr_t> addrs(static_cast<size_t>(world_size), FI_ADDR_NOTAVAIL);
+  if (keys.empty()) return addrs;
+  try {
+    store.wait(keys, timeout);
+  } catch (const TimeoutError&) {
+    std::vector<int> missing;
+    for (int peer = 0; peer < world_size; ++peer) {
+      if (peer != rank && !store.check({address_key(peer)})) missing.push_back(peer);
+    }
+    if (missing.empty()) throw;  // they came just after the wait gave up: report the store's own error
+    THD_THROW_AT(TimeoutError, kOp, rank, missing.size() == 1 ? missing.front() : -1,
+                 "rank {} did not get the libfabric address of rank{} {} within {} ms: {} not running, or using "
+                 "another store or backend?",
+                 rank, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), timeout.count(),
+                 missing.size() == 1 ? "is it" : "are they");
+  }
+
+  for (int peer = 0; peer < world_size; ++peer) {
+    if (peer == rank) continue;
+    const Published p = decode(store.get(address_key(peer), timeout), rank, peer);
+    if (p.provider != endpoint.provider()) {
+      THD_THROW_AT(ConnectionError, kOp, rank, peer,
+                   "rank {} uses libfabric provider '{}' but rank {} uses '{}': set FI_PROVIDER to the same provider "
+                   "on every rank",
+                   peer, p.provider, rank, endpoint.provider());
+    }
+    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+    const int inserted = fi_av_insert(endpoint.av(), p.name.data(), 1, &addr, 0, nullptr);
+    if (inserted != 1) {
+      THD_THROW_AT(ConnectionError, kOp, rank, peer,
+                   "libfabric provider '{}' refused the address of rank {} (fi_av_insert: {})", endpoint.provider(),
+                   peer, inserted < 0 ? fi_error_text(inserted) : std::string("not inserted"));
+    }
+    addrs[static_cast<size_t>(peer)] = addr;
+  }
+  return addrs;
+}
+
+}  // namespace thd::detail::libfabric

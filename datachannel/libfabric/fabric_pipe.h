@@ -1,0 +1,127 @@
+// The libfabric MessagePipe: tagged sends and receives on one reliable-datagram
+// endpoint, completions read from one completion queue. docs/backend_libfabric.md
+// has the whole picture; message_pipe.h the contract.
+//
+// Ops: every send or receive is an Op that owns its fi_context2 (the provider's
+// per-op scratch, FI_CONTEXT/FI_CONTEXT2) and its memory registration; the
+// completion's op_context leads back to it. Receives shorter than 16 KiB land in
+// a buffer of the op's own and are copied out, so the provider never truncates a
+// short message (fabric_pipe.cpp, kLandingBytes); longer ones are zero-copy. An op the provider refuses with
+// -FI_EAGAIN waits in a queue, in order, and is posted again by progress().
+//
+// Peers: a rank that destroys its pipe sends every peer a goodbye (a reserved tag,
+// tag_layout.h); a send that fails means the path to its peer is gone. Either way
+// the peer is lost: its pending receives are withdrawn with thd::PeerLost, later
+// sends to it fail at once, later receives get only what it sent before leaving.
+//
+// Threading: as message_pipe.h says; sleep() and interrupt() touch only atomics,
+// the eventfd and the completion queue's fd, never libfabric, so FI_THREAD_DOMAIN
+// holds.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <rdma/fi_eq.h>
+
+#include "datachannel/libfabric/endpoint.h"
+#include "datachannel/libfabric/memory_region.h"
+#include "datachannel/libfabric/sleeper.h"
+#include "datachannel/libfabric/tag_layout.h"
+#include "datachannel/pipe/message_pipe.h"
+
+namespace thd::detail::libfabric {
+
+class FabricPipe final : public pipe::MessagePipe {
+ public:
+  // `peers`: each rank's address in the endpoint's address vector. Posts the
+  // goodbye receive; ConnectionError when the provider refuses it.
+  FabricPipe(int rank, int size, Endpoint endpoint, std::vector<fi_addr_t> peers, TagLayout tags,
+             RegistrationPolicy registration);
+  // Lets sends in flight finish, says goodbye to every peer, withdraws every
+  // receive, waits for all of it at most kCloseWait, closes the endpoint. Calls no
+  // done(): what had not completed is simply over.
+  ~FabricPipe() override;
+
+  std::string_view name() const noexcept override { return "libfabric"; }
+  uint32_t max_tag() const noexcept override { return tags_.max_tag(); }
+
+  void send(int peer, uint32_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override;
+  void recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) override;
+  bool cancel(pipe::PipeOp* op) override;
+
+  int progress() override;
+  bool arm() override;
+  void sleep(net::Deadline until, bool busy) override;
+  void interrupt() noexcept override { sleeper_.interrupt(); }
+
+  std::exception_ptr peer_error(int peer) const override;
+  // libfabric 1.17's tcp provider drops a broken connection without a completion
+  // error, and shm has no liveness check: PipeTransport's heartbeats do it.
+  bool detects_silent_peer_loss() const noexcept override { return false; }
+
+  // The provider in use ("tcp;ofi_rxm", "shm").
+  std::string_view provider() const noexcept { return endpoint_.provider(); }
+
+ private:
+  struct Op;
+  // A completed op whose done() progress() has yet to call. `withdrawn`: it ended
+  // in FI_ECANCELED because cancel() asked.
+  struct Finished {
+    pipe::PipeOp* user;
+    std::exception_ptr error;
+    size_t bytes;
+    bool withdrawn;
+  };
+
+  void check_args(int peer, uint32_t tag, pipe::PipeOp* op, std::string_view what) const;
+  void start(std::unique_ptr<Op> op);
+  int post(Op& op) noexcept;
+  std::exception_ptr post_error(Op& op, int rc);
+  void post_queued();
+  void withdraw_if_lost(Op& op);
+  bool post_internal(Op& op);
+
+  void read_completions();
+  void on_completion(const fi_cq_tagged_entry& entry);
+  void on_error(const fi_cq_err_entry& entry);
+  void finish(Op& op, std::exception_ptr error, size_t bytes, bool withdrawn = false);
+  std::exception_ptr too_long(const Op& op, size_t message_bytes) const;
+  int deliver();
+
+  void lose_peer(int peer, const std::string& why, const Op* completing = nullptr);
+  void close() noexcept;
+
+  Endpoint endpoint_;
+  std::vector<fi_addr_t> peers_;
+  TagLayout tags_;
+  RegistrationPolicy registration_;
+  uint64_t next_key_ = 1;
+  size_t max_msg_size_;
+  Sleeper sleeper_;
+
+  std::unordered_map<pipe::PipeOp*, std::unique_ptr<Op>> ops_;
+  std::vector<std::deque<Op*>> queued_;  // by peer
+  std::deque<Op*>& queue_of(int peer);
+  std::vector<Finished> finished_;
+  std::unique_ptr<Op> goodbye_recv_;
+  std::vector<std::unique_ptr<Op>> goodbye_sends_;
+  std::vector<std::exception_ptr> peer_errors_;
+  bool closing_ = false;
+
+  // Set by arm() for the next sleep(): 0 block on the completion queue's fd; > 0
+  // nap this many microseconds; < 0 no wait object, nap by `busy` and idleness.
+  std::atomic<int64_t> nap_us_{0};
+  std::atomic<int64_t> idle_nap_us_;
+};
+
+}  // namespace thd::detail::libfabric

@@ -1,0 +1,54 @@
+#include "datachannel/libfabric/libfabric_pipe.h"
+
+#include "datachannel/check.h"
+#include "datachannel/libfabric/address_exchange.h"
+#include "datachannel/libfabric/endpoint.h"
+#include "datachannel/libfabric/fabric_pipe.h"
+#include "datachannel/libfabric/fi_error.h"
+#include "datachannel/libfabric/tag_layout.h"
+
+namespace thd::detail::libfabric {
+
+std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options) {
+  return make_pipe(options, PipeSettings{});
+}
+
+std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options, const PipeSettings& settings) {
+  THD_CHECK(options.store != nullptr, ValueError, kOp,
+            "DataChannelOptions::store is required: the ranks exchange their addresses through it");
+  THD_CHECK(options.world_size >= 1, ValueError, kOp, "world_size must be at least 1, got {}", options.world_size);
+  THD_CHECK(options.rank >= 0 && options.rank < options.world_size, ValueError, kOp,
+            "rank {} is out of range for a world of {} (ranks are 0..{})", options.rank, options.world_size,
+            options.world_size - 1);
+  THD_CHECK(options.timeout.count() > 0, ValueError, kOp, "timeout must be positive, got {} ms",
+            options.timeout.count());
+
+  EndpointSettings endpoint_settings;
+  endpoint_settings.rank = options.rank;
+  endpoint_settings.world_size = options.world_size;
+  endpoint_settings.provider = settings.provider;
+  endpoint_settings.bind_host = options.bind_host;
+  Endpoint endpoint = Endpoint::open(endpoint_settings);
+
+  const int usable_bits = TagLayout::usable_bits(endpoint.info().ep_attr->mem_tag_format);
+  const std::optional<TagLayout> tags = TagLayout::make(usable_bits, options.world_size);
+  if (!tags) {
+    THD_THROW_AT(ConnectionError, kOp, options.rank, -1,
+                 "libfabric provider '{}' matches on {} tag bits, too few for a world of {} ranks and {} bits of "
+                 "tag; {}",
+                 endpoint.provider(), usable_bits, options.world_size, TagLayout::kMinTagBits,
+                 provider_hint(settings.provider));
+  }
+
+  RegistrationPolicy registration;
+  registration.enabled = endpoint.needs_local_mr() || settings.always_register_memory;
+  registration.provider_keys = (endpoint.info().domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
+  registration.bind_to_endpoint = (endpoint.info().domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
+
+  std::vector<fi_addr_t> peers =
+      exchange_addresses(*options.store, endpoint, options.rank, options.world_size, options.timeout);
+  return std::make_unique<FabricPipe>(options.rank, options.world_size, std::move(endpoint), std::move(peers), *tags,
+                                      registration);
+}
+
+}  // namespace thd::detail::libfabric
