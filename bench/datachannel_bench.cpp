@@ -32,6 +32,7 @@
 
 #include "bench/datachannel/launcher.h"
 #include "bench/datachannel/mpi_reference.h"
+#include "bench/datachannel/ucx_reference.h"
 #include "bench/datachannel/rank.h"
 #include "bench/datachannel/sizes.h"
 #include "bench/harness.h"
@@ -69,6 +70,32 @@ std::optional<Figure> parse_figure(const std::string& line) {
   Figure f;
   if (!(in >> f.name >> f.value >> f.unit) || !(in >> std::ws).eof()) return std::nullopt;
   return f;
+}
+
+// The ucx backend's point-to-point figures next to UCX's own ucx_perftest, with the
+// same transports (the UCX_* environment is the ranks'): RTT <= 1.5x, bandwidth >= 0.9x.
+void run_ucx_reference(Context& ctx, const std::map<std::string, double>& measured) {
+  ctx.begin_group("p2p");
+  if (ctx.options().quick) return;
+  if (!dc::ucx_perftest_built()) {
+    std::cerr << "thd-bench datachannel: note: ucx_perftest was not found at build time (install ucx-utils and "
+                 "re-run cmake); no ref.ucx_perftest figures\n";
+    return;
+  }
+  const dc::Sizes sizes(false);
+  const std::string rtt_label = dc::size_label(sizes.rtt_bytes);
+  const std::string bw_label = dc::size_label(sizes.bw_bytes);
+  if (const auto it = measured.find("dc.ucx.p2p.rtt." + rtt_label); it != measured.end()) {
+    const auto r = dc::run_ucx_perftest({.test = "tag_lat", .bytes = sizes.rtt_bytes, .iterations = 20000});
+    const double ref_rtt = 2 * r.latency_us;
+    ctx.report("ref.ucx_perftest.tag_lat.rtt." + rtt_label, ref_rtt, "us");
+    ctx.report("ratio.dc.ucx.p2p.rtt.vs_ucx_perftest", it->second / ref_rtt, "x");
+  }
+  if (const auto it = measured.find("dc.ucx.p2p.bw." + bw_label); it != measured.end()) {
+    const auto r = dc::run_ucx_perftest({.test = "tag_bw", .bytes = sizes.bw_bytes, .iterations = 50});
+    ctx.report("ref.ucx_perftest.tag_bw." + bw_label, r.bandwidth_gbs, "GB/s");
+    ctx.report("ratio.dc.ucx.p2p.bw.vs_ucx_perftest", it->second / r.bandwidth_gbs, "x");
+  }
 }
 
 void run_mpi_reference(Context& ctx, const std::string& backend, int world_size, std::chrono::seconds timeout,
@@ -122,7 +149,8 @@ void launch(Context& ctx) {
                      measured[f->name] = f->value;
                      ctx.report(f->name, f->value, f->unit);
                    });
-  // After the job, so MPI's ranks do not compete with ours for the cores.
+  // After the job, so the references' processes do not compete with ours for the cores.
+  if (backend == "ucx") run_ucx_reference(ctx, measured);
   run_mpi_reference(ctx, backend, world_size, timeout, measured);
 }
 

@@ -1,0 +1,32 @@
+// The UCX reference of the ucx backend's point-to-point figures: UCX's own
+// ucx_perftest (ucx-utils), a server and a client on this host, with the same UCX_*
+// environment as the ranks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace thd::bench::dc {
+
+// Whether this build found ucx_perftest.
+bool ucx_perftest_built();
+
+struct UcxPerftestRun {
+  std::string test;       // "tag_lat" or "tag_bw"
+  int64_t bytes = 8;
+  int64_t iterations = 10000;
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+};
+
+struct UcxPerftestResult {
+  double latency_us = 0;  // "average" latency: half a round trip for tag_lat
+  double bandwidth_gbs = 0;  // overall bandwidth, 1e9 bytes/s
+};
+
+// Runs the server and the client and reads the client's "Final:" line. Throws
+// std::runtime_error with what they printed when either fails or times out (both
+// are then killed).
+UcxPerftestResult run_ucx_perftest(const UcxPerftestRun& run);
+
+}  // namespace thd::bench::dc
