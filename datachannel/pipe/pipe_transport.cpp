@@ -18,6 +18,12 @@ namespace thd::detail::pipe {
 namespace {
 
 constexpr size_t kHeaderBytes = tcp::kFrameHeaderBytes;
+// How long the progress thread keeps out of the way after a waiter last drove.
+constexpr std::chrono::microseconds kStandDown{1000};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(net::Clock::now().time_since_epoch()).count();
+}
 // The token proof: magic, the sender's rank (u32, little-endian), HMAC.
 constexpr char kHelloMagic[4] = {'t', 'h', 'd', 'A'};
 constexpr size_t kHelloBytes = 8 + net::kMacBytes;
@@ -657,18 +663,31 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
   if (!request.passive_wait && tuning_.spin_budget.count() > 0) {
     const net::Deadline spin_end = std::min(until, net::Clock::now() + tuning_.spin_budget);
     bool drove = false;
+    // While a waiter drives the pipe the progress thread stands down: two threads
+    // taking turns on one library cost each other the lock and the cores.
+    drivers_.fetch_add(1, std::memory_order_acq_rel);
     while (!request.finished() && net::Clock::now() < spin_end) {
       std::unique_lock lock(mu_, std::try_to_lock);
       if (!lock.owns_lock() || closing_) continue;
       drove = true;
       if (pipe_->progress() > 0) settle();
     }
+    last_drive_end_ns_.store(now_ns(), std::memory_order_release);
+    drivers_.fetch_sub(1, std::memory_order_acq_rel);
     if (request.finished()) return true;
     // The progress thread may have armed before this thread consumed the library's
     // events: let it look again before this thread sleeps.
     if (drove) wake_sleeper();
   }
-  return request.block_until(until);
+  // A blocked waiter needs the progress thread now.
+  blockers_.fetch_add(1, std::memory_order_acq_rel);
+  {
+    std::lock_guard park(park_mu_);
+  }
+  park_cv_.notify_one();
+  const bool finished = request.block_until(until);
+  blockers_.fetch_sub(1, std::memory_order_acq_rel);
+  return finished;
 }
 
 void PipeTransport::wake_sleeper() noexcept {
@@ -705,11 +724,25 @@ void PipeTransport::keep_alive(net::Clock::time_point now) {
   settle();
 }
 
+bool PipeTransport::stand_down() const noexcept {
+  if (drivers_.load(std::memory_order_acquire) > 0) return true;
+  if (blockers_.load(std::memory_order_acquire) > 0) return false;
+  return now_ns() - last_drive_end_ns_.load(std::memory_order_acquire) < kStandDown.count() * 1000;
+}
+
 void PipeTransport::progress_loop() noexcept {
   net::name_this_thread(name_ + "-progress");
   while (!stop_.load()) {
     bool armed = false;
     bool busy = false;
+    if (stand_down()) {
+      // A waiter drives, or did a moment ago and will again soon (a ping-pong):
+      // stay out of its way, and leave the library unarmed so that its peers need
+      // not signal this process on every message. Bounded, for heartbeats.
+      std::unique_lock park(park_mu_);
+      park_cv_.wait_for(park, kStandDown, [&] { return !stand_down() || stop_.load(); });
+      continue;
+    }
     {
       std::lock_guard lock(mu_);
       const int n = pipe_->progress();

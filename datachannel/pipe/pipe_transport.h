@@ -211,6 +211,12 @@ class PipeTransport final : public Transport {
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
+  std::atomic<int> drivers_{0};   // waiters spinning on the pipe
+  std::atomic<int> blockers_{0};  // waiters blocked on their requests
+  std::atomic<int64_t> last_drive_end_ns_{0};
+  bool stand_down() const noexcept;
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
   std::thread progress_;
 };
 
