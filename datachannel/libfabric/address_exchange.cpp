@@ -8,6 +8,7 @@
 
 #include "datachannel/check.h"
 #include "datachannel/libfabric/fi_error.h"
+#include "datachannel/pipe/address_book.h"
 
 namespace thd::detail::libfabric {
 
@@ -46,32 +47,12 @@ std::string address_key(int rank) { return fmt::format("libfabric/addr/{}", rank
 
 std::vector<fi_addr_t> exchange_addresses(Store& store, Endpoint& endpoint, int rank, int world_size,
                                           std::chrono::milliseconds timeout) {
-  store.set(address_key(rank), encode(endpoint.provider(), endpoint.name()));
-
-  std::vector<std::string> keys;
-  for (int peer = 0; peer < world_size; ++peer) {
-    if (peer != rank) keys.push_back(address_key(peer));
-  }
+  const auto published = pipe::exchange_addresses(store, "libfabric", rank, world_size,
+                                                  encode(endpoint.provider(), endpoint.name()), timeout);
   std::vector<fi_addr_t> addrs(static_cast<size_t>(world_size), FI_ADDR_NOTAVAIL);
-  if (keys.empty()) return addrs;
-  try {
-    store.wait(keys, timeout);
-  } catch (const TimeoutError&) {
-    std::vector<int> missing;
-    for (int peer = 0; peer < world_size; ++peer) {
-      if (peer != rank && !store.check({address_key(peer)})) missing.push_back(peer);
-    }
-    if (missing.empty()) throw;  // they came just after the wait gave up: report the store's own error
-    THD_THROW_AT(TimeoutError, kOp, rank, missing.size() == 1 ? missing.front() : -1,
-                 "rank {} did not get the libfabric address of rank{} {} within {} ms: {} not running, or using "
-                 "another store or backend?",
-                 rank, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), timeout.count(),
-                 missing.size() == 1 ? "is it" : "are they");
-  }
-
   for (int peer = 0; peer < world_size; ++peer) {
     if (peer == rank) continue;
-    const Published p = decode(store.get(address_key(peer), timeout), rank, peer);
+    const Published p = decode(published[static_cast<size_t>(peer)], rank, peer);
     if (p.provider != endpoint.provider()) {
       THD_THROW_AT(ConnectionError, kOp, rank, peer,
                    "rank {} uses libfabric provider '{}' but rank {} uses '{}': set FI_PROVIDER to the same provider "

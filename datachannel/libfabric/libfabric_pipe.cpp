@@ -2,6 +2,7 @@
 
 #include "datachannel/check.h"
 #include "datachannel/libfabric/address_exchange.h"
+#include "datachannel/transport_options.h"
 #include "datachannel/libfabric/endpoint.h"
 #include "datachannel/libfabric/fabric_pipe.h"
 #include "datachannel/libfabric/fi_error.h"
@@ -14,14 +15,7 @@ std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options) 
 }
 
 std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options, const PipeSettings& settings) {
-  THD_CHECK(options.store != nullptr, ValueError, kOp,
-            "DataChannelOptions::store is required: the ranks exchange their addresses through it");
-  THD_CHECK(options.world_size >= 1, ValueError, kOp, "world_size must be at least 1, got {}", options.world_size);
-  THD_CHECK(options.rank >= 0 && options.rank < options.world_size, ValueError, kOp,
-            "rank {} is out of range for a world of {} (ranks are 0..{})", options.rank, options.world_size,
-            options.world_size - 1);
-  THD_CHECK(options.timeout.count() > 0, ValueError, kOp, "timeout must be positive, got {} ms",
-            options.timeout.count());
+  check_transport_options(options, kOp, "the ranks exchange their addresses through it");
 
   EndpointSettings endpoint_settings;
   endpoint_settings.rank = options.rank;

@@ -123,7 +123,6 @@ void PipeTransport::prove_token(const PipeAuth& auth) {
     std::copy(theirs.begin(), theirs.end(), peer_nonces_[static_cast<size_t>(p)].begin());
   }
   std::unique_lock lock(mu_);
-  std::vector<std::shared_ptr<RequestState>> hellos;
   for (int p = 0; p < size(); ++p) {
     if (p == rank()) continue;
     inboxes_[static_cast<size_t>(p)] =
@@ -133,21 +132,12 @@ void PipeTransport::prove_token(const PipeAuth& auth) {
   for (int p = 0; p < size(); ++p) {
     if (p == rank()) continue;
     const net::Mac proof = net::client_proof(*token_, peer_nonces_[static_cast<size_t>(p)], nonce_);
-    auto m = std::make_unique<Outgoing>(this);
-    m->request = std::make_shared<RequestState>("token proof to rank " + std::to_string(p), net::Deadline::max(),
-                                                nullptr, rank());
-    m->peer = p;
-    m->control.resize(kHelloBytes);
-    std::memcpy(m->control.data(), kHelloMagic, 4);
+    std::vector<uint8_t> hello(kHelloBytes);
+    std::memcpy(hello.data(), kHelloMagic, 4);
     const auto r = static_cast<uint32_t>(rank());
-    for (int i = 0; i < 4; ++i) m->control[4 + static_cast<size_t>(i)] = static_cast<uint8_t>(r >> (8 * i));
-    std::memcpy(m->control.data() + 8, proof.data(), proof.size());
-    hellos.push_back(m->request);
-    Outgoing& out = *m;
-    sends_.emplace(m->request.get(), std::move(m));
-    out.control_part.pending = true;
-    ++transfers_;
-    pipe_->send(p, kControlTag, out.control, &out.control_part);
+    for (int i = 0; i < 4; ++i) hello[4 + static_cast<size_t>(i)] = static_cast<uint8_t>(r >> (8 * i));
+    std::memcpy(hello.data() + 8, proof.data(), proof.size());
+    send_control(p, std::move(hello), "token proof");
   }
   settle();
   const net::Deadline until = net::deadline_after(auth.timeout);
@@ -709,19 +699,25 @@ void PipeTransport::keep_alive(net::Clock::time_point now) {
     // One heartbeat in flight per peer: a send the library cannot finish (a dead
     // peer) is not piled on.
     if (heartbeat_out_[i] != nullptr && sends_.contains(heartbeat_out_[i])) continue;
-    auto m = std::make_unique<Outgoing>(this);
-    m->request = std::make_shared<RequestState>("heartbeat to rank " + std::to_string(p), net::Deadline::max(),
-                                                nullptr, rank());
-    m->peer = p;
-    m->control.assign(kHeartbeatMagic, kHeartbeatMagic + kHeartbeatBytes);
-    heartbeat_out_[i] = m->request.get();
-    Outgoing& out = *m;
-    sends_.emplace(m->request.get(), std::move(m));
-    out.control_part.pending = true;
-    ++transfers_;
-    pipe_->send(p, kControlTag, out.control, &out.control_part);
+    heartbeat_out_[i] = send_control(p, std::vector<uint8_t>(kHeartbeatMagic, kHeartbeatMagic + kHeartbeatBytes),
+                                     "heartbeat");
   }
   settle();
+}
+
+const RequestState* PipeTransport::send_control(int peer, std::vector<uint8_t> bytes, const std::string& what) {
+  auto m = std::make_unique<Outgoing>(this);
+  m->request = std::make_shared<RequestState>(what + " to rank " + std::to_string(peer), net::Deadline::max(),
+                                              nullptr, rank());
+  m->peer = peer;
+  m->control = std::move(bytes);
+  Outgoing& out = *m;
+  const RequestState* id = m->request.get();
+  sends_.emplace(id, std::move(m));
+  out.control_part.pending = true;
+  ++transfers_;
+  pipe_->send(peer, kControlTag, out.control, &out.control_part);
+  return id;
 }
 
 bool PipeTransport::stand_down() const noexcept {

@@ -174,6 +174,9 @@ class PipeTransport final : public Transport {
   void progress_loop() noexcept;
   // Heartbeats out, silent peers lost; under mu_, from the progress thread.
   void keep_alive(net::Clock::time_point now);
+  // Sends a transport-level control message (token proof, heartbeat) under mu_; the
+  // id of its internal request.
+  const RequestState* send_control(int peer, std::vector<uint8_t> bytes, const std::string& what);
 
   const std::string name_;
   const PipeTuning tuning_;

@@ -1,4 +1,5 @@
 # The software-matching transport over a MessagePipe (mpi, ucx, libfabric), relative to datachannel/.
 set(THD_DC_PIPE_SOURCES
+  pipe/address_book.cpp
   pipe/pipe_transport.cpp
 )

@@ -1,6 +1,7 @@
 #include "datachannel/tcp/tcp_transport.h"
 
 #include "datachannel/check.h"
+#include "datachannel/transport_options.h"
 #include "datachannel/tcp/mesh.h"
 #include "datachannel/tcp/tcp_transport_impl.h"
 
@@ -15,14 +16,7 @@ std::shared_ptr<Transport> make_transport(const DataChannelOptions& options) {
 }
 
 std::shared_ptr<Transport> make_transport(const DataChannelOptions& options, const Tuning& tuning) {
-  THD_CHECK(options.store != nullptr, ValueError, kOp,
-            "DataChannelOptions::store is required: the ranks exchange their addresses through it");
-  THD_CHECK(options.world_size >= 1, ValueError, kOp, "world_size must be at least 1, got {}", options.world_size);
-  THD_CHECK(options.rank >= 0 && options.rank < options.world_size, ValueError, kOp,
-            "rank {} is out of range for a world of {} (ranks are 0..{})", options.rank, options.world_size,
-            options.world_size - 1);
-  THD_CHECK(options.timeout.count() > 0, ValueError, kOp, "timeout must be positive, got {} ms",
-            options.timeout.count());
+  check_transport_options(options, kOp, "the ranks exchange their addresses through it");
   const net::AuthToken token = net::resolve_auth_token(options.token, kOp);
   MeshOptions mesh_options;
   mesh_options.rank = options.rank;

@@ -4,7 +4,8 @@
 #include <chrono>
 
 #include "datachannel/check.h"
-#include "datachannel/ucx/address_exchange.h"
+#include "datachannel/pipe/address_book.h"
+#include "datachannel/transport_options.h"
 #include "datachannel/ucx/ucx_handles.h"
 #include "datachannel/ucx/ucx_message_pipe.h"
 
@@ -20,14 +21,7 @@ std::chrono::milliseconds left_until(net::Deadline until) {
 }
 
 void check_options(const DataChannelOptions& options, const PipeSettings& settings) {
-  THD_CHECK(options.store != nullptr, ValueError, kOp,
-            "DataChannelOptions::store is required: the ranks exchange their UCX worker addresses through it");
-  THD_CHECK(options.world_size >= 1, ValueError, kOp, "world_size must be at least 1, got {}", options.world_size);
-  THD_CHECK(options.rank >= 0 && options.rank < options.world_size, ValueError, kOp,
-            "rank {} is out of range for a world of {} (ranks are 0..{})", options.rank, options.world_size,
-            options.world_size - 1);
-  THD_CHECK(options.timeout.count() > 0, ValueError, kOp, "timeout must be positive, got {} ms",
-            options.timeout.count());
+  check_transport_options(options, kOp, "the ranks exchange their UCX worker addresses through it");
   THD_CHECK(settings.close_timeout.count() >= 0, ValueError, kOp, "close_timeout must not be negative, got {} ms",
             settings.close_timeout.count());
 }
@@ -53,7 +47,7 @@ std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options, 
   const std::vector<uint8_t> address = worker_address(worker.get(), rank);
   auto pipe =
       std::make_unique<UcxMessagePipe>(rank, options.world_size, std::move(context), std::move(worker), settings);
-  const auto addresses = exchange_addresses(*options.store, rank, options.world_size, address, left_until(until));
+  const auto addresses = pipe::exchange_addresses(*options.store, "ucx", rank, options.world_size, address, left_until(until));
   pipe->connect(addresses);
   pipe->greet_peers(until);
   return pipe;
