@@ -138,10 +138,19 @@ std::vector<std::exception_ptr> run_launched_world(const std::string& backend, i
   }
   // Rank 0's process serves the store: it leaves only after every rank has read
   // what it needed from it (after the last case it exits).
+  // The others say so only once they are done with it for this world.
   store->add("read", 1);
   const auto until = std::chrono::steady_clock::now() + options.watchdog;
-  while (store->add("read", 0) < n && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto wait_for = [&](const char* key, int64_t count) {
+    while (store->add(key, 0) < count && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  wait_for("read", n);
+  if (rank != 0) {
+    store->add("left", 1);  // this rank's last word to the store in this world
+  } else {
+    wait_for("left", n - 1);
   }
   return errors;
 }
