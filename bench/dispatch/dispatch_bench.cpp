@@ -2,11 +2,12 @@
 // sync round trip, tensor copies to and from a worker) next to plain TCP sockets
 // doing the same on the same machine, measured in the same run.
 //
-//   thd-bench dispatch [harness options]
+//   thd-bench dispatch [--backend tcp|ucx|libfabric] [harness options]
 //
 // This process is the master; it starts one worker and a reference peer, both
-// copies of itself (bench/dispatch/job.h), over the tcp backend on loopback. The
-// figures are listed in bench/dispatch/figures.h.
+// copies of itself (bench/dispatch/job.h), over the chosen backend (tcp by
+// default) on loopback. The figures are listed in bench/dispatch/figures.h; the
+// reference is plain TCP whatever the backend.
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -63,13 +64,28 @@ struct SessionGuard {
   }
 };
 
+// --backend NAME; the workers get it as THD_BACKEND. The mpi backend's ranks are
+// mpirun's, which this driver does not start.
+std::string backend_of(const Options& opt) {
+  const auto it = opt.suite_args.find("--backend");
+  const std::string backend = it == opt.suite_args.end() ? "tcp" : it->second;
+  if (backend == "mpi") {
+    throw std::invalid_argument("the master-worker suites start their workers themselves; --backend mpi needs "
+                                "mpirun (measure it with mpirun -n 2 ... quickstart-like programs instead)");
+  }
+  return backend;
+}
+
 void run_master(Context& ctx, const SuiteShape& suite) {
   const Options& opt = ctx.options();
   const auto timeout = timeout_of(opt);
-  std::unique_ptr<Job> job = Job::start(suite.name, opt.args, timeout, suite.workers, suite.worker_env);
+  const std::string backend = backend_of(opt);
+  std::vector<std::string> worker_env = suite.worker_env;
+  worker_env.push_back("THD_BACKEND=" + backend);
+  std::unique_ptr<Job> job = Job::start(suite.name, opt.args, timeout, suite.workers, worker_env);
   try {
     SessionGuard session;
-    thd::init_master_worker({.backend = "tcp",
+    thd::init_master_worker({.backend = backend,
                              .init_method = job->init_method(),
                              .world_size = suite.workers + 1,
                              .rank = 0,
@@ -93,7 +109,7 @@ void run_master(Context& ctx, const SuiteShape& suite) {
 [[noreturn]] void run_worker(const Options& opt) {
   dc::die_with_parent(static_cast<pid_t>(integer_arg(opt, kParentPidFlag, 1, INT32_MAX)));
   // RANK=1: serves as node 0 and exits the process when the master shuts down.
-  thd::init_master_worker({.backend = "tcp", .timeout = timeout_of(opt)});
+  thd::init_master_worker({.backend = "", .timeout = timeout_of(opt)});  // THD_BACKEND, from the master
   throw std::logic_error("init_master_worker returned on rank 1");
 }
 
@@ -127,6 +143,7 @@ void run_suite(Context& ctx, const SuiteShape& suite) {
 
 // Internal options: what the master passes to the workers and the peer it starts.
 const std::vector<SuiteOption> kChildOptions{
+    {"--backend", "NAME", "the DataChannel backend of the master and its workers (default tcp)"},
     {kRoleFlag, "ROLE", ""},
     {kParentPidFlag, "PID", ""},
     {kStorePortFlag, "PORT", ""},
