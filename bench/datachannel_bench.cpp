@@ -32,6 +32,7 @@
 
 #include "bench/datachannel/launcher.h"
 #include "bench/datachannel/mpi_reference.h"
+#include "bench/datachannel/libfabric_reference.h"
 #include "bench/datachannel/ucx_reference.h"
 #include "bench/datachannel/rank.h"
 #include "bench/datachannel/sizes.h"
@@ -98,6 +99,31 @@ void run_ucx_reference(Context& ctx, const std::map<std::string, double>& measur
   }
 }
 
+// The libfabric backend's point-to-point figures next to fi_pingpong with the same
+// provider: bandwidth >= 0.9x (fi_pingpong's is ping-pong bandwidth).
+void run_libfabric_reference(Context& ctx, const std::map<std::string, double>& measured) {
+  ctx.begin_group("p2p");
+  if (ctx.options().quick) return;
+  if (!dc::fi_pingpong_built()) {
+    std::cerr << "thd-bench datachannel: note: fi_pingpong was not found at build time (install libfabric-bin "
+                 "and re-run cmake); no ref.fi_pingpong figures\n";
+    return;
+  }
+  const dc::Sizes sizes(false);
+  const std::string rtt_label = dc::size_label(sizes.rtt_bytes);
+  const std::string bw_label = dc::size_label(sizes.bw_bytes);
+  if (const auto it = measured.find("dc.libfabric.p2p.rtt." + rtt_label); it != measured.end()) {
+    const auto r = dc::run_fi_pingpong(sizes.rtt_bytes, 5000);
+    ctx.report("ref.fi_pingpong.rtt." + rtt_label, r.rtt_us, "us");
+    ctx.report("ratio.dc.libfabric.p2p.rtt.vs_fi_pingpong", it->second / r.rtt_us, "x");
+  }
+  if (const auto it = measured.find("dc.libfabric.p2p.bw." + bw_label); it != measured.end()) {
+    const auto r = dc::run_fi_pingpong(sizes.bw_bytes, 20);
+    ctx.report("ref.fi_pingpong.bw." + bw_label, r.bandwidth_gbs, "GB/s");
+    ctx.report("ratio.dc.libfabric.p2p.bw.vs_fi_pingpong", it->second / r.bandwidth_gbs, "x");
+  }
+}
+
 void run_mpi_reference(Context& ctx, const std::string& backend, int world_size, std::chrono::seconds timeout,
                        const std::map<std::string, double>& measured) {
   ctx.begin_group("allreduce");
@@ -151,6 +177,7 @@ void launch(Context& ctx) {
                    });
   // After the job, so the references' processes do not compete with ours for the cores.
   if (backend == "ucx") run_ucx_reference(ctx, measured);
+  if (backend == "libfabric") run_libfabric_reference(ctx, measured);
   run_mpi_reference(ctx, backend, world_size, timeout, measured);
 }
 
