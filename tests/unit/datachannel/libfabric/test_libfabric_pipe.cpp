@@ -23,6 +23,7 @@
 
 #include "datachannel/libfabric/libfabric_pipe.h"
 #include "datachannel/libfabric/tag_layout.h"
+#include "datachannel/pipe/pipe_test_util.h"
 #include "datachannel/transport_test_util.h"
 
 namespace thd {
@@ -40,27 +41,10 @@ using test::in;
 using test::pattern;
 using test::what;
 using PipePtr = std::unique_ptr<MessagePipe>;
+using test::options_for;
+using test::TestOp;
 
 // ---- helpers ------------------------------------------------------------------
-
-// A PipeOp that records its completion; done() more than once is a failure.
-class TestOp final : public PipeOp {
- public:
-  void done(std::exception_ptr error, size_t bytes) noexcept override {
-    error_ = std::move(error);
-    bytes_ = bytes;
-    calls_.fetch_add(1);
-  }
-  bool finished() const { return calls_.load() > 0; }
-  int calls() const { return calls_.load(); }
-  const std::exception_ptr& error() const { return error_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  std::atomic<int> calls_{0};
-  std::exception_ptr error_;
-  size_t bytes_ = 0;
-};
 
 // Drives the pipe the way PipeTransport does (progress, arm, sleep) until
 // `finished` holds or the timeout passes; false on timeout.
@@ -93,15 +77,6 @@ void expect_ok(const TestOp& op, size_t bytes, const std::string& label) {
   EXPECT_EQ(op.bytes(), bytes) << label;
 }
 
-DataChannelOptions options_for(std::shared_ptr<Store> store, int rank, int world,
-                               std::chrono::milliseconds timeout = test::kLong) {
-  DataChannelOptions o;
-  o.store = std::move(store);
-  o.rank = rank;
-  o.world_size = world;
-  o.timeout = timeout;
-  return o;
-}
 
 // A world's pipes, made concurrently (each waits for the others' addresses) and
 // destroyed concurrently (each destructor progresses its own endpoint while it

@@ -27,6 +27,7 @@
 
 #include <thd/store.h>
 
+#include "datachannel/pipe/pipe_test_util.h"
 #include "datachannel/transport_test_util.h"
 #include "datachannel/ucx/ucx_pipe.h"
 
@@ -39,25 +40,8 @@ using detail::pipe::PipeOp;
 using detail::ucx::make_pipe;
 using detail::ucx::PipeSettings;
 using PipePtr = std::unique_ptr<MessagePipe>;
-
-// An op that remembers how it ended and how often it was told.
-class TestOp final : public PipeOp {
- public:
-  void done(std::exception_ptr error, size_t bytes) noexcept override {
-    error_ = std::move(error);
-    bytes_ = bytes;
-    calls_.fetch_add(1, std::memory_order_release);
-  }
-  bool finished() const { return calls_.load(std::memory_order_acquire) > 0; }
-  int calls() const { return calls_.load(std::memory_order_acquire); }
-  const std::exception_ptr& error() const { return error_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  std::atomic<int> calls_{0};
-  std::exception_ptr error_;
-  size_t bytes_ = 0;
-};
+using test::options_for;
+using test::TestOp;
 
 struct Transports {
   std::string name;
@@ -75,15 +59,6 @@ PipeSettings settings_for(const Transports& t) {
   return s;
 }
 
-DataChannelOptions options_for(std::shared_ptr<Store> store, int rank, int world,
-                               std::chrono::milliseconds timeout = test::kLong) {
-  DataChannelOptions o;
-  o.store = std::move(store);
-  o.rank = rank;
-  o.world_size = world;
-  o.timeout = timeout;
-  return o;
-}
 
 // Pipes of one world, made by one thread per rank (make_pipe waits for the
 // others) and destroyed the same way (each destructor says goodbye to the rest).
