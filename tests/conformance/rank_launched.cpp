@@ -108,13 +108,7 @@ std::vector<std::exception_ptr> run_launched_world(const std::string& backend, i
   ThreadSync sync(n, store, options.watchdog);
   std::exception_ptr mine;
   try {
-    DataChannelOptions o;
-    o.store = store;
-    o.rank = rank;
-    o.world_size = n;
-    o.timeout = options.timeout;
-    o.token = std::string(test::kToken);
-    std::shared_ptr<DataChannel> dc = DataChannel::create(backend, o);
+    std::shared_ptr<DataChannel> dc = make_world_channel(backend, store, rank, n, options);
     RankEnv env{*dc, rank, n, sync, store};
     body(env);
     sync.arrive_and_wait();

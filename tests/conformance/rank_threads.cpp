@@ -111,6 +111,17 @@ std::vector<std::exception_ptr> run_threads(int n, const std::function<void(int 
   return shared->errors;
 }
 
+std::shared_ptr<DataChannel> make_world_channel(const std::string& backend, const std::shared_ptr<Store>& store,
+                                                int rank, int n, const WorldOptions& options) {
+  DataChannelOptions o;
+  o.store = store;
+  o.rank = rank;
+  o.world_size = n;
+  o.timeout = options.timeout;
+  o.token = std::string(test::kToken);
+  return DataChannel::create(backend, o);
+}
+
 std::vector<std::exception_ptr> run_world_collect(const std::string& backend, int n,
                                                   const std::function<void(RankEnv&)>& body,
                                                   const WorldOptions& options) {
@@ -120,13 +131,7 @@ std::vector<std::exception_ptr> run_world_collect(const std::string& backend, in
   return run_threads(
       n,
       [&](int r) {
-        DataChannelOptions o;
-        o.store = store;
-        o.rank = r;
-        o.world_size = n;
-        o.timeout = options.timeout;
-        o.token = std::string(test::kToken);
-        std::shared_ptr<DataChannel> dc = DataChannel::create(backend, o);
+        std::shared_ptr<DataChannel> dc = make_world_channel(backend, store, r, n, options);
         RankEnv env{*dc, r, n, sync, store};
         body(env);
         // Every rank is done before any channel closes: teardown is not what the

@@ -61,6 +61,11 @@ struct WorldOptions {
   std::chrono::milliseconds watchdog = kWatchdog;
 };
 
+// The world channel of `rank` over `backend` and `store`, with the suite's token
+// and options.timeout: what both harnesses give a rank's body.
+std::shared_ptr<DataChannel> make_world_channel(const std::string& backend, const std::shared_ptr<Store>& store,
+                                                int rank, int n, const WorldOptions& options);
+
 // Runs body(rank) on `n` threads and returns each rank's exception (nullptr for
 // none). A rank that throws breaks `sync`. Ends the process (after a test failure
 // naming the stuck ranks) if the threads are not done within `watchdog`.
