@@ -28,7 +28,7 @@ void check_tag(const GroupState& g, int64_t tag, std::string_view op, int64_t ma
 std::chrono::milliseconds resolve_timeout(const GroupState& g, std::chrono::milliseconds requested);
 
 // A request for an op of this group, due at now + timeout.
-std::shared_ptr<RequestState> make_request(const GroupState& g, std::string op, std::chrono::milliseconds timeout,
+std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std::chrono::milliseconds timeout,
                                            Transport* engine);
 
 inline std::span<const uint8_t> bytes_of(const Tensor& t) {

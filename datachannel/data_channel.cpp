@@ -94,7 +94,7 @@ std::chrono::milliseconds resolve_timeout(const GroupState& g, std::chrono::mill
   return requested.count() > 0 ? requested : g.timeout;
 }
 
-std::shared_ptr<RequestState> make_request(const GroupState& g, std::string op, std::chrono::milliseconds timeout,
+std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std::chrono::milliseconds timeout,
                                            Transport* engine) {
   auto s = std::make_shared<RequestState>(std::move(op), net::deadline_after(timeout), engine, g.world_rank());
   if (g.id != 0) s->group_ranks = g.world_ranks;

@@ -27,7 +27,7 @@ Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind
   detail::check_member(g, "send");
   detail::check_rank(g, dst, "send", "destination");
   detail::check_tag(g, o.tag, "send", kMaxP2PTag);
-  auto req = detail::make_request(g, fmt::format("send to rank {} (tag {})", dst, o.tag),
+  auto req = detail::make_request(g, detail::OpLabel::send_to(dst, o.tag),
                                   detail::resolve_timeout(g, o.timeout), g.transport.get());
   if (keep != nullptr) req->keepalive.push_back(*keep);
   req->passive_wait = o.passive_wait;
@@ -42,8 +42,7 @@ Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int 
   detail::check_member(g, "recv");
   detail::check_rank(g, src, "recv", "source", /*any_ok=*/true);
   detail::check_tag(g, o.tag, "recv", kMaxP2PTag);
-  const std::string from = src == kAnySource ? "any rank" : fmt::format("rank {}", src);
-  auto req = detail::make_request(g, fmt::format("recv from {} (tag {})", from, o.tag),
+  auto req = detail::make_request(g, detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag),
                                   detail::resolve_timeout(g, o.timeout), g.transport.get());
   if (keep != nullptr) req->keepalive.push_back(*keep);
   req->passive_wait = o.passive_wait;

@@ -13,6 +13,7 @@
 #include <thd/tensor.h>
 
 #include "datachannel/net/socket.h"
+#include "datachannel/op_label.h"
 
 namespace thd::detail {
 
@@ -24,7 +25,7 @@ struct RequestState {
   // `op` describes the operation for errors ("recv from rank 1 (tag 3)");
   // `deadline` is the op's own; `engine` is the transport a waiter may drive
   // (nullptr: waiters only block).
-  RequestState(std::string op, net::Deadline deadline, Transport* engine, int rank)
+  RequestState(OpLabel op, net::Deadline deadline, Transport* engine, int rank)
       : op(std::move(op)), deadline(deadline), engine(engine), rank(rank) {}
 
   // The first of complete()/fail() wins and wakes every waiter; later calls are
@@ -38,7 +39,7 @@ struct RequestState {
   // Blocks (without driving any engine) until finished or `until`; true if finished.
   bool block_until(net::Deadline until);
 
-  const std::string op;
+  const OpLabel op;
   const net::Deadline deadline;
   Transport* const engine;
   const int rank;  // this rank in the world, for error context

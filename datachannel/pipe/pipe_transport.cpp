@@ -262,6 +262,8 @@ std::exception_ptr PipeTransport::lost_error(int peer, const std::string& op) co
 
 std::exception_ptr PipeTransport::peer_error(int world_rank) const {
   if (world_rank < 0 || world_rank >= size()) return nullptr;
+  // Asked on every message; the lock is only needed once some peer was lost.
+  if (!any_lost_.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard lock(lost_mu_);
   return lost_[static_cast<size_t>(world_rank)];
 }
@@ -288,10 +290,7 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
     request->fail(lost_error(dst, request->op));
     return;
   }
-  auto owned = std::make_unique<Outgoing>(this);
-  Outgoing& m = *owned;
-  m.request = request;
-  m.peer = dst;
+  Outgoing& m = add_send(request, dst);
   m.nbytes = data.size();
   const bool inline_payload = data.size() <= tuning_.inline_bytes;
   uint32_t data_tag = 0;
@@ -316,7 +315,6 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
       m.payload = m.owned;
     }
   }
-  sends_.emplace(request.get(), std::move(owned));
   m.control_part.pending = true;
   ++transfers_;
   pipe_->send(dst, kControlTag, m.control, &m.control_part);
@@ -539,7 +537,7 @@ void PipeTransport::on_send_part(SendPart& part, std::exception_ptr error) {
   }
   auto it = sends_.find(m.request.get());
   if (it != sends_.end() && it->second.get() == &m) {
-    sends_.erase(it);
+    retire_send(it);
     return;
   }
   std::erase_if(orphan_sends_, [&](const std::unique_ptr<Outgoing>& o) { return o.get() == &m; });
@@ -580,6 +578,7 @@ void PipeTransport::lose_peer(int peer, std::exception_ptr why) {
   {
     std::lock_guard lock(lost_mu_);
     lost_[static_cast<size_t>(peer)] = lost;
+    any_lost_.store(true, std::memory_order_release);
   }
   THD_LOG_DEBUG("{} backend (rank {}): lost rank {}: {}", name_, rank(), peer, text);
   for (auto& recv : queues_.withdraw_if([&](const tcp::PostedRecv& r) { return r.source == peer; })) {
@@ -734,18 +733,48 @@ void PipeTransport::keep_alive(net::Clock::time_point now) {
 }
 
 const RequestState* PipeTransport::send_control(int peer, std::vector<uint8_t> bytes, const std::string& what) {
-  auto m = std::make_unique<Outgoing>(this);
-  m->request = std::make_shared<RequestState>(what + " to rank " + std::to_string(peer), net::Deadline::max(),
-                                              nullptr, rank());
-  m->peer = peer;
-  m->control = std::move(bytes);
-  Outgoing& out = *m;
-  const RequestState* id = m->request.get();
-  sends_.emplace(id, std::move(m));
+  auto request = std::make_shared<RequestState>(what + " to rank " + std::to_string(peer), net::Deadline::max(),
+                                                nullptr, rank());
+  Outgoing& out = add_send(request, peer);
+  out.control = std::move(bytes);
+  const RequestState* id = request.get();
   out.control_part.pending = true;
   ++transfers_;
   pipe_->send(peer, kControlTag, out.control, &out.control_part);
   return id;
+}
+
+PipeTransport::Outgoing& PipeTransport::add_send(const std::shared_ptr<RequestState>& request, int peer) {
+  Outgoing* m = nullptr;
+  if (spare_sends_.empty()) {
+    m = sends_.emplace(request.get(), std::make_unique<Outgoing>(this)).first->second.get();
+  } else {
+    SendMap::node_type node = std::move(spare_sends_.back());
+    spare_sends_.pop_back();
+    node.key() = request.get();
+    m = sends_.insert(std::move(node)).position->second.get();
+  }
+  m->request = request;
+  m->peer = peer;
+  return *m;
+}
+
+void PipeTransport::retire_send(SendMap::iterator it) {
+  constexpr size_t kSpareSends = 64;
+  // Buffers past the inline size were a large control message's; not worth keeping.
+  const size_t keep_bytes = tuning_.inline_bytes + kHeaderBytes;
+  SendMap::node_type node = sends_.extract(it);
+  if (spare_sends_.size() >= kSpareSends) return;
+  Outgoing& m = *node.mapped();
+  m.request.reset();  // the request's tensors are the caller's again
+  m.peer = -1;
+  m.payload = {};
+  m.nbytes = 0;
+  m.error = nullptr;
+  if (m.control.capacity() > keep_bytes) std::vector<uint8_t>().swap(m.control);
+  m.control.clear();
+  std::vector<uint8_t>().swap(m.owned);
+  spare_sends_.push_back(std::move(node));
 }
 
 bool PipeTransport::stand_down() const noexcept {

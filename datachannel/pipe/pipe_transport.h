@@ -143,6 +143,7 @@ class PipeTransport final : public Transport {
     std::vector<uint8_t> discard;
     bool pending = false;
   };
+  using SendMap = std::unordered_map<const RequestState*, std::unique_ptr<Outgoing>>;
   struct Completion {
     EngineOp* op;
     std::exception_ptr error;
@@ -177,6 +178,9 @@ class PipeTransport final : public Transport {
   // Sends a transport-level control message (token proof, heartbeat) under mu_; the
   // id of its internal request.
   const RequestState* send_control(int peer, std::vector<uint8_t> bytes, const std::string& what);
+  // A send's record in sends_, fresh or reused.
+  Outgoing& add_send(const std::shared_ptr<RequestState>& request, int peer);
+  void retire_send(SendMap::iterator it);
 
   const std::string name_;
   const PipeTuning tuning_;
@@ -190,7 +194,10 @@ class PipeTransport final : public Transport {
   tcp::MatchQueues queues_;
   std::vector<std::unique_ptr<ControlInbox>> inboxes_;  // by peer rank; null for this rank
   std::vector<uint32_t> next_data_tag_;                 // by peer rank
-  std::unordered_map<const RequestState*, std::unique_ptr<Outgoing>> sends_;
+  SendMap sends_;
+  // Finished sends' map nodes with their Outgoing (and its control buffer), reused:
+  // a small message costs no allocation here.
+  std::vector<SendMap::node_type> spare_sends_;
   std::vector<std::unique_ptr<Outgoing>> orphan_sends_;  // failed/withdrawn, pipe still busy
   std::unordered_map<DataRecv*, std::unique_ptr<DataRecv>> data_recvs_;
   size_t transfers_ = 0;  // pipe sends and payload receives in flight
@@ -210,6 +217,7 @@ class PipeTransport final : public Transport {
 
   mutable std::mutex lost_mu_;
   std::vector<std::exception_ptr> lost_;  // by peer rank
+  std::atomic<bool> any_lost_{false};
   std::vector<std::string> lost_why_;
 
   std::atomic<bool> stop_{false};

@@ -4,6 +4,26 @@
 
 namespace thd::detail::tcp {
 
+namespace {
+// How many finished receives' nodes, and how many empty buckets, are kept.
+constexpr size_t kSpareNodes = 64;
+constexpr size_t kKeptEmptyBuckets = 8;
+}  // namespace
+
+PostedRecv MatchQueues::take_out(std::list<PostedRecv>& posted, std::list<PostedRecv>::iterator r) {
+  PostedRecv out = std::move(*r);  // the node kept below holds no request
+  if (auto k = posted_keys_.find(out.request.get()); k != posted_keys_.end()) {
+    KeyMap::node_type node = posted_keys_.extract(k);
+    if (spare_keys_.size() < kSpareNodes) spare_keys_.push_back(std::move(node));
+  }
+  if (spare_posted_.size() < kSpareNodes) {
+    spare_posted_.splice(spare_posted_.end(), posted, r);
+  } else {
+    posted.erase(r);
+  }
+  return out;
+}
+
 std::optional<PostedRecv> MatchQueues::take_posted(int source, const Envelope& envelope) {
   auto it = buckets_.find(key_of(envelope));
   if (it == buckets_.end()) return std::nullopt;
@@ -11,14 +31,11 @@ std::optional<PostedRecv> MatchQueues::take_posted(int source, const Envelope& e
   std::optional<PostedRecv> found;
   for (auto r = posted.begin(); r != posted.end();) {
     if (r->request->finished()) {
-      posted_keys_.erase(r->request.get());
-      r = posted.erase(r);
+      take_out(posted, r++);
       continue;
     }
     if (r->source == source || r->source == kAnySource) {
-      found = std::move(*r);
-      posted_keys_.erase(found->request.get());
-      posted.erase(r);
+      found = take_out(posted, r);
       break;
     }
     ++r;
@@ -29,8 +46,22 @@ std::optional<PostedRecv> MatchQueues::take_posted(int source, const Envelope& e
 
 void MatchQueues::post(PostedRecv recv) {
   const Key key = key_of(recv.envelope);
-  posted_keys_[recv.request.get()] = key;
-  buckets_[key].posted.push_back(std::move(recv));
+  if (spare_keys_.empty()) {
+    posted_keys_[recv.request.get()] = key;
+  } else {
+    KeyMap::node_type node = std::move(spare_keys_.back());
+    spare_keys_.pop_back();
+    node.key() = recv.request.get();
+    node.mapped() = key;
+    posted_keys_.insert(std::move(node));
+  }
+  auto& posted = buckets_[key].posted;
+  if (spare_posted_.empty()) {
+    posted.push_back(std::move(recv));
+  } else {
+    posted.splice(posted.end(), spare_posted_, spare_posted_.begin());
+    posted.back() = std::move(recv);
+  }
 }
 
 std::optional<PostedRecv> MatchQueues::withdraw(const RequestState* request) {
@@ -43,8 +74,7 @@ std::optional<PostedRecv> MatchQueues::withdraw(const RequestState* request) {
   std::optional<PostedRecv> found;
   for (auto r = posted.begin(); r != posted.end(); ++r) {
     if (r->request.get() == request) {
-      found = std::move(*r);
-      posted.erase(r);
+      found = take_out(posted, r);
       break;
     }
   }
@@ -58,15 +88,13 @@ std::vector<PostedRecv> MatchQueues::withdraw_if(const std::function<bool(const 
     auto& posted = it->second.posted;
     for (auto r = posted.begin(); r != posted.end();) {
       if (pred(*r)) {
-        posted_keys_.erase(r->request.get());
-        out.push_back(std::move(*r));
-        r = posted.erase(r);
+        out.push_back(take_out(posted, r++));
       } else {
         ++r;
       }
     }
     auto next = std::next(it);
-    drop_if_empty(it);
+    drop_if_empty(it, /*may_keep=*/false);
     it = next;
   }
   return out;
@@ -114,13 +142,29 @@ void MatchQueues::erase_unexpected_if(const std::function<bool(const UnexpectedM
       }
     }
     auto next = std::next(it);
-    drop_if_empty(it);
+    drop_if_empty(it, /*may_keep=*/false);
     it = next;
   }
 }
 
-void MatchQueues::drop_if_empty(std::unordered_map<Key, Bucket, KeyHash>::iterator it) {
-  if (it->second.posted.empty() && it->second.unexpected.empty()) buckets_.erase(it);
+void MatchQueues::drop_if_empty(BucketMap::iterator it, bool may_keep) {
+  Bucket& bucket = it->second;
+  if (!bucket.posted.empty() || !bucket.unexpected.empty() || bucket.kept) return;
+  if (!may_keep) {
+    buckets_.erase(it);
+    return;
+  }
+  if (kept_empty_.size() >= kKeptEmptyBuckets) {
+    // The oldest kept bucket goes if it is still empty; this one takes its place.
+    const Key oldest = kept_empty_.front();
+    kept_empty_.erase(kept_empty_.begin());
+    if (auto o = buckets_.find(oldest); o != buckets_.end()) {
+      o->second.kept = false;
+      if (o->second.posted.empty() && o->second.unexpected.empty()) buckets_.erase(o);
+    }
+  }
+  bucket.kept = true;
+  kept_empty_.push_back(it->first);
 }
 
 }  // namespace thd::detail::tcp

@@ -76,6 +76,8 @@ class MatchQueues {
 
   size_t posted_count() const noexcept { return posted_keys_.size(); }
   size_t unexpected_count() const noexcept { return unexpected_count_; }
+  // Keys with a queue, including the few empty ones kept for reuse.
+  size_t bucket_count() const noexcept { return buckets_.size(); }
 
  private:
   struct Key {
@@ -91,14 +93,25 @@ class MatchQueues {
   struct Bucket {
     std::list<PostedRecv> posted;
     std::list<UnexpectedMessage> unexpected;  // a list: pointers stay valid
+    bool kept = false;                        // listed in kept_empty_
   };
+  using BucketMap = std::unordered_map<Key, Bucket, KeyHash>;
+  using KeyMap = std::unordered_map<const RequestState*, Key>;
   static Key key_of(const Envelope& e) noexcept { return {e.context, e.tag}; }
-  // Collective tags carry a sequence number, so keys come and go: empty buckets go.
-  void drop_if_empty(std::unordered_map<Key, Bucket, KeyHash>::iterator it);
+  // Collective tags carry a sequence number, so keys come and go: empty buckets go,
+  // but the few most recently emptied stay, so that a ping-pong on one tag does not
+  // allocate a bucket per message. `may_keep` is false while iterating the buckets.
+  void drop_if_empty(BucketMap::iterator it, bool may_keep = true);
+  // A posted receive leaves its list and posted_keys_; the nodes are kept for reuse.
+  PostedRecv take_out(std::list<PostedRecv>& posted, std::list<PostedRecv>::iterator r);
 
-  std::unordered_map<Key, Bucket, KeyHash> buckets_;
-  std::unordered_map<const RequestState*, Key> posted_keys_;
+  BucketMap buckets_;
+  KeyMap posted_keys_;
   size_t unexpected_count_ = 0;
+  // Nodes of finished receives, reused by post(): no allocation per message.
+  std::list<PostedRecv> spare_posted_;
+  std::vector<KeyMap::node_type> spare_keys_;
+  std::vector<Key> kept_empty_;  // oldest first
 };
 
 }  // namespace thd::detail::tcp

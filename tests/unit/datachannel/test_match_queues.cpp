@@ -1,0 +1,177 @@
+// The matching queues both tcp and the message-library backends use: MPI order,
+// and no state left behind by the nodes and buckets they keep for reuse.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include <thd/datachannel.h>
+
+#include "datachannel/tcp/matching.h"
+
+namespace thd::detail::tcp {
+namespace {
+
+Envelope env(int64_t tag, uint32_t context = 0) { return Envelope{context, tag, {}}; }
+
+std::shared_ptr<RequestState> request(const char* what = "recv") {
+  return std::make_shared<RequestState>(what, net::Deadline::max(), nullptr, 0);
+}
+
+PostedRecv posted(std::shared_ptr<RequestState> r, int source, int64_t tag, uint32_t context = 0) {
+  return PostedRecv{std::move(r), {}, source, env(tag, context)};
+}
+
+TEST(MatchQueues, ReceivesMatchInPostingOrderPerSourceAndAnySource) {
+  MatchQueues q;
+  auto from1 = request(), any = request(), from2 = request();
+  q.post(posted(from1, 1, 5));
+  q.post(posted(any, kAnySource, 5));
+  q.post(posted(from2, 2, 5));
+  EXPECT_EQ(q.posted_count(), 3u);
+
+  auto a = q.take_posted(2, env(5));  // the any-source receive was posted before rank 2's
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->request, any);
+  auto b = q.take_posted(2, env(5));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->request, from2);
+  EXPECT_FALSE(q.take_posted(2, env(5)));
+  EXPECT_FALSE(q.take_posted(1, env(6)));       // another tag
+  EXPECT_FALSE(q.take_posted(1, env(5, 2)));    // another context
+  auto c = q.take_posted(1, env(5));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->request, from1);
+  EXPECT_EQ(q.posted_count(), 0u);
+}
+
+TEST(MatchQueues, FinishedReceivesAreSkipped) {
+  MatchQueues q;
+  auto failed = request(), live = request();
+  q.post(posted(failed, 0, 1));
+  q.post(posted(live, 0, 1));
+  failed->fail(std::make_exception_ptr(Error("cancelled")));
+  auto m = q.take_posted(0, env(1));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->request, live);
+  EXPECT_EQ(q.posted_count(), 0u);
+}
+
+TEST(MatchQueues, ReusedNodesHoldNoRequest) {
+  MatchQueues q;
+  std::weak_ptr<RequestState> taken_weak, withdrawn_weak;
+  {
+    auto taken = request(), withdrawn = request();
+    taken_weak = taken;
+    withdrawn_weak = withdrawn;
+    q.post(posted(taken, 0, 1));
+    q.post(posted(withdrawn, 0, 2));
+    EXPECT_TRUE(q.take_posted(0, env(1)));
+    EXPECT_TRUE(q.withdraw(withdrawn.get()));
+  }
+  // The queues keep the list and map nodes for the next receives, not their requests.
+  EXPECT_TRUE(taken_weak.expired());
+  EXPECT_TRUE(withdrawn_weak.expired());
+
+  // A reused node carries the new receive, not the old one's fields.
+  auto next = request();
+  q.post(posted(next, 3, 9));
+  EXPECT_FALSE(q.take_posted(0, env(9)));
+  auto m = q.take_posted(3, env(9));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->request, next);
+  EXPECT_EQ(m->source, 3);
+  EXPECT_FALSE(q.withdraw(next.get()));  // taken already: nothing to withdraw
+}
+
+TEST(MatchQueues, WithdrawFindsTheReceiveOfItsRequestOnly) {
+  MatchQueues q;
+  auto a = request(), b = request();
+  q.post(posted(a, 0, 1));
+  q.post(posted(b, 0, 1));
+  auto w = q.withdraw(b.get());
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->request, b);
+  EXPECT_FALSE(q.withdraw(b.get()));
+  auto m = q.take_posted(0, env(1));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->request, a);
+}
+
+TEST(MatchQueues, KeysThatComeAndGoLeaveOnlyAFewEmptyBuckets) {
+  MatchQueues q;
+  // Collective traffic: a new tag (sequence number) per call.
+  for (int64_t tag = 0; tag < 1000; ++tag) {
+    auto r = request();
+    q.post(posted(r, 1, tag, 1));
+    ASSERT_TRUE(q.take_posted(1, env(tag, 1)));
+    UnexpectedMessage m;
+    m.source = 1;
+    m.header.envelope = env(tag + 5000, 1);
+    q.erase_unexpected(q.add_unexpected(std::move(m)));
+  }
+  EXPECT_LE(q.bucket_count(), 8u);
+  EXPECT_EQ(q.posted_count(), 0u);
+  EXPECT_EQ(q.unexpected_count(), 0u);
+
+  // A kept empty bucket serves its key again, in order.
+  auto first = request(), second = request();
+  q.post(posted(first, 1, 999, 1));
+  q.post(posted(second, 1, 999, 1));
+  EXPECT_EQ(q.take_posted(1, env(999, 1))->request, first);
+  EXPECT_EQ(q.take_posted(1, env(999, 1))->request, second);
+}
+
+TEST(MatchQueues, WithdrawIfAndEraseIfEmptyEveryBucketTheyTouch) {
+  MatchQueues q;
+  std::vector<std::shared_ptr<RequestState>> keep;
+  for (int64_t tag = 0; tag < 50; ++tag) {
+    keep.push_back(request());
+    q.post(posted(keep.back(), static_cast<int>(tag % 3), tag));
+    UnexpectedMessage m;
+    m.source = static_cast<int>(tag % 3);
+    m.header.envelope = env(tag + 100);
+    q.add_unexpected(std::move(m));
+  }
+  // Empty the kept set first, so withdraw_if must not erase while iterating.
+  for (int64_t tag = 200; tag < 220; ++tag) {
+    auto r = request();
+    q.post(posted(r, 0, tag));
+    ASSERT_TRUE(q.take_posted(0, env(tag)));
+  }
+  const auto from2 = q.withdraw_if([](const PostedRecv& r) { return r.source == 2; });
+  EXPECT_EQ(from2.size(), 16u);
+  q.erase_unexpected_if([](const UnexpectedMessage& m) { return m.source == 2; });
+  EXPECT_EQ(q.posted_count(), 34u);
+  EXPECT_EQ(q.unexpected_count(), 34u);
+  q.withdraw_if([](const PostedRecv&) { return true; });
+  q.erase_unexpected_if([](const UnexpectedMessage&) { return true; });
+  EXPECT_EQ(q.posted_count(), 0u);
+  EXPECT_EQ(q.unexpected_count(), 0u);
+  EXPECT_LE(q.bucket_count(), 8u);
+}
+
+TEST(MatchQueues, UnexpectedMessagesMatchOldestFirstAndBySource) {
+  MatchQueues q;
+  for (int i = 0; i < 3; ++i) {
+    UnexpectedMessage m;
+    m.source = i == 1 ? 2 : 1;
+    m.header.envelope = env(7);
+    m.header.payload_bytes = static_cast<uint64_t>(i);
+    q.add_unexpected(std::move(m));
+  }
+  UnexpectedMessage* any = q.find_unexpected(kAnySource, env(7));
+  ASSERT_NE(any, nullptr);
+  EXPECT_EQ(any->header.payload_bytes, 0u);
+  UnexpectedMessage* from2 = q.find_unexpected(2, env(7));
+  ASSERT_NE(from2, nullptr);
+  EXPECT_EQ(from2->header.payload_bytes, 1u);
+  q.erase_unexpected(any);
+  UnexpectedMessage* next1 = q.find_unexpected(1, env(7));
+  ASSERT_NE(next1, nullptr);
+  EXPECT_EQ(next1->header.payload_bytes, 2u);
+  EXPECT_EQ(q.find_unexpected(1, env(8)), nullptr);
+}
+
+}  // namespace
+}  // namespace thd::detail::tcp
