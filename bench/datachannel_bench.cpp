@@ -137,7 +137,7 @@ void run_mpi_reference(Context& ctx, const std::string& backend, int world_size,
   const std::string ratio_name = fmt::format("ratio.dc.{}.allreduce.n{}.{}.vs_{}", backend, world_size, size, ref);
   if (ctx.options().quick || !(ctx.enabled(ref_name) || ctx.enabled(ratio_name))) return;
   if (!dc::mpi_reference_built()) {
-    std::cerr << "thd-bench datachannel: note: MPI or mpirun was not found at build time; no " << ref_name
+    std::cerr << "thd-bench datachannel: note: Open MPI or its mpirun was not found at build time; no " << ref_name
               << " (install openmpi-bin and libopenmpi-dev and re-run cmake)\n";
     return;
   }
@@ -165,7 +165,7 @@ void launch(Context& ctx) {
   std::map<std::string, double> measured;
   std::string mpirun;
   if (backend == "mpi") {
-    if (!dc::mpi_reference_built()) throw std::runtime_error("--backend mpi needs mpirun, which was not found at build time");
+    if (!dc::mpirun_built()) throw std::runtime_error("--backend mpi needs mpirun, which was not found at build time");
     mpirun = dc::mpirun_path();
   }
   dc::launch_ranks({.suite = kSuite, .args = opt.args, .world_size = world_size, .timeout = timeout, .mpirun = mpirun},

@@ -31,13 +31,27 @@ if(THD_WITH_NCCL_ENABLED AND NOT THD_WITH_CUDA_ENABLED)
   message(FATAL_ERROR "THD_WITH_NCCL needs THD_WITH_CUDA; CUDA is disabled")
 endif()
 
+# The launcher names of the MPI found: Debian installs each MPI's launcher as
+# mpirun.<impl> beside mpicc.<impl>, and plain mpirun follows the system's
+# preferred MPI, so an MPI chosen by its compiler (-DMPI_C_COMPILER=mpicc.mpich)
+# is given its own launcher first.
+function(thd_mpirun_names out_var)
+  get_filename_component(_mpicc_name "${MPI_C_COMPILER}" NAME)
+  set(_names mpirun mpiexec)
+  if(_mpicc_name MATCHES "^mpicc(\\..+)$")
+    set(_names mpirun${CMAKE_MATCH_1} mpiexec${CMAKE_MATCH_1} ${_names})
+  endif()
+  set(${out_var} ${_names} PARENT_SCOPE)
+endfunction()
+
 if(NOT THD_WITH_MPI STREQUAL "OFF")
   find_package(MPI QUIET COMPONENTS C)
 endif()
 thd_resolve_option(THD_WITH_MPI "${MPI_C_FOUND}" "MPI ${MPI_C_VERSION}")
 # mpirun for the tests of the mpi backend (ctest runs them as MPI launches).
 if(THD_WITH_MPI_ENABLED)
-  find_program(THD_TEST_MPIEXEC NAMES mpirun mpiexec HINTS "${MPI_C_COMPILER_DIR}" DOC "mpirun for the mpi tests")
+  thd_mpirun_names(_thd_mpirun_names)
+  find_program(THD_TEST_MPIEXEC NAMES ${_thd_mpirun_names} HINTS "${MPI_C_COMPILER_DIR}" DOC "mpirun for the mpi tests")
   if(THD_TEST_MPIEXEC)
     # Open MPI derives its prefix from mpirun's path: a /bin that links to /usr/bin
     # gives a wrong one, the resolved path the right one.

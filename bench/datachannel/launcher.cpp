@@ -53,14 +53,16 @@ void launch_ranks(const LaunchOptions& options, const std::function<void(const s
     ChildProcess::Spec spec;
     spec.program = options.mpirun;
     // argv[0] is the bare name: Open MPI derives its prefix from an absolute one.
-    spec.argv = {"mpirun", "-n", std::to_string(options.world_size), "--oversubscribe", exe, options.suite};
+    // More ranks than cores is allowed through the environment, which MPICH's
+    // launcher ignores, not with Open MPI's --oversubscribe, which it refuses.
+    spec.argv = {"mpirun", "-n", std::to_string(options.world_size), exe, options.suite};
     spec.argv.insert(spec.argv.end(), options.args.begin(), options.args.end());
     for (const auto& [flag, value] : {std::pair{kRankFlag, std::string(kRankFromMpi)},
                                       std::pair{kWorldSizeFlag, std::to_string(options.world_size)}}) {
       spec.argv.push_back(flag);
       spec.argv.push_back(value);
     }
-    std::vector<std::string> set = {"THD_AUTH_TOKEN=" + random_token()};
+    std::vector<std::string> set = {"THD_AUTH_TOKEN=" + random_token(), "OMPI_MCA_rmaps_base_oversubscribe=1"};
     if (::geteuid() == 0) {
       set.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
       set.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");

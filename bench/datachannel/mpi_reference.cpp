@@ -30,6 +30,8 @@ using Clock = std::chrono::steady_clock;
 
 bool mpi_reference_built() { return !kProgram.empty() && !kMpirun.empty(); }
 
+bool mpirun_built() { return !kMpirun.empty(); }
+
 std::string mpirun_path() { return std::string(kMpirun); }
 
 double run_mpi_allreduce(const MpiAllreduceRun& run) {

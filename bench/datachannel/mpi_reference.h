@@ -9,7 +9,7 @@
 
 namespace thd::bench::dc {
 
-// Whether this build has the reference program and an mpirun to run it.
+// Whether this build has the reference program (Open MPI only) and an mpirun to run it.
 bool mpi_reference_built();
 
 struct MpiAllreduceRun {
@@ -24,7 +24,8 @@ struct MpiAllreduceRun {
   bool shared_memory = false;
 };
 
-// The mpirun found at build time ("" when none).
+// Whether an mpirun (of any MPI) was found at build time, and its path.
+bool mpirun_built();
 std::string mpirun_path();
 
 // Runs `mpirun -n N --oversubscribe --mca btl tcp,self --mca pml ob1
