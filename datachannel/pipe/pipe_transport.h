@@ -48,6 +48,9 @@ struct PipeTuning {
   size_t inline_bytes = 8192 - 48;
   // How long a waiter drives the pipe itself before it blocks (THD_PIPE_SPIN_US).
   std::chrono::microseconds spin_budget{50};
+  // Whether a spinning waiter gives its core away between rounds: with more ranks
+  // than cores, the rank it waits for may need that core to send.
+  bool yield_while_spinning = false;
   // How long destruction lets queued sends finish.
   std::chrono::milliseconds close_linger{2000};
   // How long withdrawing a transfer the library has already matched waits for it.
@@ -61,6 +64,9 @@ struct PipeTuning {
 
 // The defaults with THD_PIPE_SPIN_US applied; ValueError for a malformed value.
 PipeTuning pipe_tuning_from_env();
+// The environment's tuning, adjusted for this rank's host: with more ranks on it
+// than cores, waiters spin longer but yield their core every round.
+PipeTuning pipe_tuning_for(const DataChannelOptions& options);
 
 // What the ranks prove to each other before a channel is made: the job's token,
 // through HMACs over nonces exchanged in the channel's store (the libraries' own

@@ -2,9 +2,13 @@
 // checks before bytes land, bytes no thd rank would send, lost peers, cancel.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <numeric>
+#include <optional>
+#include <string>
 
 #include "datachannel/pipe/pipe_transport.h"
+#include "datachannel/tcp/spin_policy.h"
 #include "datachannel/tcp/wire.h"
 #include "datachannel/transport_test_util.h"
 #include "memory_pipe.h"
@@ -254,6 +258,71 @@ TEST(PipeTransport, DestroyingFailsPendingRequestsAsChannelClosed) {
   ASSERT_TRUE(r->finished());
   EXPECT_THROW(std::rethrow_exception(r->error), ConnectionError);
   EXPECT_NE(error_text(r->error).find("channel closed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace thd::test
+
+namespace thd::test {
+namespace {
+
+// Sets an environment variable for one scope, restoring what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(PipeTuning, MoreRanksThanCoresSpinLongerAndYield) {
+  ScopedEnv spin("THD_PIPE_SPIN_US", nullptr);
+  DataChannelOptions o;
+  o.world_size = 2;
+  {
+    ScopedEnv local("LOCAL_WORLD_SIZE", "1");
+    const auto t = detail::pipe::pipe_tuning_for(o);
+    EXPECT_FALSE(t.yield_while_spinning);
+    EXPECT_EQ(t.spin_budget, PipeTuning{}.spin_budget);
+  }
+  const std::string many = std::to_string(detail::tcp::usable_cpus() + 1);
+  ScopedEnv local("LOCAL_WORLD_SIZE", many.c_str());
+  const auto t = detail::pipe::pipe_tuning_for(o);
+  EXPECT_TRUE(t.yield_while_spinning);
+  EXPECT_GT(t.spin_budget, PipeTuning{}.spin_budget);
+  {
+    // The user's budget stands; 0 still means block at once.
+    ScopedEnv user("THD_PIPE_SPIN_US", "0");
+    EXPECT_EQ(detail::pipe::pipe_tuning_for(o).spin_budget.count(), 0);
+  }
+}
+
+TEST(PipeTuning, LoopbackWorldCountsAsOneHost) {
+  ScopedEnv spin("THD_PIPE_SPIN_US", nullptr);
+  ScopedEnv local("LOCAL_WORLD_SIZE", nullptr);
+  ScopedEnv ompi("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr);
+  ScopedEnv mpich("MPI_LOCALNRANKS", nullptr);
+  DataChannelOptions o;
+  o.world_size = detail::tcp::usable_cpus() + 1;
+  o.bind_host = "127.0.0.1";
+  EXPECT_TRUE(detail::pipe::pipe_tuning_for(o).yield_while_spinning);
+  o.bind_host = "10.1.2.3";  // ranks on other hosts: nothing known of this one
+  EXPECT_FALSE(detail::pipe::pipe_tuning_for(o).yield_while_spinning);
 }
 
 }  // namespace
