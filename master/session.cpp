@@ -356,6 +356,13 @@ Tensor Session::fetch(const Handle& h) {
   } catch (const PeerLost& e) {
     l.on_lost(worker_lost(h.node, e));
     l.throw_if_lost();
+  } catch (const TimeoutError&) {
+    // The node is alive (its connection is up) but did not answer: stopped, or
+    // still busy with what was issued before. Say which node, and how long.
+    THD_THROW_AT(TimeoutError, "get", 0, l.rank(),
+                 "worker node {} did not send tensor {} within {} ms: is it stopped, or still busy with the work "
+                 "issued before?",
+                 h.node, h.id, options_.timeout.count());
   }
   return out;
 }

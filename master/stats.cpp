@@ -22,6 +22,9 @@ NodeStats Session::node_stats(int node) {
   } catch (const PeerLost& e) {
     l.on_lost(worker_lost(node, e));
     l.throw_if_lost();
+  } catch (const TimeoutError&) {
+    THD_THROW_AT(TimeoutError, "stats", 0, node + 1, "worker node {} did not answer within {} ms", node,
+                 options_.timeout.count());
   }
   const fb::NodeStats* s = m->body_as_NodeStats();
   if (s == nullptr || s->node() != node) {

@@ -48,6 +48,12 @@ const fb::Message& verify_message(std::span<const uint8_t> bytes, const char* wh
               kVersion);
   }
   if (message->body_type() == fb::Body::NONE) THD_THROW(protocol::ProtocolError, who, "message has no body");
+  // The verifier lets a union's table be absent: a body type without its table is
+  // as malformed as no body, and every reader may then take the body as present.
+  if (message->body() == nullptr) {
+    THD_THROW(protocol::ProtocolError, who, "message names a {} body but carries none",
+              fb::EnumNameBody(message->body_type()));
+  }
   if (const fb::CommandBatch* batch = message->body_as_CommandBatch()) {
     if (batch->commands() != nullptr && batch->commands()->size() > kMaxCommandsPerBatch) {
       THD_THROW(protocol::ProtocolError, who, "batch of {} commands exceeds the limit of {}", batch->commands()->size(),
@@ -94,7 +100,7 @@ Shape shape_from_fb(const flatbuffers::Vector<int64_t>* shape, const char* what)
   if (shape->size() > static_cast<size_t>(kMaxDims)) {
     THD_THROW(protocol::ProtocolError, what, "shape has {} dims, more than the limit of {}", shape->size(), kMaxDims);
   }
-  Shape out(shape->begin(), shape->end());
+  Shape out = scalars_of(shape);
   for (int64_t d : out) {
     if (d < 0) THD_THROW(protocol::ProtocolError, what, "shape {} has a negative size", shape_str(out));
   }

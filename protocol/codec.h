@@ -4,8 +4,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include <thd/dtype.h>
 #include <thd/error.h>
@@ -15,8 +18,6 @@
 #include "thd_protocol_generated.h"
 
 namespace thd::protocol {
-
-namespace fb = thd::protocol::fb;
 
 // Bumped on every incompatible schema change; the HELLO checks it.
 inline constexpr uint32_t kVersion = 3;
@@ -58,6 +59,21 @@ DType from_fb(fb::DType dtype);
 
 fb::Scalar to_fb(const Scalar& s);
 Scalar from_fb(const fb::Scalar& s);
+
+// The elements of a vector of scalars from a message (empty when absent). The
+// verifier checks that a vector's length is aligned, not its elements: a hostile
+// message may place 8-byte elements anywhere, so they are copied out byte for byte
+// rather than read in place (a misaligned read is undefined behaviour). Read every
+// vector of 8-byte scalars (ids, shapes, dims) through this.
+template <typename T>
+std::vector<T> scalars_of(const flatbuffers::Vector<T>* v) {
+  static_assert(std::is_arithmetic_v<T> && FLATBUFFERS_LITTLEENDIAN, "scalars in host order");
+  std::vector<T> out;
+  if (v == nullptr || v->size() == 0) return out;
+  out.resize(v->size());
+  std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  return out;
+}
 
 // A shape from a message: ProtocolError when missing where required, longer than
 // kMaxDims, or holding negative sizes.

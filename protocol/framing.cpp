@@ -70,6 +70,8 @@ std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, si
     throw;
   } catch (const ValueError& e) {
     THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", src, e.what());
+  } catch (const TypeError& e) {  // a typed message where the head belongs
+    THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", src, e.what());
   }
   const uint32_t length = head_length(head, src, max_bytes);
   if (length <= kInlineBytes) return {head + kHeadPrefixBytes, head + kHeadPrefixBytes + length};
@@ -95,6 +97,8 @@ std::span<const uint8_t> InlineMessageReceive::wait() {
   } catch (const TimeoutError&) {
     throw;
   } catch (const ValueError& e) {
+    THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", source_, e.what());
+  } catch (const TypeError& e) {  // a typed message where the head belongs
     THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", source_, e.what());
   }
   const uint32_t length = head_length(head_, source_, kInlineBytes);
@@ -138,6 +142,10 @@ bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll, std::c
     // discarded it; keep listening.
     post();
     THD_THROW(protocol::ProtocolError, "receive", "malformed message head: {}", e.what());
+  } catch (const TypeError& e) {
+    // A typed message (a tensor's dtype) where a head belongs: discarded as well.
+    post();
+    THD_THROW(protocol::ProtocolError, "receive", "malformed message head: {}", e.what());
   }
   out.source = pending_.source();
   uint32_t length = 0;
@@ -155,8 +163,20 @@ bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll, std::c
   // The body is the next message from that source on this tag: receive it before
   // posting the next head, which would otherwise match it first.
   out.bytes.resize(length);
+  // A message of another size or kind where the body belongs is malformed, as a bad
+  // head is; a body that does not come (TimeoutError) and the channel's own
+  // failures (PeerLost) are the caller's to judge.
+  auto malformed = [&](const Error& e) {
+    post();
+    THD_THROW(protocol::ProtocolError, "receive", "message body of {} bytes from rank {} is malformed: {}", length,
+              out.source, e.what());
+  };
   try {
     channel_->recv_bytes(out.bytes, out.source, {.tag = tag_, .timeout = body_timeout, .passive_wait = passive_});
+  } catch (const ValueError& e) {
+    malformed(e);
+  } catch (const TypeError& e) {
+    malformed(e);
   } catch (...) {
     post();
     throw;

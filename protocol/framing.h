@@ -67,7 +67,10 @@ class MessageReceiver {
   MessageReceiver& operator=(const MessageReceiver&) = delete;
 
   // The next message, or false when none arrived within `poll`. Throws the
-  // channel's errors (PeerLost, ...) and ProtocolError for a malformed head.
+  // channel's errors (PeerLost, ...), TimeoutError when a body announced by its
+  // head does not arrive within `body_timeout`, and ProtocolError for a malformed
+  // head or body (a frame of another size or kind). The receiver keeps listening
+  // after each of them.
   bool next(Received& out, std::chrono::milliseconds poll, std::chrono::milliseconds body_timeout);
 
  private:

@@ -5,6 +5,7 @@
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/session.h"
+#include "worker/sizes.h"
 
 namespace thd::worker {
 
@@ -64,6 +65,12 @@ void ExecContext::define(uint64_t id, Tensor tensor) {
   if (inherited_) throw PoisonedInput{inherited_};
   if (StreamCheck* check = session_.check()) check->defined(tensor);
   table().define(id, std::move(tensor));
+}
+
+void ExecContext::reserve(uint64_t bytes) const { session_.reserve(bytes, op_name()); }
+
+void ExecContext::check_view(const Tensor& view) const {
+  session_.check_extent(bytes_of(numel_of(view.shape()), view.dtype()), op_name());
 }
 
 std::shared_ptr<const Poison> ExecContext::poison_of(const Entry* entry) const {

@@ -66,6 +66,12 @@ class ExecContext {
   const Tensor& input(uint64_t id);
   // The op's new tensor `id` (PoisonedInput while the stream carries a failure).
   void define(uint64_t id, Tensor tensor);
+  // Before the op allocates `bytes` of tensors: ValueError when that would take the
+  // node past the session's memory limit (SessionLimits).
+  void reserve(uint64_t bytes) const;
+  // A view the op made: ValueError when its extent (elements times their size) is
+  // past that limit, so no later op walks or copies more than the node could hold.
+  void check_view(const Tensor& view) const;
   // The op failed: poison every declared output with `poison` (an inherited one, or
   // a new one, which is also reported to the master).
   void fail(std::shared_ptr<const Poison> poison, bool report);

@@ -78,6 +78,15 @@ uint64_t erase_tensors(HandleTable& table, const std::vector<uint64_t>& ids);
 // An OpFailed reply for `op` (its id and name) with `message`, from any thread.
 void report_failure(Session& session, const Poison& op, const std::string& message);
 
+// The tensor an Upload's bytes are received into: the shape and dtype it
+// announces, once they are valid and within the session's memory limit
+// (ProtocolError, ValueError otherwise, before anything is allocated).
+struct UploadSpec {
+  Shape shape;
+  DType dtype;
+};
+UploadSpec upload_spec(Session& session, const fb::Upload& op);
+
 // ValueError unless `peer_node` is another node of the session.
 void check_peer(const ExecContext& ctx, int peer_node, const char* op);
 // ProtocolError unless `tag` is in the worker-to-worker transfer range.
@@ -86,6 +95,10 @@ void check_transfer_tag(int64_t tag, const char* op);
 // Where a command runs (docs/streams.md): control commands on the command loop at
 // once, whatever their stream; the others on their stream.
 bool is_control(fb::Op op);
+
+// Answers a get that cannot be served with `why`, on the reply channel with the
+// fetch's tag: the master waits for the get's answer there, not for an OpFailed.
+void answer_fetch_failed(ExecContext& ctx, const fb::Fetch& op, const Poison& why);
 
 // A failed op: its outputs poisoned and the failure reported (a failed event wait
 // poisons its stream too).

@@ -1,32 +1,73 @@
 // Creation, uploads and downloads, frees, syncs and seeding.
+#include <cmath>
+
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/ops.h"
 #include "worker/session.h"
+#include "worker/sizes.h"
 
 namespace thd::worker {
 
 namespace {
 
+// arange over integers steps in int64: a range whose width plus its step does not
+// fit there would overflow in the tensor library (undefined behaviour), so it is
+// refused here (all its values fit in int64 by then).
+void check_integer_arange(const Scalar& start, const Scalar& end, const Scalar& step) {
+  const __int128 width = static_cast<__int128>(end.to_int64()) - start.to_int64();
+  const __int128 stride = step.to_int64();
+  const __int128 reach = (width < 0 ? -width : width) + (stride < 0 ? -stride : stride);
+  if (reach > INT64_MAX) {
+    THD_THROW(ValueError, "arange", "arange({}, {}, {}) steps past the range of int64", start.to_int64(),
+              end.to_int64(), step.to_int64());
+  }
+}
+
+// Elements of arange(start, end, step): 0 where the op refuses its arguments.
+uint64_t arange_numel(double start, double end, double step) {
+  if (!std::isfinite(start) || !std::isfinite(end) || !(step != 0)) return 0;
+  const double n = std::ceil((end - start) / step);
+  if (!(n > 0)) return 0;
+  return n >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(n);
+}
+
+Scalar scalar_of(const fb::Scalar* s) { return protocol::from_fb(s != nullptr ? *s : fb::Scalar()); }
+
+// What a Create makes, in elements, before it is made.
+uint64_t create_numel(const fb::Create& op, const Shape& shape) {
+  switch (op.kind()) {
+    case fb::CreateKind::Arange:
+      return arange_numel(scalar_of(op.start()).to_double(), scalar_of(op.end()).to_double(), scalar_of(op.step()).to_double());
+    case fb::CreateKind::Linspace: return static_cast<uint64_t>(std::max<int64_t>(op.steps(), 0));
+    case fb::CreateKind::Eye: return numel_of(std::vector<int64_t>{op.rows(), op.cols() < 0 ? op.rows() : op.cols()});
+    default: return numel_of(shape);
+  }
+}
+
 Tensor create(ExecContext& ctx, const fb::Create& op) {
   const DType dtype = protocol::from_fb(op.dtype());
   const Shape shape = protocol::shape_from_fb(op.shape(), "create");
-  const fb::Scalar none;
-  auto scalar = [&](const fb::Scalar* s) { return protocol::from_fb(s != nullptr ? *s : none); };
+  ctx.reserve(bytes_of(create_numel(op, shape), dtype));
   switch (op.kind()) {
     case fb::CreateKind::Empty: return Tensor::empty(shape, dtype);
     case fb::CreateKind::Zeros: return Tensor::zeros(shape, dtype);
     case fb::CreateKind::Ones: return Tensor::ones(shape, dtype);
-    case fb::CreateKind::Full: return Tensor::full(shape, scalar(op.value()), dtype);
+    case fb::CreateKind::Full: return Tensor::full(shape, scalar_of(op.value()), dtype);
     case fb::CreateKind::Rand: return Tensor::rand(shape, dtype, &ctx.generator());
     case fb::CreateKind::Randn: return Tensor::randn(shape, dtype, &ctx.generator());
     case fb::CreateKind::Randint:
-      return Tensor::randint(scalar(op.start()).to_int64(), scalar(op.end()).to_int64(), shape, dtype,
+      return Tensor::randint(scalar_of(op.start()).to_int64(), scalar_of(op.end()).to_int64(), shape, dtype,
                              &ctx.generator());
-    case fb::CreateKind::Arange:
-      return Tensor::arange(scalar(op.start()), scalar(op.end()), scalar(op.step()), dtype);
+    case fb::CreateKind::Arange: {
+      const Scalar start = scalar_of(op.start()), end = scalar_of(op.end()), step = scalar_of(op.step());
+      const bool floating =
+          start.is_floating_point() || end.is_floating_point() || step.is_floating_point() || is_floating_point(dtype);
+      if (!floating) check_integer_arange(start, end, step);
+      return Tensor::arange(start, end, step, dtype);
+    }
     case fb::CreateKind::Linspace:
-      return Tensor::linspace(scalar(op.start()), scalar(op.end()), op.steps(), dtype);
+      return Tensor::linspace(scalar_of(op.start()), scalar_of(op.end()), op.steps(), dtype);
     case fb::CreateKind::Eye: return Tensor::eye(op.rows(), op.cols(), dtype);
   }
   THD_THROW(protocol::ProtocolError, "create", "creation kind {} is not in this protocol version",
@@ -40,15 +81,30 @@ void run(ExecContext& ctx, const fb::Create& op) {
   ctx.define(op.out(), create(ctx, op));
 }
 
+UploadSpec upload_spec(Session& session, const fb::Upload& op) {
+  UploadSpec spec{protocol::shape_from_fb(op.shape(), "dist_send"), protocol::from_fb(op.dtype())};
+  session.reserve(bytes_of(numel_of(spec.shape), spec.dtype), "dist_send");
+  return spec;
+}
+
 void run(ExecContext& ctx, const fb::Upload& op) {
   ctx.fresh(op.out());
   auto upload = ctx.session().take_upload(op.out());
   if (!upload) {
+    (void)upload_spec(ctx.session(), op);  // the reason it was not received, if it was refused
     THD_THROW(protocol::ProtocolError, "dist_send", "upload of tensor {} was not announced in its batch", op.out());
   }
   auto& [tensor, request] = *upload;
   request.wait();
   ctx.define(op.out(), std::move(tensor));
+}
+
+void answer_fetch_failed(ExecContext& ctx, const fb::Fetch& op, const Poison& why) {
+  flatbuffers::FlatBufferBuilder b(256);
+  auto body = fb::CreateFetchFailed(b, op.fetch_tag(), why.op_id, b.CreateString(why.op_name),
+                                    b.CreateString(why.message), why.node);
+  b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::FetchFailed, body.Union()));
+  ctx.reply({b.GetBufferPointer(), b.GetSize()});
 }
 
 void run(ExecContext& ctx, const fb::Fetch& op) {
@@ -66,12 +122,16 @@ void run(ExecContext& ctx, const fb::Fetch& op) {
                               : fmt::format("fetch tag {} is outside the fetch range", op.fetch_tag()),
                        ctx.node()};
     }
-    flatbuffers::FlatBufferBuilder b(256);
-    auto body = fb::CreateFetchFailed(b, op.fetch_tag(), p->op_id, b.CreateString(p->op_name),
-                                      b.CreateString(p->message), p->node);
-    b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::FetchFailed, body.Union()));
-    ctx.reply({b.GetBufferPointer(), b.GetSize()});
+    answer_fetch_failed(ctx, op, *p);
     return;
+  }
+  if (!e->tensor.is_contiguous()) {
+    try {
+      ctx.reserve(bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()));
+    } catch (const Error& refused) {  // the master waits on the fetch's tag, not for an OpFailed
+      answer_fetch_failed(ctx, op, Poison{ctx.op_id(), "get", refused.message(), ctx.node()});
+      return;
+    }
   }
   const Tensor bytes = e->tensor.contiguous();
   ctx.channel().send(bytes, 0, {.tag = op.fetch_tag(), .timeout = ctx.timeout()});
@@ -83,7 +143,7 @@ void run(ExecContext& ctx, const fb::Fetch& op) {
 
 void run(ExecContext& ctx, const fb::Free& op) {
   if (op.ids() == nullptr) return;
-  std::vector<uint64_t> ids(op.ids()->begin(), op.ids()->end());
+  std::vector<uint64_t> ids = protocol::scalars_of(op.ids());
   Session& session = ctx.session();
   if (session.streams().idle()) {
     if (const uint64_t unknown = erase_tensors(session.table(), ids)) {

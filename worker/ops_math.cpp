@@ -1,7 +1,10 @@
 // Elementwise math, reductions and linear algebra: each maps a command onto the
 // tensor library's op of the same name.
+#include <algorithm>
+
 #include "tensor/check.h"
 #include "worker/ops.h"
+#include "worker/sizes.h"
 
 namespace thd::worker {
 
@@ -113,7 +116,7 @@ Tensor reversed(fb::BinaryOp op, const Scalar& s, const Tensor& t) {
 }
 
 Dims dims_of(const flatbuffers::Vector<int64_t>* dims) {
-  return dims == nullptr ? Dims{} : Dims(dims->begin(), dims->end());
+  return protocol::scalars_of(dims);
 }
 
 Tensor reduce(const fb::Reduce& op, const Tensor& a) {
@@ -155,19 +158,29 @@ Tensor matmul(fb::MatmulKind kind, const Tensor& a, const Tensor& b) {
 // The in-place target of an op whose out is 0: a live tensor the op writes.
 Tensor& target(ExecContext& ctx, uint64_t id) { return const_cast<Tensor&>(ctx.input(id)); }
 
+// Bytes of `numel` computed elements of `dtype`: math on integers computes in
+// float32, so at least 4 bytes each.
+uint64_t computed_bytes(uint64_t numel, DType dtype) {
+  return saturating_mul(numel, std::max<size_t>(element_size(dtype), 4));
+}
+
 }  // namespace
 
 void run(ExecContext& ctx, const fb::Unary& op) {
   ctx.output(op.out(), op.a());
   if (op.out() == 0) return unary_(op.op(), target(ctx, op.a()));
-  ctx.define(op.out(), unary(op.op(), ctx.input(op.a())));
+  const Tensor& a = ctx.input(op.a());
+  ctx.reserve(computed_bytes(numel_of(a.shape()), a.dtype()));
+  ctx.define(op.out(), unary(op.op(), a));
 }
 
 void run(ExecContext& ctx, const fb::Binary& op) {
   ctx.output(op.out(), op.a());
   const Tensor& b = ctx.input(op.b());
   if (op.out() == 0) return binary_(op.op(), target(ctx, op.a()), b);
-  ctx.define(op.out(), binary(op.op(), ctx.input(op.a()), b));
+  const Tensor& a = ctx.input(op.a());
+  ctx.reserve(computed_bytes(broadcast_numel({a.shape(), b.shape()}), result_type(a, b)));
+  ctx.define(op.out(), binary(op.op(), a, b));
 }
 
 void run(ExecContext& ctx, const fb::BinaryScalar& op) {
@@ -178,6 +191,7 @@ void run(ExecContext& ctx, const fb::BinaryScalar& op) {
     return binary_(op.op(), target(ctx, op.a()), b);
   }
   const Tensor& a = ctx.input(op.a());
+  ctx.reserve(computed_bytes(numel_of(a.shape()), result_type(a, b)));
   ctx.define(op.out(), op.reverse() ? reversed(op.op(), b, a) : binary(op.op(), a, b));
 }
 
@@ -189,7 +203,9 @@ void run(ExecContext& ctx, const fb::Clamp& op) {
     target(ctx, op.a()).clamp_(lo, hi);
     return;
   }
-  ctx.define(op.out(), ctx.input(op.a()).clamp(lo, hi));
+  const Tensor& a = ctx.input(op.a());
+  ctx.reserve(computed_bytes(numel_of(a.shape()), a.dtype()));
+  ctx.define(op.out(), a.clamp(lo, hi));
 }
 
 void run(ExecContext& ctx, const fb::Fill& op) {
@@ -206,30 +222,46 @@ void run(ExecContext& ctx, const fb::CopyFrom& op) {
 void run(ExecContext& ctx, const fb::Cast& op) {
   ctx.fresh(op.out());
   // Always a copy: the master keeps `to()` without a copy on its side.
-  ctx.define(op.out(), ctx.input(op.a()).to(protocol::from_fb(op.dtype()), /*copy=*/true));
+  const Tensor& a = ctx.input(op.a());
+  const DType dtype = protocol::from_fb(op.dtype());
+  ctx.reserve(bytes_of(numel_of(a.shape()), dtype));
+  ctx.define(op.out(), a.to(dtype, /*copy=*/true));
 }
 
 void run(ExecContext& ctx, const fb::Reduce& op) {
   ctx.fresh(op.out());
-  ctx.define(op.out(), reduce(op, ctx.input(op.a())));
+  const Tensor& a = ctx.input(op.a());
+  // The result is never larger than the input; what a reduction stages is (a
+  // contiguous copy, float64 partial results).
+  ctx.reserve(saturating_mul(numel_of(a.shape()), 8));
+  ctx.define(op.out(), reduce(op, a));
 }
 
 void run(ExecContext& ctx, const fb::Softmax& op) {
   ctx.fresh(op.out());
   const Tensor& a = ctx.input(op.a());
+  ctx.reserve(saturating_mul(computed_bytes(numel_of(a.shape()), a.dtype()), 2));
   ctx.define(op.out(), op.log() ? a.log_softmax(op.dim()) : a.softmax(op.dim()));
 }
 
 void run(ExecContext& ctx, const fb::Matmul& op) {
   ctx.fresh(op.out());
-  ctx.define(op.out(), matmul(op.kind(), ctx.input(op.a()), ctx.input(op.b())));
+  const Tensor& a = ctx.input(op.a());
+  const Tensor& b = ctx.input(op.b());
+  const uint64_t numel = op.kind() == fb::MatmulKind::Outer ? saturating_mul(numel_of(a.shape()), numel_of(b.shape()))
+                                                            : matmul_numel(a.shape(), b.shape());
+  ctx.reserve(computed_bytes(numel, result_type(a, b)));
+  ctx.define(op.out(), matmul(op.kind(), a, b));
 }
 
 void run(ExecContext& ctx, const fb::Addmm& op) {
   ctx.fresh(op.out());
   const Tensor& self = ctx.input(op.self());
-  ctx.define(op.out(), self.addmm(ctx.input(op.mat1()), ctx.input(op.mat2()), scalar_of(op.beta()),
-                                  scalar_of(op.alpha())));
+  const Tensor& mat1 = ctx.input(op.mat1());
+  const Tensor& mat2 = ctx.input(op.mat2());
+  ctx.reserve(computed_bytes(saturating_add(matmul_numel(mat1.shape(), mat2.shape()), numel_of(self.shape())),
+                             result_type(mat1, mat2)));
+  ctx.define(op.out(), self.addmm(mat1, mat2, scalar_of(op.beta()), scalar_of(op.alpha())));
 }
 
 }  // namespace thd::worker

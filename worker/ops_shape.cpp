@@ -1,6 +1,7 @@
 // Views, indexing, joining, splitting and sorting.
 #include "tensor/check.h"
 #include "worker/ops.h"
+#include "worker/sizes.h"
 
 namespace thd::worker {
 
@@ -9,7 +10,7 @@ namespace {
 Scalar scalar_of(const fb::Scalar* s) { return protocol::from_fb(s != nullptr ? *s : fb::Scalar()); }
 
 std::vector<int64_t> longs(const flatbuffers::Vector<int64_t>* v) {
-  return v == nullptr ? std::vector<int64_t>{} : std::vector<int64_t>(v->begin(), v->end());
+  return protocol::scalars_of(v);
 }
 
 Tensor view(const fb::ViewOp& op, const Tensor& a) {
@@ -37,7 +38,14 @@ Tensor& target(ExecContext& ctx, uint64_t id) { return const_cast<Tensor&>(ctx.i
 
 void run(ExecContext& ctx, const fb::ViewOp& op) {
   ctx.fresh(op.out());
-  ctx.define(op.out(), view(op, ctx.input(op.a())));
+  const Tensor& a = ctx.input(op.a());
+  // A reshape or flatten of a strided tensor copies it.
+  if (op.kind() == fb::ViewKind::Reshape || op.kind() == fb::ViewKind::Flatten) {
+    ctx.reserve(bytes_of(numel_of(a.shape()), a.dtype()));
+  }
+  Tensor v = view(op, a);
+  ctx.check_view(v);  // expand: the only view larger than what it views
+  ctx.define(op.out(), std::move(v));
 }
 
 void run(ExecContext& ctx, const fb::IndexOp& op) {
@@ -45,8 +53,12 @@ void run(ExecContext& ctx, const fb::IndexOp& op) {
   const Tensor& a = ctx.input(op.a());
   const Tensor& index = ctx.input(op.index());
   switch (op.kind()) {
-    case fb::IndexKind::IndexSelect: return ctx.define(op.out(), a.index_select(op.dim(), index));
-    case fb::IndexKind::Gather: return ctx.define(op.out(), a.gather(op.dim(), index));
+    case fb::IndexKind::IndexSelect:
+      ctx.reserve(bytes_of(index_select_numel(a.shape(), op.dim(), numel_of(index.shape())), a.dtype()));
+      return ctx.define(op.out(), a.index_select(op.dim(), index));
+    case fb::IndexKind::Gather:
+      ctx.reserve(bytes_of(numel_of(index.shape()), a.dtype()));
+      return ctx.define(op.out(), a.gather(op.dim(), index));
   }
   THD_THROW(protocol::ProtocolError, "index", "index kind {} is not in this protocol version",
             static_cast<int>(op.kind()));
@@ -62,6 +74,7 @@ void run(ExecContext& ctx, const fb::Scatter& op) {
     return;
   }
   const Tensor& a = ctx.input(op.a());
+  ctx.reserve(bytes_of(numel_of(a.shape()), a.dtype()));
   ctx.define(op.out(), op.src() != 0 ? a.scatter(op.dim(), index, ctx.input(op.src()))
                                      : a.scatter(op.dim(), index, scalar_of(op.value())));
 }
@@ -73,14 +86,22 @@ void run(ExecContext& ctx, const fb::MaskedFill& op) {
     target(ctx, op.a()).masked_fill_(mask, scalar_of(op.value()));
     return;
   }
-  ctx.define(op.out(), ctx.input(op.a()).masked_fill(mask, scalar_of(op.value())));
+  const Tensor& a = ctx.input(op.a());
+  ctx.reserve(bytes_of(broadcast_numel({a.shape(), mask.shape()}), a.dtype()));
+  ctx.define(op.out(), a.masked_fill(mask, scalar_of(op.value())));
 }
 
 void run(ExecContext& ctx, const fb::Where& op) {
   ctx.fresh(op.out());
   const Tensor& cond = ctx.input(op.cond());
-  if (op.a() == 0 && op.b() == 0) return ctx.define(op.out(), where(cond, scalar_of(op.sa()), scalar_of(op.sb())));
-  ctx.define(op.out(), where(cond, ctx.input(op.a()), ctx.input(op.b())));
+  if (op.a() == 0 && op.b() == 0) {
+    ctx.reserve(saturating_mul(numel_of(cond.shape()), 8));
+    return ctx.define(op.out(), where(cond, scalar_of(op.sa()), scalar_of(op.sb())));
+  }
+  const Tensor& a = ctx.input(op.a());
+  const Tensor& b = ctx.input(op.b());
+  ctx.reserve(bytes_of(broadcast_numel({cond.shape(), a.shape(), b.shape()}), result_type(a, b)));
+  ctx.define(op.out(), where(cond, a, b));
 }
 
 void run(ExecContext& ctx, const fb::Join& op) {
@@ -88,8 +109,11 @@ void run(ExecContext& ctx, const fb::Join& op) {
   std::vector<Tensor> inputs;
   if (op.inputs() != nullptr) {
     inputs.reserve(op.inputs()->size());
-    for (uint64_t id : *op.inputs()) inputs.push_back(ctx.input(id));
+    for (uint64_t id : protocol::scalars_of(op.inputs())) inputs.push_back(ctx.input(id));
   }
+  uint64_t bytes = 0;
+  for (const Tensor& t : inputs) bytes = saturating_add(bytes, saturating_mul(numel_of(t.shape()), 8));
+  ctx.reserve(bytes);
   switch (op.kind()) {
     case fb::JoinKind::Cat: return ctx.define(op.out(), cat(inputs, op.dim()));
     case fb::JoinKind::Stack: return ctx.define(op.out(), stack(inputs, op.dim()));
@@ -100,19 +124,21 @@ void run(ExecContext& ctx, const fb::Join& op) {
 
 void run(ExecContext& ctx, const fb::Split& op) {
   const std::vector<int64_t> sizes = longs(op.sizes());
-  const size_t n = op.outs() == nullptr ? 0 : op.outs()->size();
-  for (size_t i = 0; i < n; ++i) ctx.fresh(op.outs()->Get(i));
+  const std::vector<uint64_t> outs = protocol::scalars_of(op.outs());
+  const size_t n = outs.size();
+  for (size_t i = 0; i < n; ++i) ctx.fresh(outs[i]);
   if (n != sizes.size()) {
     THD_THROW(protocol::ProtocolError, "split", "{} outputs for {} sizes", n, sizes.size());
   }
   std::vector<Tensor> parts = ctx.input(op.a()).split(sizes, op.dim());
-  for (size_t i = 0; i < n; ++i) ctx.define(op.outs()->Get(i), std::move(parts[i]));
+  for (size_t i = 0; i < n; ++i) ctx.define(outs[i], std::move(parts[i]));
 }
 
 void run(ExecContext& ctx, const fb::Sort& op) {
   ctx.fresh(op.values());
   ctx.fresh(op.indices());
   const Tensor& a = ctx.input(op.a());
+  ctx.reserve(saturating_mul(numel_of(a.shape()), a.element_size() + 8));  // values and int64 indices
   auto [values, indices] = op.k() < 0 ? a.sort(op.dim(), op.descending())
                                       : a.topk(op.k(), op.dim(), /*largest=*/op.descending(), op.sorted());
   ctx.define(op.values(), std::move(values));

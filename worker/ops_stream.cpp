@@ -245,7 +245,7 @@ void run(ExecContext& ctx, const fb::TestLatch& op) {
 
 void run(ExecContext& ctx, const fb::EventDestroy& op) {
   if (op.events() == nullptr) return;
-  for (uint64_t id : *op.events()) ctx.session().events().erase(id);
+  for (uint64_t id : protocol::scalars_of(op.events())) ctx.session().events().erase(id);
 }
 
 }  // namespace thd::worker

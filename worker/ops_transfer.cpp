@@ -1,9 +1,13 @@
 // Worker-to-worker copies (to_node) and collectives among workers: tensor bytes go
 // straight between the workers over the DataChannel, never through the master.
+#include <optional>
+#include <string>
+
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/ops.h"
 #include "worker/session.h"
+#include "worker/sizes.h"
 
 namespace thd::worker {
 
@@ -68,6 +72,15 @@ void run(ExecContext& ctx, const fb::SendTo& op) {
     send_status(ctx, op, poison.get());
     throw PoisonedInput{poison};
   }
+  if (!e->tensor.is_contiguous()) {
+    try {
+      ctx.reserve(bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()));
+    } catch (const Error& refused) {  // the receiving node waits for a status: tell it why
+      const Poison why{ctx.op_id(), ctx.op_name(), refused.message(), ctx.node()};
+      send_status(ctx, op, &why);
+      throw;
+    }
+  }
   send_status(ctx, op, nullptr);
   ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/true);
   ctx.channel().send(e->tensor.contiguous(), op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
@@ -77,7 +90,10 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
   ctx.fresh(op.out());
   check_peer(ctx, op.peer_node(), "to_node");
   check_transfer_tag(op.tag(), "to_node");
-  Tensor out = Tensor::empty(protocol::shape_from_fb(op.shape(), "to_node"), protocol::from_fb(op.dtype()));
+  const Shape shape = protocol::shape_from_fb(op.shape(), "to_node");
+  const DType dtype = protocol::from_fb(op.dtype());
+  ctx.reserve(bytes_of(numel_of(shape), dtype));
+  Tensor out = Tensor::empty(shape, dtype);
   const std::vector<uint8_t> status =
       protocol::recv_message(ctx.channel(), op.peer_node() + 1, op.tag(), size_t{1} << 20, ctx.timeout());
   const fb::Message& m = protocol::verify_message(status, "to_node");
@@ -131,12 +147,29 @@ void run(ExecContext& ctx, const fb::Collective& op) {
   // input is poisoned (a 4-byte all_reduce), and then all of them poison their
   // outputs instead of running the collective.
   const auto poison = ctx.poison_of(e);
-  Tensor poisoned_node = Tensor::full({1}, poison ? ctx.node() + 1 : 0, kInt32);
+  // So is a member that cannot allocate what it needs (a staged copy, the output)
+  // or was sent an output shape it refuses: it takes part in the agreement first.
+  std::optional<std::string> refused;
+  if (!poison) {
+    try {
+      uint64_t bytes = 0;
+      if (!e->tensor.is_contiguous()) bytes = bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype());
+      if (makes_output) {
+        bytes = saturating_add(bytes, bytes_of(numel_of(protocol::shape_from_fb(op.out_shape(), "collective")),
+                                               e->tensor.dtype()));
+      }
+      ctx.reserve(bytes);
+    } catch (const Error& err) {
+      refused = err.message();
+    }
+  }
+  Tensor poisoned_node = Tensor::full({1}, poison || refused ? ctx.node() + 1 : 0, kInt32);
   group.all_reduce(poisoned_node, ReduceOp::Max, options);
   if (poison) throw PoisonedInput{poison};
+  if (refused) THD_THROW(ValueError, ctx.op_name(), "{}", *refused);
   if (const int bad = poisoned_node.item<int32_t>(); bad > 0) {
-    THD_THROW(ValueError, ctx.op_name(), "the input on node {} was poisoned by an earlier failure (node {}'s error "
-              "says why)", bad - 1, bad - 1);
+    THD_THROW(ValueError, ctx.op_name(), "node {} cannot take part: its input was poisoned by an earlier failure, "
+              "or it refused the collective (node {}'s error says why)", bad - 1, bad - 1);
   }
   auto participate = [&](Tensor& t) {
     switch (op.kind()) {

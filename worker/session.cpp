@@ -1,5 +1,9 @@
 #include "worker/session.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -11,21 +15,55 @@
 
 namespace thd::worker {
 
-Session::Session(std::shared_ptr<DataChannel> channel)
+namespace {
+
+size_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return SIZE_MAX;  // unknown: no limit beyond the allocator's own
+  return static_cast<size_t>(pages) * static_cast<size_t>(page);
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<DataChannel> channel, const SessionLimits& limits)
     : channel_(std::move(channel)),
       node_(channel_->rank() - 1),
+      memory_limit_(limits.memory_bytes != 0 ? limits.memory_bytes : physical_memory()),
       check_(StreamCheck::from_env(node_)),
       test_hooks_(std::getenv("THD_TEST_HOOKS") != nullptr && std::string(std::getenv("THD_TEST_HOOKS")) == "1"),
       streams_(*this) {
   // thd::stats() reports the peak of this session (a pool process serves many).
   reset_peak_memory_stats();
+  master_watch_ = channel_->irecv_bytes(std::span(&master_watch_byte_, 1), 0,
+                                        {.tag = protocol::kReplyTag, .timeout = std::chrono::milliseconds::max(),
+                                         .passive_wait = true});
 }
 
 Session::~Session() {
+  try {
+    master_watch_.cancel();
+  } catch (const std::exception&) {  // a channel already shut down failed it already
+  }
   stopping_.store(true);
   turn_cv_.notify_all();
   latch_cv_.notify_all();
   streams_.stop_all();
+}
+
+void Session::reserve(uint64_t bytes, const std::string& op) const {
+  const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats().allocated_bytes, 0));
+  if (bytes > memory_limit_ || in_use > memory_limit_ - bytes) {
+    THD_THROW(ValueError, op, "node {}: {} more bytes of tensors would take this node past its limit of {} bytes "
+              "({} bytes in use)", node_, bytes, memory_limit_, in_use);
+  }
+}
+
+void Session::check_extent(uint64_t bytes, const std::string& op) const {
+  if (bytes > memory_limit_) {
+    THD_THROW(ValueError, op, "node {}: a view of {} bytes is larger than this node's limit of {} bytes", node_, bytes,
+              memory_limit_);
+  }
 }
 
 void Session::post_upload(uint64_t id, Tensor tensor, Request receive) {

@@ -24,13 +24,15 @@
 #include "worker/handle_table.h"
 #include "worker/stream_check.h"
 #include "worker/streams.h"
+#include "worker/worker.h"
 
 namespace thd::worker {
 
 class Session {
  public:
-  explicit Session(std::shared_ptr<DataChannel> channel);
-  // Streams end first (running what they hold), then everything else.
+  explicit Session(std::shared_ptr<DataChannel> channel, const SessionLimits& limits = {});
+  // Streams end first (their queued ops see stopping() and are dropped; the one
+  // running finishes), then everything else.
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -41,6 +43,15 @@ class Session {
   HandleTable& table() { return table_; }
   StreamSet& streams() { return streams_; }
   EventTable& events() { return events_; }
+
+  // ---- memory (SessionLimits) -------------------------------------------------------------
+  // ValueError naming `op` unless `bytes` more of tensor memory keep this process
+  // within the session's limit: called before an op allocates.
+  void reserve(uint64_t bytes, const std::string& op) const;
+  // ValueError naming `op` unless a view of `bytes` (elements times their size, not
+  // memory) is within the limit.
+  void check_extent(uint64_t bytes, const std::string& op) const;
+  size_t memory_limit() const { return memory_limit_; }
 
   // ---- uploads: the receive posted when the batch was read, taken by its Upload --------
   void post_upload(uint64_t id, Tensor tensor, Request receive);
@@ -87,10 +98,16 @@ class Session {
 
   // True once the session is ending: long waits give up.
   bool stopping() const { return stopping_.load(); }
+  // True once the master's connection is lost (a receive posted for the whole
+  // session on the reply tag, which the master never sends on, failed with it).
+  // Never blocks: the command loop asks between the commands of a batch, which may
+  // hold seconds of work nobody is left to use.
+  bool master_lost() const { return master_watch_.test() && master_watch_.error() != nullptr; }
 
  private:
   std::shared_ptr<DataChannel> channel_;
   const int node_;
+  const size_t memory_limit_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<StreamCheck> check_;
   std::atomic<uint64_t> ops_executed_{0};
@@ -115,6 +132,8 @@ class Session {
   std::map<std::vector<int>, std::shared_ptr<DataChannel>> groups_;
 
   std::atomic<uint64_t> seed_{0};
+  uint8_t master_watch_byte_ = 0;
+  Request master_watch_;
   StreamSet streams_;  // last: its executors stop before the rest goes
 };
 

@@ -11,6 +11,7 @@ set(THD_WORKER_SOURCES
   worker/ops_transfer.cpp
   worker/pool.cpp
   worker/session.cpp
+  worker/sizes.cpp
   worker/stream_check.cpp
   worker/streams.cpp
   worker/worker.cpp

@@ -8,6 +8,7 @@
 #include "tensor/log.h"
 #include "worker/ops.h"
 #include "worker/session.h"
+#include "worker/sizes.h"
 
 namespace thd::worker {
 
@@ -39,11 +40,12 @@ void post_uploads(Session& session, const fb::CommandBatch& batch) {
     const fb::Upload* up = c->op_as_Upload();
     if (up == nullptr) continue;
     try {
-      Tensor t = Tensor::empty(protocol::shape_from_fb(up->shape(), "dist_send"), protocol::from_fb(up->dtype()));
+      const UploadSpec spec = upload_spec(session, *up);
+      Tensor t = Tensor::empty(spec.shape, spec.dtype);
       Request r = session.channel().irecv(t, 0, {.tag = protocol::kUploadTag, .timeout = session.timeout()});
       session.post_upload(up->out(), std::move(t), std::move(r));
     } catch (const std::exception&) {
-      // Left unannounced: the Upload command then fails and poisons its tensor.
+      // Left unannounced: the Upload command then fails (saying why) and poisons its tensor.
     }
   }
 }
@@ -74,11 +76,14 @@ Prepared prepare(Session& session, const fb::Command& c) {
 }
 
 // A command that cannot run where it was sent: reported, and the turn it held (a
-// collective's) passed on.
+// collective's) passed on. A refused get is answered where its master waits.
 void refuse(Session& session, const fb::Command& c, const Prepared& prepared, const std::string& message) {
   ExecContext& main = session.streams().default_stream();
   main.begin(c);
-  main.fail(main.new_poison(message), /*report=*/true);
+  const std::shared_ptr<const Poison> poison = main.new_poison(message);
+  const fb::Fetch* fetch = c.op_as_Fetch();
+  main.fail(poison, /*report=*/fetch == nullptr);
+  if (fetch != nullptr) answer_fetch_failed(main, *fetch, *poison);
   if (c.op_type() == fb::Op::Collective) session.end_turn(prepared.value);
 }
 
@@ -129,6 +134,14 @@ void schedule(Session& session, const std::shared_ptr<const protocol::Received>&
   }
   stream->executor.submit([holder, &c, stream, &session, prepared = std::move(prepared), collective, turn,
                            after_default]() mutable {
+    // A session that is ending (its master is lost; one that said goodbye has
+    // synchronized first) drops what its streams still hold: nobody is left to use
+    // the results, and the node must be free for what comes next (thd-worker's
+    // next session, or an SPMD worker's exit).
+    if (session.stopping() || session.master_lost()) {
+      if (collective) session.end_turn(turn);
+      return;
+    }
     if (after_default) session.check()->checker().on_wait(session.check()->key(stream->ctx.stream()), *after_default);
     try {
       dispatch(stream->ctx, c, std::move(prepared));
@@ -143,7 +156,12 @@ void run_batch(Session& session, const std::shared_ptr<const protocol::Received>
                const fb::CommandBatch& batch) {
   if (batch.commands() != nullptr) {
     post_uploads(session, batch);
-    for (const fb::Command* c : *batch.commands()) schedule(session, holder, *c);
+    for (const fb::Command* c : *batch.commands()) {
+      // A master lost mid-batch wants none of the rest (a batch may hold seconds of
+      // work); the command loop then finds it lost and ends the session.
+      if (session.master_lost()) return;
+      schedule(session, holder, *c);
+    }
   }
   if (batch.want_ack()) {
     // Once the whole batch has run, on every stream: the master's credits bound what
@@ -175,8 +193,8 @@ const char* session_end_name(SessionEnd end) {
   return "unknown";
 }
 
-SessionEnd serve(const std::shared_ptr<DataChannel>& channel) {
-  Session session(channel);
+SessionEnd serve(const std::shared_ptr<DataChannel>& channel, const SessionLimits& limits) {
+  Session session(channel, limits);
   ExecContext& ctx = session.streams().default_stream();
   protocol::MessageReceiver commands(channel, 0, protocol::kCommandTag, protocol::kMaxMessageBytes);
   auto m = std::make_shared<protocol::Received>();
@@ -187,6 +205,9 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel) {
       try {
         if (!commands.next(*m, kPoll, ctx.timeout())) continue;
       } catch (const protocol::ProtocolError& e) {
+        reply_error(ctx, "receive", e.what());
+        continue;
+      } catch (const TimeoutError& e) {  // a head whose body never came
         reply_error(ctx, "receive", e.what());
         continue;
       }

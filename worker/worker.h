@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 
 #include <thd/datachannel.h>
@@ -14,11 +15,21 @@ enum class SessionEnd {
   Refused,     // the master's HELLO did not fit (protocol version, node count)
 };
 
+// What one session may make a node allocate. A command whose new tensors would take
+// this process's tensor memory (thd::memory_stats) past `memory_bytes`, or that
+// would make a view larger than that, fails with an error reply before anything is
+// allocated or read: a shape from a corrupt or hostile master cannot take the node
+// down, nor tie it up for hours walking a view of 2^40 elements.
+struct SessionLimits {
+  // 0: the machine's physical memory.
+  size_t memory_bytes = 0;
+};
+
 // Serves one master session: `channel` is the session's world, the master is rank
 // 0 and this worker is node channel->rank() - 1. Returns when the session ends; every
 // tensor of the session is freed by then. Never throws for what the master sends
 // (bad batches get error replies); throws only when the channel itself cannot work.
-SessionEnd serve(const std::shared_ptr<DataChannel>& channel);
+SessionEnd serve(const std::shared_ptr<DataChannel>& channel, const SessionLimits& limits = {});
 
 const char* session_end_name(SessionEnd end);
 

@@ -26,6 +26,9 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr const char* kOp = "rendezvous";
+// How long naming the ranks that did not join may take once the wait for them
+// timed out.
+constexpr milliseconds kDiagnosisTimeout{1000};
 constexpr const char* kExpected = "expected env://, tcp://host:port, file:///absolute/path or mpi://";
 
 struct Target {
@@ -143,22 +146,27 @@ Target resolve(RendezvousOptions& opt, const net::EnvLookup& env) {
   return t;
 }
 
-// Adds the rank to an error from connecting, keeping its type.
+// Adds the rank, and what it was doing with the store, to an error from the store,
+// keeping its type.
 template <typename E>
-[[noreturn]] void rethrow_at_rank(const E& e, int rank, const std::string& where) {
+[[noreturn]] void rethrow_at_rank(const E& e, int rank, const std::string& doing) {
   ErrorContext ctx = e.context();
   ctx.op = kOp;
   ctx.rank = rank;
-  throw E(fmt::format("cannot reach the store at {}: {}{}", where, e.context().op.empty() ? "" : e.context().op + ": ",
-                      e.message()),
+  throw E(fmt::format("{}: {}{}", doing, e.context().op.empty() ? "" : e.context().op + ": ", e.message()),
           std::move(ctx));
+}
+
+// Where the store is, for messages: "the store at 127.0.0.1:29500".
+std::string store_name(const Target& t) {
+  return t.kind == Target::Kind::File ? "the file store " + t.path : "the store at " + net::format_endpoint(t.host, t.port);
 }
 
 std::shared_ptr<Store> open_store(const Target& t, const RendezvousOptions& opt) {
   if (t.kind == Target::Kind::File) {
     return std::make_shared<FileStore>(t.path, opt.world_size, opt.timeout);
   }
-  const std::string where = net::format_endpoint(t.host, t.port);
+  const std::string where = "cannot reach " + store_name(t);
   TCPStoreOptions o;
   o.host = t.host;
   o.port = t.port;
@@ -187,7 +195,7 @@ std::string identity() {
 
 std::string rank_key(int r) { return fmt::format("rendezvous/rank/{}", r); }
 
-void register_and_wait(Store& store, const RendezvousOptions& opt, net::Deadline deadline) {
+void register_and_wait(Store& store, const RendezvousOptions& opt, net::Deadline deadline, const std::string& where) {
   const int rank = opt.rank;
   const int world = opt.world_size;
   const std::string leftover = opt.init_method.starts_with("file://")
@@ -220,19 +228,22 @@ void register_and_wait(Store& store, const RendezvousOptions& opt, net::Deadline
   } catch (const TimeoutError& e) {
     std::vector<int> absent;
     try {
+      // Only to name the missing ranks: a store that did not answer the wait (it
+      // is stalled) must not hold this rank for another whole timeout.
+      store.set_timeout(std::min(opt.timeout, kDiagnosisTimeout));
       for (int r = 0; r < world; ++r) {
         if (!store.check({rank_key(r)})) absent.push_back(r);
       }
     } catch (const Error& lost) {
       // The store went away too (rank 0 gave up first): say what is known.
-      THD_THROW_AT(TimeoutError, kOp, rank, -1, "not every rank joined within {} ms ({}), and then the store "
-                   "became unreachable ({}) (init_method {})", opt.timeout.count(), e.message(), lost.what(),
+      THD_THROW_AT(TimeoutError, kOp, rank, -1, "not every rank joined within {} ms ({}), and then {} "
+                   "became unreachable ({}) (init_method {})", opt.timeout.count(), e.message(), where, lost.what(),
                    opt.init_method);
     }
     THD_THROW_AT(TimeoutError, kOp, rank, -1,
-                 "{} of {} ranks did not join within {} ms: rank{} {} never arrived (init_method {})", absent.size(),
+                 "{} of {} ranks did not join within {} ms: rank{} {} never arrived (init_method {}, {})", absent.size(),
                  world, opt.timeout.count(), absent.size() == 1 ? "" : "s", fmt::join(absent, ", "),
-                 opt.init_method);
+                 opt.init_method, where);
   }
 }
 
@@ -275,7 +286,20 @@ RendezvousResult rendezvous_with_env(RendezvousOptions opt, const net::EnvLookup
   const net::Deadline deadline = net::deadline_after(opt.timeout);
   const Target target = resolve(opt, env);
   std::shared_ptr<Store> store = open_store(target, opt);
-  register_and_wait(*store, opt, deadline);
+  const std::string where = store_name(target);
+  // The store failing under the ranks (its host died, or stalls) is named as such;
+  // the rendezvous's own errors say what they mean already.
+  try {
+    register_and_wait(*store, opt, deadline, where);
+  } catch (const PeerLost& e) {
+    rethrow_at_rank(e, opt.rank, fmt::format("rank {} lost {} while the ranks were joining (has the process "
+                                             "hosting it died?)", opt.rank, where));
+  } catch (const ConnectionError& e) {
+    rethrow_at_rank(e, opt.rank, fmt::format("rank {} lost {} while the ranks were joining", opt.rank, where));
+  } catch (const TimeoutError& e) {
+    if (e.context().op == kOp) throw;
+    rethrow_at_rank(e, opt.rank, fmt::format("{} did not answer rank {} while the ranks were joining", where, opt.rank));
+  }
   store->set_timeout(opt.timeout);
   return {std::move(store), opt.rank, opt.world_size};
 }

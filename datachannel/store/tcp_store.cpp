@@ -1,6 +1,7 @@
 // TCPStore: the client side (every process), and the server (rank 0) it may host.
 #include <thd/store.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "datachannel/check.h"
@@ -19,8 +20,14 @@ namespace {
 
 // How long a client waits for the reply of a get/wait past the time the server
 // was asked to wait: the server answers Timeout itself at its deadline, so this
-// only covers scheduling and transfer.
-constexpr milliseconds kReplyGrace{5000};
+// only covers scheduling and transfer. A tenth of the wait, within these bounds: a
+// stalled server holds its client little longer than the timeout it asked for.
+constexpr milliseconds kMinReplyGrace{100};
+constexpr milliseconds kMaxReplyGrace{5000};
+
+milliseconds reply_grace(milliseconds server_wait) {
+  return std::clamp(server_wait / 10, kMinReplyGrace, kMaxReplyGrace);
+}
 
 milliseconds saturating_add(milliseconds a, milliseconds b) {
   return a > milliseconds::max() - b ? milliseconds::max() : a + b;
@@ -94,7 +101,7 @@ struct TCPStore::Impl {
     const net::Deadline deadline = net::deadline_after(store_timeout);
     if (!sock.valid()) connect_locked(deadline, op);
     const net::Deadline reply_deadline =
-        server_wait ? net::deadline_after(saturating_add(*server_wait, kReplyGrace)) : deadline;
+        server_wait ? net::deadline_after(saturating_add(*server_wait, reply_grace(*server_wait))) : deadline;
     wire::Reply reply = exchange_locked(req, deadline, reply_deadline, op);
     THD_CHECK(reply.status != wire::Status::Error, ValueError, op, "{}", reply.message);
     THD_CHECK(reply.status == wire::Status::Ok || server_wait.has_value(), ConnectionError, op,

@@ -1,0 +1,48 @@
+// The other programs of the hardening tests are this same binary, run with a role
+// flag: a worker of a job the test process masters, or a master of its own (a
+// separate process the test can kill, or let exit without thd::shutdown()).
+//
+//   --hardening-worker               joins the job the environment describes
+//                                    (env://) as a worker; exits as an SPMD
+//                                    worker does (0 after Goodbye, 1 when the
+//                                    master is lost), 2 when init threw
+//   --hardening-master SCENARIO [URL] a master; SCENARIO is one of kScenarios,
+//                                    URL a worker pool's address (else env://)
+//
+// THD_HARDENING_TIMEOUT_MS sets the role's MasterWorkerOptions::timeout (the
+// test's choice, not a thd variable). Masters print what they reached on stdout,
+// one line each, at once: "master ready", "master inside: ...".
+#pragma once
+
+#include <optional>
+
+namespace thd::test {
+
+inline constexpr const char* kWorkerRole = "--hardening-worker";
+inline constexpr const char* kMasterRole = "--hardening-master";
+
+// Master scenarios:
+//   return    work queued on every node, then main returns without shutdown()
+//   exit      the same, then std::exit(0) from inside a call
+//   throw     the same, then an exception nobody catches (std::terminate)
+//   busy      seconds of work queued on a side stream of every node; once every
+//             node is provably running it, "master inside: ..." and a wait to be
+//             killed (at most a minute)
+//   busy-default  seconds of work queued on the default stream of every node,
+//             then "master queued" and a wait to be killed (the default stream
+//             answers no statistics while it works: the test watches the workers'
+//             CPU time instead)
+//   audit     "master ready" with THD_AUTH_TOKEN_FILE and MASTER_PORT, then waits
+//             (at most 20 s) for the file named by THD_HARDENING_RELEASE to appear,
+//             and shuts down
+// and one that is not master-worker:
+//   mesh      every rank (env://) joins a tcp DataChannel with the default options;
+//             rank 2 only once the THD_HARDENING_RELEASE file appears, so the ranks
+//             below it wait with their mesh listeners open; then a barrier
+inline constexpr const char* kScenarios[] = {"return", "exit", "throw", "busy", "busy-default", "audit", "mesh"};
+
+// Called first thing in main(): runs the role argv asks for and returns main's
+// exit status (a worker never returns). nullopt when argv asks for no role.
+std::optional<int> run_role_if_asked(int argc, char** argv);
+
+}  // namespace thd::test
