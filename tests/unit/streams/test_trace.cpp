@@ -19,6 +19,7 @@
 #include <thd/error.h>
 
 #include "expect_throw.h"
+#include "scoped_env.h"
 #include "datachannel/test_util.h"  // TempDir
 #include "streams/trace.h"
 #include "streams/trace_clock.h"
@@ -508,27 +509,8 @@ TEST(TraceClock, NowIsTheSteadyClockInNanoseconds) {
 }
 
 // THD_TRACE is read by nothing else in this binary; the guard restores it.
-class EnvGuard {
- public:
-  explicit EnvGuard(const char* name) : name_(name) {
-    if (const char* v = std::getenv(name)) old_ = v;
-  }
-  ~EnvGuard() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 TEST(TraceEnv, PathComesFromThdTraceAndEmptyMeansOff) {
-  EnvGuard guard("THD_TRACE");
-  ::unsetenv("THD_TRACE");
+  test::ScopedEnv guard("THD_TRACE", nullptr);
   EXPECT_EQ(trace_path_from_env(), std::nullopt);
   ::setenv("THD_TRACE", "", 1);
   EXPECT_EQ(trace_path_from_env(), std::nullopt);

@@ -12,6 +12,7 @@
 #include "datachannel/tcp/wire.h"
 #include "datachannel/transport_test_util.h"
 #include "memory_pipe.h"
+#include "scoped_env.h"
 
 namespace thd::test {
 namespace {
@@ -265,30 +266,6 @@ TEST(PipeTransport, DestroyingFailsPendingRequestsAsChannelClosed) {
 
 namespace thd::test {
 namespace {
-
-// Sets an environment variable for one scope, restoring what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(PipeTuning, MoreRanksThanCoresSpinLongerAndYield) {
   ScopedEnv spin("THD_PIPE_SPIN_US", nullptr);
