@@ -68,8 +68,10 @@ std::optional<PostedRecv> MatchQueues::withdraw(const RequestState* request) {
   auto k = posted_keys_.find(request);
   if (k == posted_keys_.end()) return std::nullopt;
   auto it = buckets_.find(k->second);
-  posted_keys_.erase(k);
-  if (it == buckets_.end()) return std::nullopt;
+  if (it == buckets_.end()) {
+    posted_keys_.erase(k);
+    return std::nullopt;
+  }
   auto& posted = it->second.posted;
   std::optional<PostedRecv> found;
   for (auto r = posted.begin(); r != posted.end(); ++r) {
@@ -78,6 +80,7 @@ std::optional<PostedRecv> MatchQueues::withdraw(const RequestState* request) {
       break;
     }
   }
+  if (!found) posted_keys_.erase(request);
   drop_if_empty(it);
   return found;
 }
