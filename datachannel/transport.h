@@ -73,6 +73,12 @@ class Transport {
   // The PeerLost error of a world rank this transport has lost, nullptr while it
   // is healthy.
   virtual std::exception_ptr peer_error(int world_rank) const = 0;
+  // True when that rank closed its channel on purpose, having finished (it said
+  // goodbye before its connection ended), rather than dying. A collective may go
+  // on without a member that departed once it is done with it: the last rank out
+  // of a barrier may leave while others still wait for each other. Backends that
+  // cannot tell say false, so a departure reads as a loss.
+  virtual bool peer_departed(int /*world_rank*/) const { return false; }
 
   // Counted by the callers of post_send/post_recv (thd::stats).
   void count_send(size_t bytes) noexcept {

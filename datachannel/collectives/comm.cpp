@@ -103,7 +103,9 @@ void Comm::throw_if_member_lost(const RequestState& waiting) {
   for (size_t i = 0; i < world_ranks_.size(); ++i) {
     const int world = world_ranks_[i];
     std::exception_ptr lost = transport_.peer_error(world);
-    if (!lost) continue;
+    // A member that said goodbye had finished its part of this collective; waits on
+    // it directly still fail, through the transport.
+    if (!lost || transport_.peer_departed(world)) continue;
     std::string cause;
     try {
       std::rethrow_exception(lost);

@@ -109,6 +109,7 @@ FabricPipe::FabricPipe(int rank, int size, Endpoint endpoint, std::vector<fi_add
       registration_(registration),
       max_msg_size_(endpoint_.info().ep_attr->max_msg_size),
       peer_errors_(static_cast<size_t>(size)),
+      departed_(static_cast<size_t>(size), 0),
       idle_nap_us_(kMinIdleNapUs) {
   if (size > 1) {
     goodbye_recv_ = std::make_unique<Op>(Op::Kind::GoodbyeRecv, -1, 0, nullptr, 0, nullptr);
@@ -338,6 +339,7 @@ void FabricPipe::on_completion(const fi_cq_tagged_entry& entry) {
     case Op::Kind::GoodbyeRecv: {
       const int sender = tags_.sender_of(entry.tag);
       if (sender != rank() && sender < size()) {
+        if (!peer_errors_[static_cast<size_t>(sender)]) departed_[static_cast<size_t>(sender)] = 1;
         lose_peer(sender, fmt::format("rank {} closed its libfabric endpoint (its pipe was destroyed: it is "
                                       "shutting down or gave up on this channel)",
                                       sender));
@@ -524,6 +526,11 @@ void FabricPipe::sleep(net::Deadline until, bool busy) {
 std::exception_ptr FabricPipe::peer_error(int peer) const {
   if (peer < 0 || peer >= size()) return nullptr;
   return peer_errors_[static_cast<size_t>(peer)];
+}
+
+bool FabricPipe::peer_departed(int peer) const {
+  if (peer < 0 || peer >= size()) return false;
+  return departed_[static_cast<size_t>(peer)] != 0;
 }
 
 void FabricPipe::close() noexcept {

@@ -65,6 +65,7 @@ class FabricPipe final : public pipe::MessagePipe {
   void interrupt() noexcept override { sleeper_.interrupt(); }
 
   std::exception_ptr peer_error(int peer) const override;
+  bool peer_departed(int peer) const override;
   // libfabric 1.17's tcp provider drops a broken connection without a completion
   // error, and shm has no liveness check: PipeTransport's heartbeats do it.
   bool detects_silent_peer_loss() const noexcept override { return false; }
@@ -116,6 +117,7 @@ class FabricPipe final : public pipe::MessagePipe {
   std::unique_ptr<Op> goodbye_recv_;
   std::vector<std::unique_ptr<Op>> goodbye_sends_;
   std::vector<std::exception_ptr> peer_errors_;
+  std::vector<char> departed_;  // by peer: lost by its goodbye, having finished
   bool closing_ = false;
 
   // Set by arm() for the next sleep(): 0 block on the completion queue's fd; > 0

@@ -88,6 +88,9 @@ class MessagePipe {
   // The error of a peer the library reports lost (thd::PeerLost), null while it is
   // healthy or when the library cannot tell.
   virtual std::exception_ptr peer_error(int peer) const = 0;
+  // True when the peer's loss was its goodbye (it closed its pipe having finished),
+  // not a failure; see Transport::peer_departed.
+  virtual bool peer_departed(int /*peer*/) const { return false; }
   // Whether the library notices a peer that dies without a word (a killed process)
   // by itself. When it does not (libfabric's tcp and shm providers), PipeTransport
   // sends heartbeats and declares a silent peer lost.

@@ -123,7 +123,8 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
       last_heard_(static_cast<size_t>(size()), net::Clock::now()),
       heartbeat_out_(static_cast<size_t>(size()), nullptr),
       lost_(static_cast<size_t>(size())),
-      lost_why_(static_cast<size_t>(size())) {
+      lost_why_(static_cast<size_t>(size())),
+      departed_(static_cast<size_t>(size()), 0) {
   THD_CHECK(max_data_tag_ >= 2, ValueError, "DataChannel::create", "the {} pipe offers no data tags", name_);
   THD_CHECK(auth.store != nullptr, ValueError, "DataChannel::create", "the {} backend needs the channel's store",
             name_);
@@ -277,6 +278,13 @@ std::exception_ptr PipeTransport::peer_error(int world_rank) const {
   if (!any_lost_.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard lock(lost_mu_);
   return lost_[static_cast<size_t>(world_rank)];
+}
+
+bool PipeTransport::peer_departed(int world_rank) const {
+  if (world_rank < 0 || world_rank >= size()) return false;
+  if (!any_lost_.load(std::memory_order_acquire)) return false;
+  std::lock_guard lock(lost_mu_);
+  return departed_[static_cast<size_t>(world_rank)] != 0;
 }
 
 // ---- posting ------------------------------------------------------------------------
@@ -584,9 +592,11 @@ void PipeTransport::lose_peer(int peer, std::exception_ptr why) {
     lost_why_[static_cast<size_t>(peer)] = text;
   }
   std::exception_ptr lost = lost_error(peer, std::string(name_) + " backend");
+  const bool departed = pipe_->peer_departed(peer);
   {
     std::lock_guard lock(lost_mu_);
     lost_[static_cast<size_t>(peer)] = lost;
+    departed_[static_cast<size_t>(peer)] = departed ? 1 : 0;
     any_lost_.store(true, std::memory_order_release);
   }
   THD_LOG_DEBUG("{} backend (rank {}): lost rank {}: {}", name_, rank(), peer, text);

@@ -100,6 +100,7 @@ class PipeTransport final : public Transport {
   void cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) override;
   bool wait(RequestState& request, net::Deadline until) override;
   std::exception_ptr peer_error(int world_rank) const override;
+  bool peer_departed(int world_rank) const override;
 
  private:
   // What a completion belongs to; every PipeOp the engine hands out is one of these.
@@ -225,6 +226,7 @@ class PipeTransport final : public Transport {
   std::vector<std::exception_ptr> lost_;  // by peer rank
   std::atomic<bool> any_lost_{false};
   std::vector<std::string> lost_why_;
+  std::vector<char> departed_;  // by peer rank, under lost_mu_: lost by its goodbye
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};

@@ -428,6 +428,7 @@ void TcpTransport::sent_frame(Peer& p, SendOp& op) {
     case FrameKind::ClearToSend:
     case FrameKind::Decline:
     case FrameKind::Revoke:
+    case FrameKind::Goodbye:
       return;
   }
 }
@@ -562,6 +563,9 @@ void TcpTransport::on_rendezvous_frame(Peer& p, const FrameHeader& h) {
       read_payload_into(p, std::move(recv));
       return;
     }
+    case FrameKind::Goodbye:
+      departed_flags_[static_cast<size_t>(p.rank)].store(true, std::memory_order_release);
+      return;
     case FrameKind::Message:
     case FrameKind::ReadyToSend:
       return;  // not rendezvous steps: start_frame handles them

@@ -34,6 +34,7 @@ TcpTransport::TcpTransport(int rank, int size, Mesh mesh, const Tuning& tuning)
       run_queue_(tuning.cpus),
       peers_(static_cast<size_t>(size)),
       lost_flags_(static_cast<size_t>(size)),
+      departed_flags_(static_cast<size_t>(size)),
       lost_errors_(static_cast<size_t>(size)) {
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   THD_CHECK(epoll_.valid(), ConnectionError, "tcp backend", "epoll_create1 failed: {}", errno_text(errno));
@@ -69,6 +70,11 @@ TcpTransport::~TcpTransport() {
   {
     std::lock_guard lock(mu_);
     closing_ = true;  // posts from now on fail
+    // Behind everything already queued to each peer: it tells them this rank
+    // finished, so its end-of-stream is a departure, not a death.
+    for (Peer& p : peers_) {
+      if (p.rank != rank() && !p.lost && p.socket.valid()) queue_control(p, FrameKind::Goodbye, 0);
+    }
   }
   // Queued sends get a bounded time to reach the kernel; the progress thread (not
   // parked: nobody spins any more) keeps reading meanwhile, so two ranks closing
@@ -305,6 +311,11 @@ std::exception_ptr TcpTransport::peer_error(int world_rank) const {
   if (!lost_flags_[static_cast<size_t>(world_rank)].load(std::memory_order_acquire)) return nullptr;
   std::lock_guard lock(lost_mu_);
   return lost_errors_[static_cast<size_t>(world_rank)];
+}
+
+bool TcpTransport::peer_departed(int world_rank) const {
+  if (world_rank < 0 || world_rank >= size()) return false;
+  return departed_flags_[static_cast<size_t>(world_rank)].load(std::memory_order_acquire);
 }
 
 size_t TcpTransport::unexpected_bytes(int world_rank) const {

@@ -97,6 +97,7 @@ class TcpTransport final : public Transport {
   void cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) override;
   bool wait(RequestState& request, net::Deadline until) override;
   std::exception_ptr peer_error(int world_rank) const override;
+  bool peer_departed(int world_rank) const override;
 
   const Tuning& tuning() const noexcept { return tuning_; }
   const SpinPolicy& spin_policy() const noexcept { return spin_; }
@@ -244,6 +245,8 @@ class TcpTransport final : public Transport {
 
   // peer_error() without the engine lock: a flag per rank, the error under lost_mu_.
   std::vector<std::atomic<bool>> lost_flags_;
+  // Ranks whose Goodbye frame arrived (they closed their channel, having finished).
+  std::vector<std::atomic<bool>> departed_flags_;
   mutable std::mutex lost_mu_;
   std::vector<std::exception_ptr> lost_errors_;
 

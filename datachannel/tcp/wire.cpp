@@ -111,20 +111,23 @@ bool decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes, Fram
     *why = fmt::format("a payload of {} bytes (the limit is {} bytes)", payload, kMaxPayloadBytes);
     return false;
   }
-  if (p[39] > static_cast<uint8_t>(FrameKind::Revoke)) {
+  if (p[39] > static_cast<uint8_t>(FrameKind::Goodbye)) {
     *why = fmt::format("unknown frame kind {}", p[39]);
     return false;
   }
   const auto kind = static_cast<FrameKind>(p[39]);
   const auto id = get<uint64_t>(p + 40);
-  const bool control = kind == FrameKind::ClearToSend || kind == FrameKind::Decline || kind == FrameKind::Revoke;
+  const bool control = kind == FrameKind::ClearToSend || kind == FrameKind::Decline ||
+                       kind == FrameKind::Revoke || kind == FrameKind::Goodbye;
   if (control && payload != 0) {
     *why = fmt::format("a rendezvous control frame (kind {}) with a payload of {} bytes", p[39], payload);
     return false;
   }
-  if ((kind == FrameKind::Message) != (id == 0)) {
-    *why = kind == FrameKind::Message ? fmt::format("a whole message carrying rendezvous id {}", id)
-                                      : fmt::format("a rendezvous frame (kind {}) without an id", p[39]);
+  const bool carries_id = kind != FrameKind::Message && kind != FrameKind::Goodbye;
+  if (carries_id != (id != 0)) {
+    *why = !carries_id ? fmt::format("a {} frame carrying rendezvous id {}",
+                                     kind == FrameKind::Message ? "whole message" : "goodbye", id)
+                       : fmt::format("a rendezvous frame (kind {}) without an id", p[39]);
     return false;
   }
   out->envelope.context = get<uint32_t>(p + 4);

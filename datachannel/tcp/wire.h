@@ -14,7 +14,9 @@
 // rendezvous (docs/tcp_backend.md, "Rendezvous"): the sender announces it
 // (ReadyToSend, no payload), the receiver asks for it once a receive matched it
 // (ClearToSend) or refuses it (Decline), the payload follows as Data; a sender
-// that gives up on an announced message says so (Revoke).
+// that gives up on an announced message says so (Revoke). A rank that closes its
+// channel says Goodbye before its end-of-stream, so that its peers can tell a rank
+// that finished and left from one that died.
 //
 // Everything read from a socket is checked by the decoders below before it is
 // used: a peer that sends bytes they refuse is disconnected, never trusted.
@@ -70,6 +72,7 @@ enum class FrameKind : uint8_t {
   Decline = 3,      // receiver -> sender: the matched receive refused it, send nothing
   Data = 4,         // the announced message's payload
   Revoke = 5,       // sender -> receiver: the announced message will not come
+  Goodbye = 6,      // the sender closes its channel: it has finished, nothing is lost
 };
 
 struct FrameHeader {

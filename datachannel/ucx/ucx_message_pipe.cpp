@@ -391,6 +391,8 @@ void UcxMessagePipe::on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) noe
 void UcxMessagePipe::goodbye_from(ucp_tag_t sender_tag) noexcept {
   const int sender = sender_of(sender_tag);
   if (sender < 0 || sender >= size() || sender == rank()) return;
+  Peer& p = peers_[static_cast<size_t>(sender)];
+  if (p.error == nullptr) p.departed = true;  // a goodbye after a failure changes nothing
   lose_peer(sender, "it closed its UCX pipe (goodbye received)");
 }
 
@@ -431,6 +433,11 @@ void UcxMessagePipe::settle_lost_peers() {
 std::exception_ptr UcxMessagePipe::peer_error(int peer) const {
   if (peer < 0 || peer >= size()) return nullptr;
   return peers_[static_cast<size_t>(peer)].error;
+}
+
+bool UcxMessagePipe::peer_departed(int peer) const {
+  if (peer < 0 || peer >= size()) return false;
+  return peers_[static_cast<size_t>(peer)].departed;
 }
 
 // ---- cancel -----------------------------------------------------------------------

@@ -84,6 +84,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   void sleep(net::Deadline until, bool busy) override;
   void interrupt() noexcept override;
   std::exception_ptr peer_error(int peer) const override;
+  bool peer_departed(int peer) const override;
 
  private:
   struct Peer {
@@ -91,6 +92,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
     int rank = -1;
     ucp_ep_h ep = nullptr;
     std::exception_ptr error;  // PeerLost once lost
+    bool departed = false;     // lost by its goodbye, having finished
   };
   struct Completion {
     pipe::PipeOp* op;

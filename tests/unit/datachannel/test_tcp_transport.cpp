@@ -674,6 +674,16 @@ TEST(TcpTransport, FrameHeadersRoundTripAndBadOnesAreRefused) {
   refused([](auto& b) { b[39] = 9; }, "frame kind 9");
   refused([](auto& b) { b[40] = 1; }, "rendezvous id 1");
 
+  // Goodbye: no payload, no rendezvous id.
+  const tcp::FrameHeaderBytes bye = tcp::encode_rendezvous_frame(tcp::FrameKind::Goodbye, 0);
+  ASSERT_TRUE(tcp::decode_frame_header(bye, &h, &why)) << why;
+  EXPECT_EQ(h.kind, tcp::FrameKind::Goodbye);
+  std::string reason;
+  EXPECT_FALSE(tcp::decode_frame_header(tcp::encode_rendezvous_frame(tcp::FrameKind::Goodbye, 5), &h, &reason));
+  EXPECT_NE(reason.find("goodbye frame carrying rendezvous id 5"), std::string::npos) << reason;
+  EXPECT_FALSE(tcp::decode_frame_header(tcp::encode_rendezvous_frame(tcp::FrameKind::Goodbye, 0, 8), &h, &reason));
+  EXPECT_NE(reason.find("control frame"), std::string::npos) << reason;
+
   tcp::Hello hello{5, 9, {}};
   hello.channel[3] = 42;
   tcp::Hello back;
@@ -931,6 +941,8 @@ TEST(TcpTransport, DestroyingFailsPendingRequestsAndThePeerSeesItLost) {
   EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   EXPECT_NE(ts[1]->peer_error(0), nullptr);
+  EXPECT_TRUE(ts[1]->peer_departed(0));  // its goodbye came before its end-of-stream
+  EXPECT_FALSE(ts[1]->peer_departed(1));
   EXPECT_FALSE(any->finished());  // one lost peer does not fail an any-source receive
   // Later operations with the lost rank fail at once.
   auto late = test::isend(*ts[1], b, 0, 3);
@@ -981,6 +993,7 @@ TEST(TcpTransport, MalformedFrameFromAnAuthenticatedPeerDropsOnlyThatPeer) {
     EXPECT_NE(message.find("malformed"), std::string::npos) << message;
     EXPECT_EQ(ctx.peer, 1);
     EXPECT_NE(t.peer_error(1), nullptr);
+    EXPECT_FALSE(t.peer_departed(1));  // dropped, not departed
     EXPECT_TRUE(test::closed_by_peer(fake.sock));
     // The transport itself carries on.
     std::vector<uint8_t> self(2);
@@ -1095,6 +1108,7 @@ TEST(TcpTransport, PeerKilledWithSigkillFailsPendingReceivesWithPeerLost) {
   EXPECT_EQ(ctx.peer, 2);
   EXPECT_NE(message.find("rank 2"), std::string::npos) << message;
   EXPECT_NE(t->peer_error(2), nullptr);
+  EXPECT_FALSE(t->peer_departed(2));  // killed: it said no goodbye
   EXPECT_EQ(t->peer_error(1), nullptr);
   EXPECT_TRUE(test::holds<PeerLost>(test::isend(*t, from2, 2, 1)->error));
   // The any-source receive is still open, and rank 1 can still fill it.
