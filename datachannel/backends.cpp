@@ -16,6 +16,9 @@
 #if THD_WITH_LIBFABRIC
 #include "datachannel/libfabric/libfabric_pipe.h"
 #endif
+#if THD_WITH_NCCL
+#include "datachannel/nccl/nccl_backend.h"
+#endif
 
 namespace thd::detail {
 
@@ -32,6 +35,9 @@ const std::vector<BackendEntry>& backend_table() {
       {"libfabric",
        [](const DataChannelOptions& o) { return pipe::make_pipe_transport(libfabric::make_pipe(o), o); }},
 #endif
+#if THD_WITH_NCCL
+      {"nccl", &nccl::make_transport},
+#endif
   };
   return table;
 }
@@ -45,6 +51,15 @@ const std::vector<OptionalBackend>& optional_backends() {
       {"nccl", "THD_WITH_NCCL", "CUDA and NCCL"},
   };
   return table;
+}
+
+std::unique_ptr<DeviceCollectives> make_device_collectives([[maybe_unused]] int world_rank,
+                                                           [[maybe_unused]] int world_size) {
+#if THD_WITH_NCCL
+  return std::make_unique<nccl::NcclCollectives>(world_rank, world_size);
+#else
+  return nullptr;
+#endif
 }
 
 const std::vector<RendezvousScheme>& rendezvous_schemes() {

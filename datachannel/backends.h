@@ -2,11 +2,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string_view>
 #include <vector>
 
 #include <thd/store.h>
 
+#include "datachannel/nccl/device_collectives.h"
 #include "datachannel/transport.h"
 
 namespace thd::detail {
@@ -33,5 +35,10 @@ struct RendezvousScheme {
   std::function<bool()> launched_here;
 };
 const std::vector<RendezvousScheme>& rendezvous_schemes();
+
+// The library this build runs collectives on device tensors with, for a channel
+// whose backend has none of its own (NCCL when built with THD_WITH_NCCL);
+// nullptr when there is none.
+std::unique_ptr<DeviceCollectives> make_device_collectives(int world_rank, int world_size);
 
 }  // namespace thd::detail

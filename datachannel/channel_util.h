@@ -27,6 +27,13 @@ void check_tag(const GroupState& g, int64_t tag, std::string_view op, int64_t ma
 
 std::chrono::milliseconds resolve_timeout(const GroupState& g, std::chrono::milliseconds requested);
 
+// True for a tensor the channel's device collectives take (a CUDA tensor).
+inline bool on_device(const Tensor& t) { return t.defined() && t.device().is_cuda(); }
+// The collectives for device tensors of the channel `g` belongs to: its backend's
+// own, else the build's (made at the first call). NotImplementedError, naming how
+// to build them, when there are none.
+DeviceCollectives& device_collectives(GroupState& g, std::string_view op);
+
 // A request for an op of this group, due at now + timeout.
 std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std::chrono::milliseconds timeout,
                                            Transport* engine);

@@ -8,6 +8,7 @@
 #include <thd/datachannel.h>
 
 #include "datachannel/channel_util.h"
+#include "datachannel/backends.h"
 #include "datachannel/check.h"
 #include "datachannel/net/auth.h"
 #include "datachannel/registry.h"
@@ -92,6 +93,20 @@ void check_tag(const GroupState& g, int64_t tag, std::string_view op, int64_t ma
 
 std::chrono::milliseconds resolve_timeout(const GroupState& g, std::chrono::milliseconds requested) {
   return requested.count() > 0 ? requested : g.timeout;
+}
+
+DeviceCollectives& device_collectives(GroupState& g, std::string_view op) {
+  if (DeviceCollectives* own = g.transport->device_collectives()) return *own;
+  std::lock_guard lock(g.device->mu);
+  if (!g.device->collectives) {
+    g.device->collectives = make_device_collectives(g.transport->rank(), g.transport->size());
+  }
+  if (!g.device->collectives) {
+    THD_THROW_AT(NotImplementedError, std::string(op), g.world_rank(), -1,
+                 "CUDA tensors on a DataChannel go through NCCL, and this thd was built without it: configure "
+                 "with -DTHD_WITH_NCCL=ON with CUDA and NCCL installed, or move the tensor to the CPU (t.cpu())");
+  }
+  return *g.device->collectives;
 }
 
 std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std::chrono::milliseconds timeout,
@@ -193,6 +208,7 @@ std::shared_ptr<DataChannel> DataChannel::new_group(std::vector<int> ranks,
   g->world_ranks = world;
   g->timeout = timeout.value_or(parent.timeout);
   g->shut_down = parent.shut_down;
+  g->device = parent.device;
   const auto me = std::find(ranks.begin(), ranks.end(), parent.rank);
   g->rank = me == ranks.end() ? -1 : static_cast<int>(me - ranks.begin());
   if (g->rank < 0) {

@@ -81,6 +81,7 @@ void* data_of(const Tensor& t) { return t.numel() == 0 ? nullptr : t.data_ptr();
 
 Request all_reduce_impl(GroupState& g, Tensor& t, ReduceOp op, const CollectiveOptions& o, bool blocking) {
   detail::check_member(g, "all_reduce");
+  if (detail::on_device(t)) return detail::device_collectives(g, "all_reduce").all_reduce(g, t, op, o);
   detail::check_tensor(g, t, "all_reduce", "the tensor", true);
   detail::check_reduce_op(t.dtype(), op, "all_reduce");
   const DType dtype = t.dtype();
@@ -92,6 +93,7 @@ Request all_reduce_impl(GroupState& g, Tensor& t, ReduceOp op, const CollectiveO
 
 Request broadcast_impl(GroupState& g, Tensor& t, int root, const CollectiveOptions& o, bool blocking) {
   detail::check_member(g, "broadcast");
+  if (detail::on_device(t)) return detail::device_collectives(g, "broadcast").broadcast(g, t, root, o);
   detail::check_rank(g, root, "broadcast", "root");
   detail::check_tensor(g, t, "broadcast", "the tensor", true);
   void* data = data_of(t);
@@ -102,6 +104,7 @@ Request broadcast_impl(GroupState& g, Tensor& t, int root, const CollectiveOptio
 
 Request reduce_impl(GroupState& g, Tensor& t, int root, ReduceOp op, const CollectiveOptions& o, bool blocking) {
   detail::check_member(g, "reduce");
+  if (detail::on_device(t)) return detail::device_collectives(g, "reduce").reduce(g, t, root, op, o);
   detail::check_rank(g, root, "reduce", "root");
   detail::check_tensor(g, t, "reduce", "the tensor", true);
   detail::check_reduce_op(t.dtype(), op, "reduce");
@@ -115,6 +118,9 @@ Request reduce_impl(GroupState& g, Tensor& t, int root, ReduceOp op, const Colle
 Request all_gather_impl(GroupState& g, Tensor& out, const Tensor& in, const CollectiveOptions& o, bool blocking) {
   const char* op = "all_gather";
   detail::check_member(g, op);
+  if (detail::on_device(in) || detail::on_device(out)) {
+    return detail::device_collectives(g, op).all_gather(g, out, in, o);
+  }
   detail::check_tensor(g, in, op, "input", false);
   detail::check_tensor(g, out, op, "output", true);
   check_same_dtype(g, out, in, op);
@@ -131,6 +137,9 @@ Request reduce_scatter_impl(GroupState& g, Tensor& out, const Tensor& in, Reduce
                             bool blocking) {
   const char* op = "reduce_scatter";
   detail::check_member(g, op);
+  if (detail::on_device(in) || detail::on_device(out)) {
+    return detail::device_collectives(g, op).reduce_scatter(g, out, in, rop, o);
+  }
   detail::check_tensor(g, in, op, "input", false);
   detail::check_tensor(g, out, op, "output", true);
   check_same_dtype(g, out, in, op);
@@ -149,6 +158,7 @@ Request gather_impl(GroupState& g, Tensor& out, const Tensor& in, int root, cons
                     bool blocking) {
   const char* op = "gather";
   detail::check_member(g, op);
+  if (detail::on_device(in)) return detail::device_collectives(g, op).gather(g, out, in, root, o);
   detail::check_rank(g, root, op, "root");
   detail::check_tensor(g, in, op, "input", false);
   const bool is_root = g.rank == root;
@@ -171,6 +181,7 @@ Request scatter_impl(GroupState& g, Tensor& out, const Tensor& in, int root, con
                      bool blocking) {
   const char* op = "scatter";
   detail::check_member(g, op);
+  if (detail::on_device(out)) return detail::device_collectives(g, op).scatter(g, out, in, root, o);
   detail::check_rank(g, root, op, "root");
   detail::check_tensor(g, out, op, "output", true);
   const bool is_root = g.rank == root;
@@ -193,6 +204,9 @@ Request scatter_impl(GroupState& g, Tensor& out, const Tensor& in, int root, con
 Request all_to_all_impl(GroupState& g, Tensor& out, const Tensor& in, const CollectiveOptions& o, bool blocking) {
   const char* op = "all_to_all";
   detail::check_member(g, op);
+  if (detail::on_device(in) || detail::on_device(out)) {
+    return detail::device_collectives(g, op).all_to_all(g, out, in, o);
+  }
   detail::check_tensor(g, in, op, "input", false);
   detail::check_tensor(g, out, op, "output", true);
   check_same_dtype(g, out, in, op);

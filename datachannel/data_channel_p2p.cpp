@@ -55,6 +55,9 @@ Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int 
 }  // namespace
 
 Request DataChannel::isend(const Tensor& tensor, int dst, const P2POptions& options) {
+  if (detail::on_device(tensor)) {
+    return detail::device_collectives(state(), "send").send(state(), tensor, dst, options);
+  }
   detail::check_tensor(state(), tensor, "send", "the tensor", /*must_be_contiguous=*/false);
   // A strided tensor goes as a contiguous copy the request keeps alive.
   const Tensor src = tensor.contiguous();
@@ -62,6 +65,9 @@ Request DataChannel::isend(const Tensor& tensor, int dst, const P2POptions& opti
 }
 
 Request DataChannel::irecv(Tensor& tensor, int src, const P2POptions& options) {
+  if (detail::on_device(tensor)) {
+    return detail::device_collectives(state(), "recv").recv(state(), tensor, src, options);
+  }
   detail::check_tensor(state(), tensor, "recv", "the tensor", /*must_be_contiguous=*/true);
   return post_recv(state(), detail::writable_bytes_of(tensor), tensor_kind(tensor), src, options, &tensor);
 }

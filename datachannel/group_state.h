@@ -15,6 +15,7 @@
 #include <thd/datachannel.h>
 
 #include "datachannel/collective_queue.h"
+#include "datachannel/nccl/device_collectives.h"
 #include "datachannel/envelope.h"
 #include "datachannel/transport.h"
 
@@ -32,6 +33,15 @@ struct GroupState {
   std::chrono::milliseconds timeout{0};
   // Set by shutdown(); shared by the world group and every group made from it.
   std::shared_ptr<std::atomic<bool>> shut_down = std::make_shared<std::atomic<bool>>(false);
+  // The device collectives of a channel whose backend has none of its own, made at
+  // its first device tensor; shared by the world group and every group made from
+  // it (they key their communicators by group id). Declared after `transport`, so
+  // it closes first.
+  struct DeviceSlot {
+    std::mutex mu;
+    std::unique_ptr<DeviceCollectives> collectives;
+  };
+  std::shared_ptr<DeviceSlot> device = std::make_shared<DeviceSlot>();
 
   int world_rank() const { return transport ? transport->rank() : -1; }
   int size() const { return static_cast<int>(world_ranks->size()); }

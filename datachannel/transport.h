@@ -38,6 +38,8 @@
 
 namespace thd::detail {
 
+class DeviceCollectives;  // datachannel/nccl/device_collectives.h
+
 class Transport {
  public:
   Transport(int rank, int size) : rank_(rank), size_(size) {}
@@ -79,6 +81,10 @@ class Transport {
   // of a barrier may leave while others still wait for each other. Backends that
   // cannot tell say false, so a departure reads as a loss.
   virtual bool peer_departed(int /*world_rank*/) const { return false; }
+  // The collectives this backend runs natively on device (CUDA) tensors (the nccl
+  // backend's), nullptr when it has none: the DataChannel then uses the library
+  // the build has for them (make_device_collectives, backends.h).
+  virtual DeviceCollectives* device_collectives() noexcept { return nullptr; }
 
   // Counted by the callers of post_send/post_recv (thd::stats).
   void count_send(size_t bytes) noexcept {

@@ -1,79 +1,29 @@
 // Arithmetic between two tensors, or a tensor and a scalar: add, sub, mul, div, pow,
 // maximum, minimum, in their out-of-place, in-place and operator forms.
 #include <atomic>
-#include <cmath>
+#include <vector>
 
 #include "tensor/check.h"
+#include "tensor/cuda/elementwise_kernels.h"
 #include "tensor/elementwise.h"
-#include "tensor/int_math.h"
+#include "tensor/functors/binary.h"
 
 namespace thd {
 namespace {
 
 using namespace detail;
 
-// Each op is a functor over the compute type C (float for the 16-bit floats). Bool
-// arithmetic follows torch: + is or, * is and.
-struct AddOp {
-  template <typename C>
-  C operator()(C a, C b) const {
-    if constexpr (std::is_same_v<C, bool>) return a || b;
-    else return wrapping_add(a, b);
-  }
-};
-struct SubOp {
-  template <typename C>
-  C operator()(C a, C b) const {
-    return wrapping_sub(a, b);
-  }
-};
-struct MulOp {
-  template <typename C>
-  C operator()(C a, C b) const {
-    if constexpr (std::is_same_v<C, bool>) return a && b;
-    else return wrapping_mul(a, b);
-  }
-};
-struct DivOp {
-  template <typename C>
-  C operator()(C a, C b) const {
-    return a / b;
-  }
-};
-struct PowOp {
-  template <typename C>
-  C operator()(C a, C b) const {
-    if constexpr (std::is_floating_point_v<C>) return std::pow(a, b);
-    else return wrapping_pow(a, b);
-  }
-};
-// NaN wins, as torch.maximum.
-struct MaximumOp {
-  template <typename C>
-  C operator()(C a, C b) const {
-    if constexpr (std::is_floating_point_v<C>) {
-      if (std::isnan(a)) return a;
-      if (std::isnan(b)) return b;
-    }
-    return a < b ? b : a;
-  }
-};
-struct MinimumOp {
-  template <typename C>
-  C operator()(C a, C b) const {
-    if constexpr (std::is_floating_point_v<C>) {
-      if (std::isnan(a)) return a;
-      if (std::isnan(b)) return b;
-    }
-    return b < a ? b : a;
-  }
-};
+using functors::AddOp;
+using functors::DivOp;
+using functors::MaximumOp;
+using functors::MinimumOp;
+using functors::MulOp;
+using functors::PowOp;
+using functors::SubOp;
 
 template <typename Op>
 constexpr unsigned allowed_dtypes() {
-  if constexpr (std::is_same_v<Op, SubOp> || std::is_same_v<Op, PowOp>) return kNumericSet;
-  else if constexpr (std::is_same_v<Op, DivOp>) return kFloatingSet;
-  else return kAllSet;
+  return Op::kDTypes;
 }
 
 template <typename Op>
@@ -103,6 +53,18 @@ void check_integer_exponent(const Tensor& exponent, DType compute) {
   });
 }
 
+// The same for an exponent given as a number, read as the compute dtype.
+void check_integer_exponent(const Scalar& exponent, DType compute) {
+  if (!is_integral(compute)) return;
+  dispatch<kIntegerSet>(compute, "pow", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_signed_v<T>) {
+      THD_CHECK(scalar_to<T>(exponent) >= 0, ValueError, "pow",
+                "integers to negative integer powers are not allowed");
+    }
+  });
+}
+
 // Runs Op's typed kernel over operands laid out by plan_flat or plan_elementwise.
 template <typename Op, typename Plan>
 void launch(const char* op, DType compute, const Plan& plan) {
@@ -119,6 +81,31 @@ void launch(const char* op, DType compute, const FlatPlan<2>& plan, const Scalar
     using T = typename decltype(tag)::type;
     binary_kernel<T, T>(plan, scalar_to<T>(b), Op{});
   });
+}
+
+// a op b on a CUDA device, where a or b (not both) may be a number; into a new
+// tensor, or into *self. Planned as on the CPU (promotion, broadcasting, in-place
+// checks, mixed devices refused); a number stays a value the kernel takes.
+template <typename Op>
+Tensor run_cuda(const char* op, const cuda::Operand& a, const cuda::Operand& b, DType compute,
+                const Tensor* self = nullptr) {
+  check_dtype<Op>(op, compute);
+  std::vector<Tensor> tensors;
+  if (a.tensor() != nullptr) tensors.push_back(*a.tensor());
+  if (b.tensor() != nullptr) tensors.push_back(*b.tensor());
+  ElementwisePlan plan = plan_elementwise(op, tensors, compute, compute, self);
+  const cuda::Operand pa = a.tensor() != nullptr ? cuda::Operand(plan.inputs[0]) : a;
+  const cuda::Operand pb = b.tensor() != nullptr ? cuda::Operand(plan.inputs.back()) : b;
+  if constexpr (std::is_same_v<Op, PowOp>) {
+    if (pb.tensor() == nullptr) {
+      check_integer_exponent(pb.value(), compute);
+    } else if (is_integral(compute)) {
+      THD_CHECK(!cuda::has_negative("pow", *pb.tensor()), ValueError, "pow",
+                "integers to negative integer powers are not allowed");
+    }
+  }
+  cuda::binary_op<Op>(op, compute, plan.out, pa, pb);
+  return plan.finish();
 }
 
 // a op b into a new tensor.
@@ -162,7 +149,11 @@ template <typename Op>
 Tensor tensor_tensor(const char* op, const Tensor& a, const Tensor& b) {
   check_defined(a, op, "self");
   check_defined(b, op, "other");
-  return run<Op>(op, a, b, compute_dtype<Op>(result_type(a, b)));
+  const DType c = compute_dtype<Op>(result_type(a, b));
+  if (on_cuda(op, a)) {
+    if constexpr (kWithCuda) return run_cuda<Op>(op, a, b, c);
+  }
+  return run<Op>(op, a, b, c);
 }
 
 // A scalar operand takes part as a 0-dim tensor of the compute dtype would; on the
@@ -174,6 +165,9 @@ template <typename Op>
 Tensor tensor_scalar(const char* op, const Tensor& a, const Scalar& b) {
   check_defined(a, op, "self");
   DType c = compute_dtype<Op>(result_type(a, b));
+  if (on_cuda(op, a)) {
+    if constexpr (kWithCuda) return run_cuda<Op>(op, a, b, c);
+  }
   if constexpr (scalar_stays_value<Op>) {
     check_dtype<Op>(op, c);
     if (auto flat = plan_flat<1>({&a}, c, c)) {
@@ -188,6 +182,9 @@ template <typename Op>
 Tensor scalar_tensor_op(const char* op, const Scalar& a, const Tensor& b) {
   check_defined(b, op, "other");
   DType c = compute_dtype<Op>(result_type(b, a));
+  if (on_cuda(op, b)) {
+    if constexpr (kWithCuda) return run_cuda<Op>(op, a, b, c);
+  }
   return run<Op>(op, scalar_tensor(a, c), b, c);
 }
 
@@ -195,7 +192,14 @@ template <typename Op>
 Tensor& inplace(const char* op, Tensor& self, const Tensor& other) {
   check_defined(self, op, "self");
   check_defined(other, op, "other");
-  run_inplace<Op>(op, self, other, compute_dtype<Op>(result_type(self, other)));
+  const DType c = compute_dtype<Op>(result_type(self, other));
+  if (on_cuda(op, self)) {
+    if constexpr (kWithCuda) {
+      run_cuda<Op>(op, self, other, c, &self);
+      return self;
+    }
+  }
+  run_inplace<Op>(op, self, other, c);
   return self;
 }
 
@@ -203,6 +207,12 @@ template <typename Op>
 Tensor& inplace(const char* op, Tensor& self, const Scalar& other) {
   check_defined(self, op, "self");
   DType c = compute_dtype<Op>(result_type(self, other));
+  if (on_cuda(op, self)) {
+    if constexpr (kWithCuda) {
+      run_cuda<Op>(op, self, other, c, &self);
+      return self;
+    }
+  }
   if constexpr (scalar_stays_value<Op>) {
     check_dtype<Op>(op, c);
     if (auto flat = plan_flat<1>({&self}, c, c, &self)) {

@@ -1,30 +1,22 @@
 // Comparisons (bool results), where and clamp.
+#include <vector>
+
 #include "tensor/check.h"
+#include "tensor/cuda/elementwise_kernels.h"
 #include "tensor/elementwise.h"
+#include "tensor/functors/compare.h"
 
 namespace thd {
 namespace {
 
 using namespace detail;
 
-struct EqOp {
-  template <typename C> bool operator()(C a, C b) const { return a == b; }
-};
-struct NeOp {
-  template <typename C> bool operator()(C a, C b) const { return a != b; }
-};
-struct LtOp {
-  template <typename C> bool operator()(C a, C b) const { return a < b; }
-};
-struct LeOp {
-  template <typename C> bool operator()(C a, C b) const { return a <= b; }
-};
-struct GtOp {
-  template <typename C> bool operator()(C a, C b) const { return a > b; }
-};
-struct GeOp {
-  template <typename C> bool operator()(C a, C b) const { return a >= b; }
-};
+using functors::EqOp;
+using functors::GeOp;
+using functors::GtOp;
+using functors::LeOp;
+using functors::LtOp;
+using functors::NeOp;
 
 template <typename Op, typename Plan>
 void launch(const char* op, DType compute, const Plan& plan) {
@@ -45,17 +37,35 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, DType compute) 
   return plan.out;
 }
 
+// a op b on a CUDA device, b a tensor or a number.
+template <typename Op>
+Tensor compare_cuda(const char* op, const Tensor& a, const cuda::Operand& b, DType compute) {
+  std::vector<Tensor> tensors{a};
+  if (b.tensor() != nullptr) tensors.push_back(*b.tensor());
+  ElementwisePlan plan = plan_elementwise(op, tensors, compute, kBool);
+  const cuda::Operand pb = b.tensor() != nullptr ? cuda::Operand(plan.inputs[1]) : b;
+  cuda::compare_op<Op>(op, compute, plan.out, plan.inputs[0], pb);
+  return plan.out;
+}
+
 template <typename Op>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b) {
   check_defined(a, op, "self");
   check_defined(b, op, "other");
-  return compare<Op>(op, a, b, result_type(a, b));
+  const DType c = result_type(a, b);
+  if (on_cuda(op, a)) {
+    if constexpr (kWithCuda) return compare_cuda<Op>(op, a, b, c);
+  }
+  return compare<Op>(op, a, b, c);
 }
 
 template <typename Op>
 Tensor compare(const char* op, const Tensor& a, const Scalar& b) {
   check_defined(a, op, "self");
   DType c = result_type(a, b);
+  if (on_cuda(op, a)) {
+    if constexpr (kWithCuda) return compare_cuda<Op>(op, a, b, c);
+  }
   return compare<Op>(op, a, scalar_tensor(b, c), c);
 }
 
@@ -73,23 +83,25 @@ Tensor clamp_impl(const char* op, const Tensor& self, const std::optional<Scalar
   DType c = self.dtype();
   if (lo) c = combine_categories(c, wrapped_dtype(*lo));
   if (hi) c = combine_categories(c, wrapped_dtype(*hi));
+  const Tensor* target = in_place ? &self : nullptr;
+  if (on_cuda(op, self)) {
+    if constexpr (kWithCuda) {
+      ElementwisePlan plan = plan_elementwise(op, {self}, c, c, target);
+      cuda::clamp(op, c, plan.out, plan.inputs[0], lo, hi);
+      return plan.finish();
+    }
+  }
   auto launch = [&](const auto& plan) {
     dispatch<kNumericSet>(c, op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
-      const bool has_lo = lo.has_value(), has_hi = hi.has_value();
       // Bounds are rounded to the compute dtype first, as torch does.
-      const C l = has_lo ? C(scalar_to<T>(*lo)) : C(0);
-      const C h = has_hi ? C(scalar_to<T>(*hi)) : C(0);
-      // NaN inputs stay NaN (both comparisons are false); min > max gives max.
-      unary_kernel<T, T>(plan, [=](C x) {
-        if (has_lo && x < l) x = l;
-        if (has_hi && x > h) x = h;
-        return x;
-      });
+      const functors::ClampOp<C> clamp{lo ? C(scalar_to<T>(*lo)) : C(0),
+                                       hi ? C(scalar_to<T>(*hi)) : C(0), lo.has_value(),
+                                       hi.has_value()};
+      unary_kernel<T, T>(plan, clamp);
     });
   };
-  const Tensor* target = in_place ? &self : nullptr;
   if (auto flat = plan_flat<1>({&self}, c, c, target)) {
     launch(*flat);
     return in_place ? self : std::move(flat->out);
@@ -131,12 +143,18 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
             "condition must be a bool tensor, got {}", cond.dtype());
   const DType c = result_type(a, b);
   ElementwisePlan plan = plan_elementwise("where", {cond, a, b}, {kBool, c, c}, c);
+  if (on_cuda("where", plan.out)) {
+    if constexpr (kWithCuda) {
+      cuda::where(plan.out, plan.inputs[0], plan.inputs[1], plan.inputs[2]);
+      return plan.out;
+    }
+  }
   dispatch_all(c, "where", [&](auto tag) {
     using T = typename decltype(tag)::type;
     nary_kernel<4>({&plan.out, &plan.inputs[0], &plan.inputs[1], &plan.inputs[2]}, [](char** p) {
-      *reinterpret_cast<T*>(p[0]) = *reinterpret_cast<const bool*>(p[1])
-                                        ? *reinterpret_cast<const T*>(p[2])
-                                        : *reinterpret_cast<const T*>(p[3]);
+      *reinterpret_cast<T*>(p[0]) = functors::WhereOp{}(*reinterpret_cast<const bool*>(p[1]),
+                                                        *reinterpret_cast<const T*>(p[2]),
+                                                        *reinterpret_cast<const T*>(p[3]));
     });
   });
   return plan.out;
@@ -146,6 +164,15 @@ Tensor where(const Tensor& cond, Scalar a, Scalar b) {
   check_defined(cond, "where", "condition");
   // Two Python numbers: the result has their promoted dtype (float32 for floats).
   DType c = promote_types(wrapped_dtype(a), wrapped_dtype(b));
+  if (on_cuda("where", cond)) {
+    if constexpr (kWithCuda) {
+      THD_CHECK(cond.dtype() == kBool, TypeError, "where",
+                "condition must be a bool tensor, got {}", cond.dtype());
+      ElementwisePlan plan = plan_elementwise("where", {cond}, kBool, c);
+      cuda::where(plan.out, plan.inputs[0], a, b);
+      return plan.out;
+    }
+  }
   return where(cond, detail::scalar_tensor(a, c), detail::scalar_tensor(b, c));
 }
 

@@ -1,11 +1,18 @@
-// copy_, fill_, dtype conversion and the copies built on them.
+// copy_, fill_, dtype and device conversion and the copies built on them.
 #include <algorithm>
 #include <cstring>
+
+#include <thd/config.h>
 
 #include "tensor/check.h"
 #include "tensor/loops.h"
 #include "tensor/op_util.h"
 #include "tensor/shape_util.h"
+
+#if THD_WITH_CUDA
+#include "tensor/cuda/copy_kernel.h"
+#include "tensor/cuda/transfer.h"
+#endif
 
 namespace thd {
 
@@ -24,6 +31,16 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
   Tensor unaliased;
   if (memory_overlaps(src_in, *this)) unaliased = src_in.clone();
   const Tensor& src = unaliased.defined() ? unaliased : src_in;
+  if (!device().is_cpu() || !src.device().is_cpu()) [[unlikely]] {
+#if THD_WITH_CUDA
+    cuda::copy_tensor(*this, src);
+    return *this;
+#else
+    // Only a StorageImpl wrapping foreign memory can name a CUDA device here.
+    check_cpu_kernel("copy_", *this);
+    check_cpu_kernel("copy_", src);
+#endif
+  }
   if (src.dtype() == dtype_ && src.shape() == shape_ && src.is_contiguous() && is_contiguous()) {
     const char* s = static_cast<const char*>(src.data_ptr());
     char* d = static_cast<char*>(data_ptr());
@@ -60,6 +77,14 @@ Tensor& Tensor::fill_(Scalar value) {
   check_defined(*this, "fill_");
   check_writable(*this, "fill_");
   check_value_fits(value, dtype_, "fill_");
+  if (!device().is_cpu()) [[unlikely]] {
+#if THD_WITH_CUDA
+    if (numel() > 0) cuda::fill_on_device(*this, value, "fill_");
+    return *this;
+#else
+    check_cpu_kernel("fill_", *this);
+#endif
+  }
   dispatch_all(dtype_, "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = scalar_to<T>(value);
@@ -83,6 +108,16 @@ Tensor Tensor::to(DType dtype, bool copy) const {
   return out;
 }
 
+Tensor Tensor::to(Device device, bool copy) const {
+  check_defined(*this, "to");
+  if (device == this->device() && !copy) return *this;
+  Tensor out = empty(shape_, dtype_, device);
+  out.copy_(*this);
+  return out;
+}
+
+// contiguous() and clone() keep the tensor on its device: empty() allocates there and
+// copy_ copies within it.
 Tensor Tensor::contiguous() const {
   check_defined(*this, "contiguous");
   if (is_contiguous()) return *this;

@@ -2,11 +2,18 @@
 #include <cmath>
 #include <cstring>
 
+#include <thd/config.h>
+
 #include "tensor/check.h"
 #include "tensor/loops.h"
 #include "tensor/op_util.h"
 #include "tensor/shape_util.h"
 #include "tensor/storage_alloc.h"
+
+#if THD_WITH_CUDA
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_stream.h"
+#endif
 
 namespace thd {
 
@@ -23,7 +30,17 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  std::memset(t.data_ptr(), 0, t.nbytes());  // all-zero bits are 0 in every dtype
+  // All-zero bits are 0 in every dtype.
+#if THD_WITH_CUDA
+  if (device.is_cuda()) {
+    const int index = device.index();
+    cuda::DeviceGuard guard(index);
+    THD_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), cuda::current_stream(index)),
+                   "zeros");
+    return t;
+  }
+#endif
+  std::memset(t.data_ptr(), 0, t.nbytes());
   return t;
 }
 

@@ -13,6 +13,7 @@
 #include <thd/half.h>
 
 #include "tensor/check.h"
+#include "tensor/dtype_set.h"
 
 namespace thd::detail {
 
@@ -29,23 +30,6 @@ inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_reduced_flo
 // The type arithmetic on T happens in: float for the 16-bit floats, T otherwise.
 template <typename T>
 using compute_t = std::conditional_t<is_reduced_float_v<T>, float, T>;
-
-// Which dtypes an op accepts.
-enum DTypeSet : unsigned {
-  kBoolSet = 1u << 0,
-  kIntegerSet = 1u << 1,   // uint8 int8 int32 int64
-  kFloatingSet = 1u << 2,  // float16 bfloat16 float32 float64
-  kAllSet = kBoolSet | kIntegerSet | kFloatingSet,
-  kNumericSet = kIntegerSet | kFloatingSet,
-};
-
-inline bool dtype_in(DType d, unsigned set) {
-  if (d == DType::Bool) return set & kBoolSet;
-  if (is_floating_point(d)) return set & kFloatingSet;
-  return set & kIntegerSet;
-}
-
-[[noreturn]] void throw_unsupported_dtype(const char* op, DType dtype, unsigned set);
 
 // Calls f(TypeTag<T>{}) for T the storage type of `dtype`, instantiating f only for
 // the dtype families in `Allowed`; any other dtype is a TypeError naming `op`.

@@ -6,12 +6,16 @@
 // a few comparisons and no allocation besides the output: the kernel then walks one
 // flat range. Everything else, and every error, goes through plan_elementwise().
 // Both lead to the same typed loops (loops.h), so their results are identical.
+//
+// CUDA tensors are planned by plan_elementwise too, then run the kernels of
+// tensor/cuda/elementwise_kernels.h on the plan's operands (on_cuda picks the path).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <optional>
 
+#include <thd/config.h>
 #include <thd/tensor.h>
 
 #include "tensor/loops.h"
@@ -19,6 +23,19 @@
 #include "tensor/shape_util.h"
 
 namespace thd::detail {
+
+inline constexpr bool kWithCuda = THD_WITH_CUDA;
+
+// Whether an op whose operands include t runs its CUDA kernels: t is on a CUDA device.
+// (Any other operand on another device is refused by plan_elementwise.) In a build
+// without CUDA only foreign memory can be labelled CUDA: NotImplementedError, before
+// a CPU loop would read it. Call sites put the CUDA call under
+// `if constexpr (kWithCuda)`, so a build without CUDA needs no CUDA kernels.
+inline bool on_cuda(const char* op, const Tensor& t) {
+  if (t.device().is_cpu()) [[likely]] return false;
+  if constexpr (!kWithCuda) check_cpu_kernel(op, t);
+  return true;
+}
 
 // Operands of an elementwise op, ready for a kernel: inputs converted to the compute
 // dtype and safe to read while `out` is written.

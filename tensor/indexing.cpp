@@ -5,18 +5,29 @@
 // element's pointer plus index * stride(dim) is the element to read. scatter instead
 // walks whole lines along `dim` on one thread each, so duplicate indices never race
 // (the last one in a line wins).
+//
+// CUDA tensors take the same checks and then the kernels of tensor/cuda/index_*.cu;
+// those read int32 indices as they are rather than converting them first.
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
+
+#include <thd/config.h>
 
 #include "tensor/check.h"
 #include "tensor/loops.h"
 #include "tensor/op_util.h"
 #include "tensor/shape_util.h"
+
+#if THD_WITH_CUDA
+#include "tensor/cuda/index_kernels.h"
+#endif
 
 namespace thd {
 
@@ -29,11 +40,26 @@ void check_index_dtype(const Tensor& index, const char* op) {
             "expected dtype int64 or int32 for index, got {}", index.dtype());
 }
 
+[[noreturn]] void throw_index_out_of_range(const char* op, int64_t value, int64_t dim,
+                                           int64_t size) {
+  THD_THROW(IndexError, op, "index {} is out of bounds for dimension {} with size {}", value, dim,
+            size);
+}
+
 // Throws IndexError naming an out-of-range value; reads every index before anything
 // is written, so a bad index leaves every tensor as it was. Negative values are out of
-// range: these ops do not wrap them.
+// range: these ops do not wrap them. A CUDA index is checked on its device (int32 or
+// int64), which waits for the device to answer.
 void check_index_range(const Tensor& index, int64_t size, int64_t dim, const char* op) {
   if (index.numel() == 0) return;
+  if (index.device().is_cuda()) {
+#if THD_WITH_CUDA
+    if (const std::optional<int64_t> bad = cuda::find_bad_index(index, size)) {
+      throw_index_out_of_range(op, *bad, dim, size);
+    }
+#endif
+    return;
+  }
   std::atomic<bool> bad{false};
   std::mutex mu;
   int64_t bad_value = 0;
@@ -50,8 +76,19 @@ void check_index_range(const Tensor& index, int64_t size, int64_t dim, const cha
       }
     }
   });
-  THD_CHECK(!bad.load(), IndexError, op, "index {} is out of bounds for dimension {} with size {}",
-            bad_value, dim, size);
+  if (bad.load()) throw_index_out_of_range(op, bad_value, dim, size);
+}
+
+// The bytes of value as dtype (scalar_to's conversion), in the low bytes of the word:
+// how the CUDA kernels, which only move elements, receive a fill value.
+[[maybe_unused]] uint64_t scalar_bits(const Scalar& value, DType dtype, const char* op) {
+  return dispatch_all(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = scalar_to<T>(value);
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    return bits;
+  });
 }
 
 // A 0-dim tensor takes part in gather/scatter as a 1-element 1-D one (torch's
@@ -79,6 +116,24 @@ void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Ten
   });
 }
 
+// out[..] = self[.., index[..], ..] for an index shaped like out, on out's device. On
+// the CPU the index is int64 and already checked; a CUDA kernel checks each index as it
+// reads it and the op throws the CPU's IndexError after it (out is fresh, so nothing the
+// caller sees was written).
+void gather_into(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index,
+                 const char* op) {
+#if THD_WITH_CUDA
+  if (out.device().is_cuda()) {
+    if (const std::optional<int64_t> bad = cuda::gather_on_device(out, self, dim, index)) {
+      throw_index_out_of_range(op, *bad, dim, self.size(dim));
+    }
+    return;
+  }
+#endif
+  check_cpu_kernel(op, out);
+  gather_kernel(out, self, dim, index);
+}
+
 // Validated, normalized arguments of a scatter: 0-dim operands as 1-D, index int64.
 struct ScatterArgs {
   int64_t dim;
@@ -91,6 +146,7 @@ ScatterArgs check_scatter(const Tensor& self, int64_t dim_in, const Tensor& inde
   check_defined(self, op);
   check_defined(index_in, op, "index");
   if (src_in) check_defined(*src_in, op, "src");
+  check_same_device(op, {&self, &index_in, src_in});
   const int64_t dim = wrap_dim(dim_in, self.dim(), op, true);
   check_index_dtype(index_in, op);
   if (src_in) {
@@ -132,6 +188,16 @@ void scatter_kernel(const Tensor& self_in, const ScatterArgs& a, const Scalar& v
   if (a.index.numel() == 0) return;
   const Tensor self = as_1d_if_scalar(self_in);
   const int64_t dim = a.dim;
+  if (self.device().is_cuda()) {
+#if THD_WITH_CUDA
+    if (a.src.defined()) {
+      cuda::scatter_on_device(self, dim, a.index, a.src);
+    } else {
+      cuda::scatter_fill_on_device(self, dim, a.index, scalar_bits(value, self.dtype(), op));
+    }
+#endif
+    return;
+  }
   const int64_t n = a.index.size(dim);
   const int64_t grain = std::max<int64_t>(1, kGrainSize / n);
   const int64_t istep = a.index.stride(dim) * static_cast<int64_t>(sizeof(int64_t));
@@ -201,11 +267,13 @@ void check_mask(const Tensor& mask, const char* op) {
 Tensor Tensor::index_select(int64_t dim_in, const Tensor& index_in) const {
   check_defined(*this, "index_select");
   check_defined(index_in, "index_select", "index");
+  check_same_device("index_select", {this, &index_in});
   const int64_t dim = wrap_dim(dim_in, this->dim(), "index_select", true);
   check_index_dtype(index_in, "index_select");
   THD_CHECK(index_in.dim() <= 1, IndexError, "index_select",
             "index is supposed to be a vector, got shape {}", shape_str(index_in.shape()));
-  const Tensor index = index_in.to(kInt64).reshape({-1});
+  const bool on_cuda = device().is_cuda();
+  const Tensor index = (on_cuda ? index_in : index_in.to(kInt64)).reshape({-1});
   const int64_t n = index.numel();
   if (this->dim() == 0) {
     THD_CHECK(n == 1, IndexError, "index_select",
@@ -213,26 +281,32 @@ Tensor Tensor::index_select(int64_t dim_in, const Tensor& index_in) const {
     check_index_range(index, 1, dim, "index_select");
     return clone();
   }
-  check_index_range(index, shape_[dim], dim, "index_select");
   Shape shape = shape_;
   shape[dim] = n;
-  Tensor out = empty(shape, dtype_);
+  // The CUDA gather checks the indices it reads, unless it reads none.
+  if (!on_cuda || n == 0 || numel() == 0) {
+    check_index_range(index, shape_[dim], dim, "index_select");
+  }
+  Tensor out = empty(shape, dtype_, device());
   if (out.numel() == 0) return out;
   // The index seen with the output's shape: it varies along dim only.
   Shape index_strides(shape.size(), 0);
   index_strides[dim] = index.stride(0);
-  const Tensor index_r(index.storage(), kInt64, shape, index_strides, index.storage_offset());
-  gather_kernel(out, *this, dim, index_r);
+  const Tensor index_r(index.storage(), index.dtype(), shape, index_strides,
+                       index.storage_offset());
+  gather_into(out, *this, dim, index_r, "index_select");
   return out;
 }
 
 Tensor Tensor::gather(int64_t dim_in, const Tensor& index_in) const {
   check_defined(*this, "gather");
   check_defined(index_in, "gather", "index");
+  check_same_device("gather", {this, &index_in});
   const int64_t dim = wrap_dim(dim_in, this->dim(), "gather", true);
   check_index_dtype(index_in, "gather");
+  const bool on_cuda = device().is_cuda();
   const Tensor self = as_1d_if_scalar(*this);
-  const Tensor index = as_1d_if_scalar(index_in).to(kInt64);
+  const Tensor index = on_cuda ? as_1d_if_scalar(index_in) : as_1d_if_scalar(index_in).to(kInt64);
   THD_CHECK(index.dim() == self.dim(), ShapeError, "gather",
             "index tensor must have the same number of dimensions as input tensor: index {}, "
             "input {}",
@@ -243,9 +317,10 @@ Tensor Tensor::gather(int64_t dim_in, const Tensor& index_in) const {
               "input {} apart from dimension {}",
               d, shape_str(index_in.shape()), shape_str(shape_), dim);
   }
-  check_index_range(index, self.size(dim), dim, "gather");
-  Tensor out = empty(index.shape(), dtype_);
-  if (out.numel() > 0) gather_kernel(out, self, dim, index);
+  // The CUDA gather checks every index as it reads it.
+  if (!on_cuda) check_index_range(index, self.size(dim), dim, "gather");
+  Tensor out = empty(index.shape(), dtype_, device());
+  if (out.numel() > 0) gather_into(out, self, dim, index, "gather");
   return out.view(index_in.shape());
 }
 
@@ -286,12 +361,19 @@ Tensor Tensor::scatter(int64_t dim, const Tensor& index, Scalar value) const {
 Tensor& Tensor::masked_fill_(const Tensor& mask_in, Scalar value) {
   check_defined(*this, "masked_fill_");
   check_mask(mask_in, "masked_fill_");
+  check_same_device("masked_fill_", {this, &mask_in});
   THD_CHECK(broadcasts_to(mask_in.shape(), shape_), ShapeError, "masked_fill_",
             "mask of shape {} does not broadcast to self's shape {}", shape_str(mask_in.shape()),
             shape_str(shape_));
   check_fill_value(*this, value, "masked_fill_");
   check_writable(*this, "masked_fill_");
   const Tensor mask = unalias_input(mask_in, *this);
+  if (device().is_cuda()) {
+#if THD_WITH_CUDA
+    cuda::masked_fill_on_device(*this, mask, scalar_bits(value, dtype_, "masked_fill_"));
+#endif
+    return *this;
+  }
   dispatch_all(dtype_, "masked_fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = scalar_to<T>(value);
@@ -305,6 +387,7 @@ Tensor& Tensor::masked_fill_(const Tensor& mask_in, Scalar value) {
 Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const {
   check_defined(*this, "masked_fill");
   check_mask(mask, "masked_fill");
+  check_same_device("masked_fill", {this, &mask});
   check_fill_value(*this, value, "masked_fill");
   // Out of place, self broadcasts to the mask too (torch's expand_outplace).
   Shape shape = shape_.size() >= mask.shape().size() ? shape_ : mask.shape();
@@ -317,7 +400,7 @@ Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const {
               shape_str(mask.shape()), shape_str(shape_));
     shape[i] = a == 1 ? b : a;
   }
-  Tensor out = empty(shape, dtype_);
+  Tensor out = empty(shape, dtype_, device());
   out.copy_(*this);
   out.masked_fill_(mask, value);
   return out;

@@ -1,8 +1,11 @@
 // Integer arithmetic that wraps on overflow like the hardware (and torch) instead of
 // being undefined behaviour: signed values are computed in their unsigned type.
+// Shared by the CPU loops and the CUDA kernels (THD_HOST_DEVICE).
 #pragma once
 
 #include <type_traits>
+
+#include "tensor/functors/host_device.h"
 
 namespace thd::detail {
 
@@ -18,15 +21,15 @@ template <typename T>
 using wrap_t = typename wrap_type<T>::type;
 
 template <typename T>
-inline T wrapping_add(T a, T b) {
+THD_HOST_DEVICE inline T wrapping_add(T a, T b) {
   return static_cast<T>(static_cast<wrap_t<T>>(a) + static_cast<wrap_t<T>>(b));
 }
 template <typename T>
-inline T wrapping_sub(T a, T b) {
+THD_HOST_DEVICE inline T wrapping_sub(T a, T b) {
   return static_cast<T>(static_cast<wrap_t<T>>(a) - static_cast<wrap_t<T>>(b));
 }
 template <typename T>
-inline T wrapping_mul(T a, T b) {
+THD_HOST_DEVICE inline T wrapping_mul(T a, T b) {
   if constexpr (std::is_integral_v<T> && sizeof(T) < sizeof(unsigned)) {
     // uint8/int8 promote to int, where the product cannot overflow.
     return static_cast<T>(static_cast<unsigned>(a) * static_cast<unsigned>(b));
@@ -35,12 +38,12 @@ inline T wrapping_mul(T a, T b) {
   }
 }
 template <typename T>
-inline T wrapping_neg(T a) {
+THD_HOST_DEVICE inline T wrapping_neg(T a) {
   return static_cast<T>(wrap_t<T>(0) - static_cast<wrap_t<T>>(a));
 }
 // base^exp for exp >= 0 by repeated squaring.
 template <typename T>
-inline T wrapping_pow(T base, T exp) {
+THD_HOST_DEVICE inline T wrapping_pow(T base, T exp) {
   T result = 1;
   while (exp > 0) {
     if (exp & 1) result = wrapping_mul(result, base);

@@ -1,5 +1,6 @@
 // cat and stack: every input is copied into its slot of a fresh output with copy_,
-// which already converts dtypes and walks any strides.
+// which already converts dtypes and walks any strides, on the CPU or on a CUDA device
+// alike (all inputs must share one device).
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -24,6 +25,7 @@ DType check_inputs(const std::vector<Tensor>& tensors, const char* op) {
   DType dtype = DType::Bool;
   for (size_t i = 0; i < tensors.size(); ++i) {
     THD_CHECK(tensors[i].defined(), ValueError, op, "tensor {} of the list is undefined", i);
+    check_same_device(op, {&tensors[0], &tensors[i]});
     dtype = i == 0 ? tensors[i].dtype() : promote_types(dtype, tensors[i].dtype());
   }
   return dtype;
@@ -31,7 +33,13 @@ DType check_inputs(const std::vector<Tensor>& tensors, const char* op) {
 
 // Copies srcs[i] into dsts[i]. Each copy_ is parallel on its own; when the pieces are
 // small, one copy_ per piece would stay single-threaded, so spread pieces over threads.
+// On a CUDA device every copy_ is an asynchronous launch on this thread's current
+// stream, so they stay on this thread, in order.
 void copy_pieces(std::vector<Tensor>& dsts, const std::vector<const Tensor*>& srcs) {
+  if (!dsts.empty() && !dsts[0].device().is_cpu()) {
+    for (size_t i = 0; i < dsts.size(); ++i) dsts[i].copy_(*srcs[i]);
+    return;
+  }
   int64_t total = 0;
   for (const Tensor& d : dsts) total += d.numel();
   const auto pieces = static_cast<int64_t>(dsts.size());
@@ -58,7 +66,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
   }
   if (ref == tensors.size()) {  // only 1-D empty tensors
     wrap_dim(dim_in, 1, "cat");
-    return Tensor::empty({0}, dtype);
+    return Tensor::empty({0}, dtype, tensors[0].device());
   }
   const Tensor& first = tensors[ref];
   const int64_t dim = wrap_dim(dim_in, first.dim(), "cat");
@@ -82,7 +90,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
   }
   Shape shape = first.shape();
   shape[dim] = total;
-  Tensor out = Tensor::empty(shape, dtype);
+  Tensor out = Tensor::empty(shape, dtype, first.device());
   std::vector<Tensor> dsts;
   std::vector<const Tensor*> srcs;
   int64_t offset = 0;
@@ -108,7 +116,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim_in) {
   const int64_t dim = wrap_dim(dim_in, first.dim() + 1, "stack");
   Shape shape = first.shape();
   shape.insert(shape.begin() + dim, static_cast<int64_t>(tensors.size()));
-  Tensor out = Tensor::empty(shape, dtype);
+  Tensor out = Tensor::empty(shape, dtype, first.device());
   if (out.numel() == 0) return out;
   std::vector<Tensor> dsts;
   std::vector<const Tensor*> srcs;

@@ -8,6 +8,10 @@
 // vector shapes go to GEMV. The 16-bit floats compute in float32 and round once at
 // the end. Integers use an i-k-j loop whose arithmetic is done in unsigned types, so
 // overflow wraps like two's complement (as in torch) instead of being undefined.
+//
+// CUDA tensors take the same checks here and run in tensor/cuda/matmul.h (cuBLAS for
+// the floats, thd's kernels for integers and dot); every op first checks that its
+// operands share one device.
 #include <cblas.h>
 
 #include <algorithm>
@@ -15,11 +19,16 @@
 #include <type_traits>
 #include <vector>
 
+#include <thd/config.h>
+
 #include "tensor/check.h"
 #include "tensor/dispatch.h"
 #include "tensor/op_util.h"
 #include "tensor/parallel.h"
 #include "tensor/shape_util.h"
+#if THD_WITH_CUDA
+#include "tensor/cuda/matmul.h"
+#endif
 
 namespace thd {
 
@@ -245,6 +254,18 @@ Tensor product(const Tensor& a, const Tensor& b, const Shape& batch, const Tenso
                const Scalar& beta, const Scalar& alpha, const char* op) {
   const DType dt = a.dtype();
   const bool use_self = self.defined() && beta.to_double() != 0;
+#if THD_WITH_CUDA
+  if (a.device().is_cuda()) {
+    // 16-bit floats stay 16-bit: cuBLAS accumulates in float32 and rounds once, which
+    // is what the CPU's detour through float32 below does.
+    Tensor out = Tensor::empty(with_matrix(batch, a.size(-2), b.size(-1)), dt, a.device());
+    if (out.numel() == 0) return out;
+    if (use_self) out.copy_(self);
+    cuda::matrix_product(out, a, b, batch, use_self, beta, alpha, op);
+    return out;
+  }
+#endif
+  check_cpu_kernel(op, a);
   if (dt == kFloat16 || dt == kBFloat16) {
     Tensor r = product(a.to(kFloat32), b.to(kFloat32), batch,
                        use_self ? self.to(kFloat32) : Tensor(), beta, alpha, op);
@@ -295,6 +316,14 @@ bool blas_vector_ok(int64_t n, int64_t stride) {
 
 // a and b: 1-D, same dtype and length (checked by the caller).
 Tensor dot_product(const Tensor& a, const Tensor& b, const char* op) {
+#if THD_WITH_CUDA
+  if (a.device().is_cuda()) {
+    Tensor out = Tensor::empty({}, a.dtype(), a.device());
+    cuda::dot_product(out, a, b, op);
+    return out;
+  }
+#endif
+  check_cpu_kernel(op, a);
   const int64_t n = a.numel();
   const int64_t sa = a.stride(0), sb = b.stride(0);
   Tensor out = Tensor::empty({}, a.dtype());
@@ -346,6 +375,7 @@ Tensor Tensor::matmul(const Tensor& other) const {
   const char* op = "matmul";
   check_defined(*this, op, "self");
   check_defined(other, op, "other");
+  check_same_device(op, {this, &other});
   THD_CHECK(dim() >= 1 && other.dim() >= 1, ShapeError, op,
             "both arguments to matmul need to be at least 1D, but they are {}D and {}D "
             "(shapes {} and {})",
@@ -387,6 +417,7 @@ Tensor Tensor::mm(const Tensor& other) const {
   const char* op = "mm";
   check_defined(*this, op, "self");
   check_defined(other, op, "mat2");
+  check_same_device(op, {this, &other});
   THD_CHECK(dim() == 2 && other.dim() == 2, ShapeError, op,
             "expected 2-D tensors, but got shapes {} and {} (matmul takes 1-D and batched "
             "operands)",
@@ -402,6 +433,7 @@ Tensor Tensor::bmm(const Tensor& other) const {
   const char* op = "bmm";
   check_defined(*this, op, "self");
   check_defined(other, op, "mat2");
+  check_same_device(op, {this, &other});
   THD_CHECK(dim() == 3 && other.dim() == 3, ShapeError, op,
             "expected 3-D tensors, but got shapes {} and {}", shape_str(shape_),
             shape_str(other.shape()));
@@ -418,6 +450,7 @@ Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar
   check_defined(*this, op, "self");
   check_defined(mat1, op, "mat1");
   check_defined(mat2, op, "mat2");
+  check_same_device(op, {this, &mat1, &mat2});
   THD_CHECK(mat1.dim() == 2 && mat2.dim() == 2, ShapeError, op,
             "mat1 and mat2 must be 2-D, but got shapes {} and {}", shape_str(mat1.shape()),
             shape_str(mat2.shape()));
@@ -447,6 +480,7 @@ Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar
 Tensor Tensor::dot(const Tensor& other) const {
   check_defined(*this, "dot", "self");
   check_defined(other, "dot", "other");
+  check_same_device("dot", {this, &other});
   check_dot_args(*this, other, "dot");
   return dot_product(*this, other, "dot");
 }
@@ -455,11 +489,16 @@ Tensor Tensor::outer(const Tensor& other) const {
   const char* op = "outer";
   check_defined(*this, op, "self");
   check_defined(other, op, "vec2");
+  check_same_device(op, {this, &other});
   THD_CHECK(dim() == 1 && other.dim() == 1, ShapeError, op,
             "expected 1-D tensors, but got shapes {} and {}", shape_str(shape_),
             shape_str(other.shape()));
   // Elementwise products, so the operands promote like mul does (torch.outer).
   const DType dt = result_type(*this, other);
+  if (!device().is_cpu()) {
+    // mul's broadcasting kernel is outer's loop: a column times a row.
+    return to(dt).unsqueeze(1).mul(other.to(dt).unsqueeze(0));
+  }
   const Tensor a = to(dt);
   const Tensor b = other.to(dt).contiguous();
   const int64_t n = a.numel(), m = b.numel();

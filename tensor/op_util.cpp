@@ -129,6 +129,27 @@ DType combine_categories(DType higher, DType lower) {
   return higher;
 }
 
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (t == nullptr || !t->defined()) continue;
+    if (first == nullptr) {
+      first = t;
+    } else if (t->device() != first->device()) {
+      THD_THROW(ValueError, op, "expected all tensors on one device, got {} and {}",
+                first->device().str(), t->device().str());
+    }
+  }
+}
+
+void check_cpu_kernel(const char* op, const Tensor& t) {
+  if (t.defined() && !t.device().is_cpu()) [[unlikely]] {
+    THD_THROW(NotImplementedError, op,
+              "{} has no kernel for {} tensors yet; copy to the CPU with .cpu() first", op,
+              t.device().str());
+  }
+}
+
 }  // namespace detail
 
 DType result_type(const Tensor& a, const Tensor& b) {

@@ -1,6 +1,8 @@
 // Helpers every tensor op uses: scalars as typed values, output checks, aliasing.
 #pragma once
 
+#include <initializer_list>
+
 #include <thd/tensor.h>
 
 #include "tensor/dispatch.h"
@@ -38,6 +40,13 @@ bool same_view(const Tensor& a, const Tensor& b);
 // memory with out without being exactly out, in which case a copy is returned so the
 // op never reads elements it has already overwritten.
 Tensor unalias_input(const Tensor& in, const Tensor& out);
+
+// Throws ValueError naming op unless every defined tensor is on the first one's
+// device ("expected all tensors on one device, got cuda:0 and cpu").
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
+// Throws NotImplementedError naming op and t's device unless t is on the CPU: the
+// guard of every op that has no CUDA kernel, before it touches t's memory.
+void check_cpu_kernel(const char* op, const Tensor& t);
 
 // The type promotion state of torch: dimensioned tensors outrank 0-dim tensors,
 // which outrank plain scalars, unless the lower rank is of a higher category

@@ -6,8 +6,12 @@
 #include <limits>
 #include <type_traits>
 
+#include <thd/config.h>
+
 #include "tensor/check.h"
+#include "tensor/cuda/reduce.h"
 #include "tensor/dispatch.h"
+#include "tensor/op_util.h"
 #include "tensor/reduce_util.h"
 #include "tensor/shape_util.h"
 
@@ -495,6 +499,21 @@ Tensor run_reduce(const Tensor& in, const ReduceSpec& s, const Op& op) {
   return out;
 }
 
+// A CUDA tensor reduces on its device (tensor/cuda/), after the same checks as on
+// the CPU. In a build without CUDA no such tensor can exist; check_cpu_kernel would
+// say so.
+Tensor reduce_on_device(const Tensor& t, const ReduceSpec& s, cuda::ReduceKind kind,
+                        const char* op, double p = 2.0, int64_t correction = 1) {
+#if THD_WITH_CUDA
+  (void)op;
+  return cuda::reduce(t, cuda::ReduceRequest{kind, s.mask, s.out_shape, p, correction});
+#else
+  (void)s, (void)kind, (void)p, (void)correction;
+  check_cpu_kernel(op, t);
+  THD_THROW(NotImplementedError, op, "{} has no kernel for {} tensors", op, t.device().str());
+#endif
+}
+
 void check_floating(const Tensor& t, const char* op, const char* what) {
   THD_CHECK(is_floating_point(t.dtype()), TypeError, op, "{}. Got: {}", what, t.dtype());
 }
@@ -505,6 +524,7 @@ constexpr const char* kMeanDtypeMsg =
 
 Tensor sum_impl(const Tensor& t, const Dims* dims, bool keepdim) {
   ReduceSpec s = reduce_spec(t, dims, keepdim, "sum");
+  if (!t.device().is_cpu()) return reduce_on_device(t, s, cuda::ReduceKind::Sum, "sum");
   return dispatch_all(t.dtype(), "sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Out = sum_out_t<T>;
@@ -515,6 +535,7 @@ Tensor sum_impl(const Tensor& t, const Dims* dims, bool keepdim) {
 Tensor mean_impl(const Tensor& t, const Dims* dims, bool keepdim) {
   ReduceSpec s = reduce_spec(t, dims, keepdim, "mean");
   check_floating(t, "mean", kMeanDtypeMsg);
+  if (!t.device().is_cpu()) return reduce_on_device(t, s, cuda::ReduceKind::Mean, "mean");
   return dispatch<kFloatingSet>(t.dtype(), "mean", [&](auto tag) {
     using T = typename decltype(tag)::type;
     return run_reduce(t, s, sum_op<T, T>(MapId{}, ProjDiv<T>{static_cast<double>(s.n_red)}));
@@ -523,6 +544,7 @@ Tensor mean_impl(const Tensor& t, const Dims* dims, bool keepdim) {
 
 Tensor prod_impl(const Tensor& t, const Dims* dims, bool keepdim) {
   ReduceSpec s = reduce_spec(t, dims, keepdim, "prod");
+  if (!t.device().is_cpu()) return reduce_on_device(t, s, cuda::ReduceKind::Prod, "prod");
   return dispatch_all(t.dtype(), "prod", [&](auto tag) {
     using T = typename decltype(tag)::type;
     return run_reduce(t, s, ProdOp<T>{});
@@ -534,6 +556,9 @@ Tensor minmax_impl(const Tensor& t, const Dims* dims, bool keepdim) {
   const char* op = IsMax ? "max" : "min";
   ReduceSpec s = reduce_spec(t, dims, keepdim, op);
   check_nonempty(t, s, op, op);
+  if (!t.device().is_cpu()) {
+    return reduce_on_device(t, s, IsMax ? cuda::ReduceKind::Max : cuda::ReduceKind::Min, op);
+  }
   return dispatch_all(t.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return run_reduce(t, s, MinMaxOp<T, IsMax>{});
@@ -555,11 +580,21 @@ Tensor arg_impl(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
     THD_CHECK(t.numel() != 0, ValueError, op,
               "Expected reduction dim to be specified for input.numel() == 0 (input shape {})",
               shape_str(t.shape()));
-    in = t.reshape({-1});
-    s.mask = {true};
     s.all = true;
-    s.n_red = in.numel();
+    s.n_red = t.numel();
     if (keepdim) s.out_shape.assign(static_cast<size_t>(t.dim()), 1);
+    if (!t.device().is_cpu()) {
+      // Every dim reduced in place of a flattened copy: the kernels count positions
+      // row-major over all dims, which is the flat index.
+      s.mask.assign(static_cast<size_t>(t.dim()), true);
+    } else {
+      in = t.reshape({-1});
+      s.mask = {true};
+    }
+  }
+  if (!t.device().is_cpu()) {
+    return reduce_on_device(in, s, IsMax ? cuda::ReduceKind::ArgMax : cuda::ReduceKind::ArgMin,
+                            op);
   }
   return dispatch<kNumericSet>(t.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -571,6 +606,9 @@ template <bool IsAny>
 Tensor anyall_impl(const Tensor& t, const Dims* dims, bool keepdim) {
   const char* op = IsAny ? "any" : "all";
   ReduceSpec s = reduce_spec(t, dims, keepdim, op);
+  if (!t.device().is_cpu()) {
+    return reduce_on_device(t, s, IsAny ? cuda::ReduceKind::Any : cuda::ReduceKind::All, op);
+  }
   return dispatch_all(t.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return run_reduce(t, s, AnyAllOp<T, IsAny>{});
@@ -583,6 +621,7 @@ Tensor norm_impl(const Tensor& t, double p, const Dims* dims, bool keepdim) {
   if (std::isinf(p)) {
     check_nonempty(t, s, "norm", p > 0 ? "the inf norm" : "the -inf norm");
   }
+  if (!t.device().is_cpu()) return reduce_on_device(t, s, cuda::ReduceKind::Norm, "norm", p);
   return dispatch<kFloatingSet>(t.dtype(), "norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (std::isinf(p)) {
@@ -601,6 +640,10 @@ Tensor var_impl(const Tensor& t, const Dims* dims, int64_t correction, bool keep
   const char* op = take_sqrt ? "std" : "var";
   ReduceSpec s = reduce_spec(t, dims, keepdim, op);
   check_floating(t, op, "std and var only support floating point and complex dtypes");
+  if (!t.device().is_cpu()) {
+    return reduce_on_device(t, s, take_sqrt ? cuda::ReduceKind::Std : cuda::ReduceKind::Var, op,
+                            2.0, correction);
+  }
   return dispatch<kFloatingSet>(t.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const ReduceGeometry g = make_reduce_geometry(t, s.mask);

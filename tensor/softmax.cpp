@@ -6,8 +6,12 @@
 #include <type_traits>
 #include <vector>
 
+#include <thd/config.h>
+
 #include "tensor/check.h"
+#include "tensor/cuda/softmax.h"
 #include "tensor/dispatch.h"
+#include "tensor/op_util.h"
 #include "tensor/parallel.h"
 #include "tensor/shape_util.h"
 
@@ -107,6 +111,13 @@ Tensor softmax_impl(const Tensor& self, int64_t dim_in) {
   const char* op = Log ? "log_softmax" : "softmax";
   check_defined(self, op);
   const int64_t d = wrap_dim(dim_in, self.dim(), op, true);
+  if (!self.device().is_cpu()) {
+#if THD_WITH_CUDA
+    return cuda::softmax(self, d, Log);
+#else
+    check_cpu_kernel(op, self);  // no CUDA tensor exists in a build without CUDA
+#endif
+  }
   return dispatch<kFloatingSet>(self.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Tensor x = self.contiguous();

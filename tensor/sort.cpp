@@ -1,17 +1,24 @@
 // sort and topk: each line along `dim` is copied into a buffer of (value, position)
 // pairs, ordered with the standard algorithms, and written back; lines run in
 // parallel. Comparisons happen in compute_t (float for the 16-bit floats) and NaN
-// ranks above every other value, as in torch.
+// ranks above every other value, as in torch. CUDA tensors are sorted on their
+// device by tensor/cuda/sort.cu, with the same order.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
 #include <vector>
 
+#include <thd/config.h>
+
 #include "tensor/check.h"
 #include "tensor/loops.h"
 #include "tensor/op_util.h"
 #include "tensor/shape_util.h"
+
+#if THD_WITH_CUDA
+#include "tensor/cuda/sort_kernels.h"
+#endif
 
 namespace thd {
 
@@ -79,12 +86,18 @@ void for_each_sorted_line(const Tensor& self, int64_t dim, const Tensor& values,
 std::pair<Tensor, Tensor> Tensor::sort(int64_t dim_in, bool descending) const {
   check_defined(*this, "sort");
   const int64_t dim = wrap_dim(dim_in, this->dim(), "sort", true);
-  Tensor values = empty(shape_, dtype_);
-  Tensor indices = empty(shape_, kInt64);
+  Tensor values = empty(shape_, dtype_, device());
+  Tensor indices = empty(shape_, kInt64, device());
   if (numel() == 0) return {values, indices};
   if (this->dim() == 0) {
     values.copy_(*this);
     indices.fill_(0);
+    return {values, indices};
+  }
+  if (device().is_cuda()) {
+#if THD_WITH_CUDA
+    cuda::sort_on_device(*this, dim, descending, values, indices);
+#endif
     return {values, indices};
   }
   dispatch_all(dtype_, "sort", [&](auto tag) {
@@ -118,14 +131,22 @@ std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim_in, bool largest, 
             "selected index k out of range: k = {} but dimension {} has size {}", k, dim, n);
   if (this->dim() == 0) {
     // A 0-dim tensor is its own top-1; its top-0 is an empty 1-D tensor.
-    if (k == 0) return {empty({0}, dtype_), empty({0}, kInt64)};
-    return {clone(), zeros({}, kInt64)};
+    if (k == 0) return {empty({0}, dtype_, device()), empty({0}, kInt64, device())};
+    return {clone(), zeros({}, kInt64, device())};
   }
   Shape shape = shape_;
   shape[dim] = k;
-  Tensor values = empty(shape, dtype_);
-  Tensor indices = empty(shape, kInt64);
+  Tensor values = empty(shape, dtype_, device());
+  Tensor indices = empty(shape, kInt64, device());
   if (values.numel() == 0) return {values, indices};
+  if (device().is_cuda()) {
+    // The first k of the stable sort: the CPU's choice among ties, and its order when
+    // sorted (unsorted, the order is unspecified, and this one serves).
+#if THD_WITH_CUDA
+    cuda::sort_on_device(*this, dim, largest, values, indices);
+#endif
+    return {values, indices};
+  }
   dispatch<kNumericSet>(dtype_, "topk", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Pair = std::pair<compute_t<T>, int64_t>;

@@ -4,19 +4,33 @@
 #include <cstdlib>
 #include <new>
 
+#include <thd/config.h>
 #include <thd/memory.h>
 
 #include "tensor/check.h"
 #include "tensor/cpu_allocator.h"
 #include "tensor/storage_alloc.h"
 
+#if THD_WITH_CUDA
+#include "tensor/cuda/caching_allocator.h"
+#include "tensor/cuda/cuda_stream.h"
+#endif
+
 namespace thd {
 
 using detail::CpuAllocator;
 
 StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  THD_CHECK(device.is_cpu(), ValueError, "allocate",
-            "device {} is not available in this build (CPU only)", device.str());
+  detail::check_device_available(device, "allocate");
+#if THD_WITH_CUDA
+  if (device.is_cuda()) {
+    const int index = device.index();
+    auto& allocator = cuda::detail::CachingAllocator::instance();
+    data_ = allocator.allocate(nbytes, index, cuda::current_stream(index));
+    deleter_ = [index](void* p) { cuda::detail::CachingAllocator::instance().deallocate(p, index); };
+    return;
+  }
+#endif
   size_t allocated = 0;
   data_ = CpuAllocator::instance().allocate(nbytes, &allocated);
   if (data_ == nullptr) {
@@ -98,25 +112,29 @@ Storage allocate_storage(size_t nbytes, Device device) {
 
 }  // namespace detail
 
-namespace {
-void check_cpu(Device device, const char* op) {
-  THD_CHECK(device.is_cpu(), ValueError, op, "device {} is not available in this build",
-            device.str());
-}
-}  // namespace
-
+// On a CUDA device these reach its caching allocator; check_device_available has
+// thrown for any CUDA device by then in a build without CUDA.
 MemoryStats memory_stats(Device device) {
-  check_cpu(device, "memory_stats");
+  detail::check_device_available(device, "memory_stats");
+#if THD_WITH_CUDA
+  if (device.is_cuda()) return cuda::detail::CachingAllocator::instance().stats(device.index());
+#endif
   return CpuAllocator::instance().stats();
 }
 
 void reset_peak_memory_stats(Device device) {
-  check_cpu(device, "reset_peak_memory_stats");
+  detail::check_device_available(device, "reset_peak_memory_stats");
+#if THD_WITH_CUDA
+  if (device.is_cuda()) return cuda::detail::CachingAllocator::instance().reset_peak(device.index());
+#endif
   CpuAllocator::instance().reset_peak();
 }
 
 void empty_cache(Device device) {
-  check_cpu(device, "empty_cache");
+  detail::check_device_available(device, "empty_cache");
+#if THD_WITH_CUDA
+  if (device.is_cuda()) return cuda::detail::CachingAllocator::instance().empty_cache(device.index());
+#endif
   CpuAllocator::instance().empty_cache();
 }
 

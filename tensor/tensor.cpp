@@ -88,6 +88,8 @@ Scalar Tensor::item() const {
   THD_CHECK(numel() == 1, ValueError, "item",
             "a tensor with {} elements (shape {}) cannot be converted to a scalar", numel(),
             shape_str(shape_));
+  // A device's value is read through a host copy, which waits for its stream.
+  if (!device().is_cpu()) return cpu().item();
   return detail::dispatch_all(dtype_, "item", [&](auto tag) -> Scalar {
     using T = typename decltype(tag)::type;
     T v = *static_cast<const T*>(data_ptr());
@@ -149,9 +151,11 @@ void format_rec(std::string& out, const T* base, const Shape& shape, const Shape
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   std::string out = "tensor(";
+  // A device's elements are printed from a host copy.
+  const Tensor host = device().is_cpu() ? *this : cpu();
   detail::dispatch_all(dtype_, "str", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    format_rec(out, static_cast<const T*>(data_ptr()), shape_, strides_, 0,
+    format_rec(out, static_cast<const T*>(host.data_ptr()), host.shape(), host.strides(), 0,
                numel() > kSummariseAbove);
   });
   if (numel() == 0) out += ", size=" + shape_str(shape_);

@@ -1,81 +1,33 @@
 // Elementwise functions of one tensor: neg, abs, relu, and the floating-point math
 // functions (exp ... gelu), which compute integer and bool inputs in float32.
-#include <cmath>
-
 #include "tensor/check.h"
+#include "tensor/cuda/elementwise_kernels.h"
 #include "tensor/elementwise.h"
-#include "tensor/int_math.h"
+#include "tensor/functors/unary.h"
 
 namespace thd {
 namespace {
 
 using namespace detail;
 
-struct NegOp {
-  template <typename C>
-  C operator()(C x) const {
-    return wrapping_neg(x);
-  }
-};
-struct AbsOp {
-  template <typename C>
-  C operator()(C x) const {
-    if constexpr (std::is_unsigned_v<C>) return x;
-    else if constexpr (std::is_floating_point_v<C>) return std::abs(x);
-    else return x < 0 ? wrapping_neg(x) : x;
-  }
-};
-struct ReluOp {
-  template <typename C>
-  C operator()(C x) const {
-    return x > C(0) ? x : (x != x ? x : C(0));  // NaN stays NaN
-  }
-};
-struct ExpOp {
-  template <typename C>
-  C operator()(C x) const { return std::exp(x); }
-};
-struct LogOp {
-  template <typename C>
-  C operator()(C x) const { return std::log(x); }
-};
-struct SqrtOp {
-  template <typename C>
-  C operator()(C x) const { return std::sqrt(x); }
-};
-struct RsqrtOp {
-  template <typename C>
-  C operator()(C x) const { return C(1) / std::sqrt(x); }
-};
-struct SinOp {
-  template <typename C>
-  C operator()(C x) const { return std::sin(x); }
-};
-struct CosOp {
-  template <typename C>
-  C operator()(C x) const { return std::cos(x); }
-};
-struct TanhOp {
-  template <typename C>
-  C operator()(C x) const { return std::tanh(x); }
-};
-struct SigmoidOp {
-  template <typename C>
-  C operator()(C x) const { return C(1) / (C(1) + std::exp(-x)); }
-};
-// The exact form, x * Phi(x), as torch's default approximate='none'.
-struct GeluOp {
-  template <typename C>
-  C operator()(C x) const {
-    return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
-  }
-};
+using functors::AbsOp;
+using functors::CosOp;
+using functors::ExpOp;
+using functors::GeluOp;
+using functors::LogOp;
+using functors::NegOp;
+using functors::ReluOp;
+using functors::RsqrtOp;
+using functors::SigmoidOp;
+using functors::SinOp;
+using functors::SqrtOp;
+using functors::TanhOp;
 
 // How an op treats dtypes: the math functions promote to floating point; the others
 // keep the input dtype and accept the listed families.
 template <typename Op>
 constexpr bool promotes_to_float() {
-  return !(std::is_same_v<Op, NegOp> || std::is_same_v<Op, AbsOp> || std::is_same_v<Op, ReluOp>);
+  return Op::kFloatMath;
 }
 
 template <typename Op>
@@ -99,11 +51,18 @@ DType compute_dtype(DType in) {
 // Runs Op's typed kernel over operands laid out by plan_flat or plan_elementwise.
 template <typename Op, typename Plan>
 void launch(const char* op, DType compute, const Plan& plan) {
-  constexpr unsigned allowed = promotes_to_float<Op>() ? kFloatingSet : kNumericSet;
-  dispatch<allowed>(compute, op, [&](auto tag) {
+  dispatch<functors::unary_dtypes_v<Op>>(compute, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     unary_kernel<T, T>(plan, Op{});
   });
+}
+
+// Op(self) on a CUDA device, into a new tensor or into *target.
+template <typename Op>
+Tensor run_cuda(const char* op, const Tensor& self, DType compute, const Tensor* target) {
+  ElementwisePlan plan = plan_elementwise(op, {self}, compute, compute, target);
+  cuda::unary_op<Op>(op, compute, plan.out, plan.inputs[0]);
+  return plan.finish();
 }
 
 // Op(self) into a new tensor.
@@ -112,6 +71,9 @@ Tensor run(const char* op, const Tensor& self) {
   check_defined(self, op);
   check_dtype<Op>(op, self.dtype());
   const DType c = compute_dtype<Op>(self.dtype());
+  if (on_cuda(op, self)) {
+    if constexpr (kWithCuda) return run_cuda<Op>(op, self, c, nullptr);
+  }
   if (auto flat = plan_flat<1>({&self}, c, c)) {
     launch<Op>(op, c, *flat);
     return std::move(flat->out);
@@ -127,6 +89,12 @@ Tensor& run_inplace(const char* op, Tensor& self) {
   check_defined(self, op);
   check_dtype<Op>(op, self.dtype());
   const DType c = compute_dtype<Op>(self.dtype());
+  if (on_cuda(op, self)) {
+    if constexpr (kWithCuda) {
+      run_cuda<Op>(op, self, c, &self);
+      return self;
+    }
+  }
   if (auto flat = plan_flat<1>({&self}, c, c, &self)) {
     launch<Op>(op, c, *flat);
     return self;

@@ -86,6 +86,21 @@ class RemoteError : public Error {
  private:
   uint64_t op_id_ = 0;
 };
+// The op exists but not for these arguments' device in this build (an op with no
+// CUDA kernel yet, a CUDA tensor in a build without CUDA); message() says which.
+class NotImplementedError : public Error {
+  using Error::Error;
+};
+// A CUDA call failed: message() carries the CUDA error's name and string
+// ("cudaErrorMemoryAllocation: out of memory") and context().op the thd op.
+class CudaError : public Error {
+  using Error::Error;
+};
+// A CUDA device ran out of memory (torch.cuda.OutOfMemoryError), after the caching
+// allocator returned what it held and retried.
+class OutOfMemoryError : public CudaError {
+  using CudaError::CudaError;
+};
 // A peer failed to prove the shared secret, or this process has none to prove.
 class AuthError : public Error {
   using Error::Error;

@@ -14,7 +14,8 @@ class StorageImpl {
  public:
   using Deleter = std::function<void(void*)>;
 
-  // Allocates nbytes (64-byte aligned) on device. Only the CPU exists so far.
+  // Allocates nbytes on device: 64-byte aligned host memory for the CPU, a block of
+  // that device's caching allocator (tensor/cuda/caching_allocator.h) for CUDA.
   StorageImpl(size_t nbytes, Device device);
   // Wraps memory someone else owns; deleter (may be empty) runs when the storage dies.
   StorageImpl(void* data, size_t nbytes, Device device, Deleter deleter);

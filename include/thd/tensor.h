@@ -197,6 +197,17 @@ class Tensor {
 
   // A copy converted to dtype (self when it already has it, unless copy).
   Tensor to(DType dtype, bool copy = false) const;
+  // A copy on `device` (self when already there, unless copy), contiguous. Host to
+  // device and back goes through pinned staging buffers. Like every op on a CUDA
+  // tensor it runs on the current stream of the devices involved
+  // (tensor/cuda/cuda_stream.h): a copy to a device returns once the source was read,
+  // while the copy may still be in flight; a copy to the host returns with the data
+  // there, so it waits for the work queued on that stream. Between devices the copy
+  // is ordered after the work queued on both devices' streams.
+  Tensor to(Device device, bool copy = false) const;
+  // to(Device::cuda(index)) and to(Device::cpu()): self when already there.
+  Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
+  Tensor cpu() const { return to(Device::cpu()); }
   Tensor& fill_(Scalar value);
   // Copies src (broadcast to self's shape, converted to self's dtype) into self.
   Tensor& copy_(const Tensor& src);
@@ -352,7 +363,15 @@ T Tensor::item() const {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor c = to(dtype_of_v<T>).contiguous();
+  // A CUDA tensor is read through a host copy (copy_ converts on whichever side moves
+  // fewer bytes, and waits for the device's stream).
+  Tensor c;
+  if (device().is_cpu()) {
+    c = to(dtype_of_v<T>).contiguous();
+  } else {
+    c = empty(shape_, dtype_of_v<T>);
+    c.copy_(*this);
+  }
   const T* p = c.data<T>();
   return std::vector<T>(p, p + c.numel());
 }
