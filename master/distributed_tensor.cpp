@@ -15,41 +15,53 @@ namespace fb = protocol::fb;
 
 namespace {
 
-std::shared_ptr<master::Session> placement(const char* op, int& node, Device& device) {
+// The node and device a new tensor goes to: the scopes', unless the call names a
+// device.
+std::shared_ptr<master::Session> placement(const char* op, std::optional<Device> explicit_device, int& node,
+                                           Device& device) {
   auto s = master::current_session(op);
   node = master::scoped_node();
-  device = master::scoped_device();
-  master::check_device_supported(device, op);
+  device = explicit_device.value_or(master::scoped_device());
+  master::check_device_valid(device, op);
   (void)s->link(node, op);  // a node out of range throws here, naming the range
   return s;
 }
 
-DistributedTensor create(const char* op, const Shape& shape, DType dtype, fb::CreateKind kind,
-                         Scalar value = 0, Scalar start = 0, Scalar end = 0, Scalar step = 0, int64_t steps = 0,
-                         int64_t rows = 0, int64_t cols = 0) {
+// The arguments of a Create beyond its kind, shape and dtype.
+struct CreateArgs {
+  Scalar value = 0;
+  Scalar start = 0, end = 0, step = 0;
+  int64_t steps = 0;
+  int64_t rows = 0, cols = 0;
+};
+
+DistributedTensor create(const char* op, const Shape& shape, DType dtype, std::optional<Device> on,
+                         fb::CreateKind kind, const CreateArgs& args = {}) {
   int node;
   Device device;
-  auto s = placement(op, node, device);
+  auto s = placement(op, on, node, device);
   for (int64_t d : shape) {
     if (d < 0) THD_THROW(ValueError, op, "negative size in shape {}", shape_str(shape));
   }
-  return emit_new(*s, op, node, master::mirror(shape, dtype), fb::Op::Create, [&](auto& b, uint64_t id) {
+  return emit_new(*s, op, node, master::mirror(shape, dtype, device), fb::Op::Create, [&](auto& b, uint64_t id) {
     const auto dims = b.CreateVector(shape);
-    const fb::Scalar v = protocol::to_fb(value), st = protocol::to_fb(start), en = protocol::to_fb(end),
-                     sp = protocol::to_fb(step);
-    return fb::CreateCreate(b, id, kind, protocol::to_fb(dtype), dims, &v, &st, &en, &sp, steps, rows, cols).Union();
+    const fb::Scalar v = protocol::to_fb(args.value), st = protocol::to_fb(args.start),
+                     en = protocol::to_fb(args.end), sp = protocol::to_fb(args.step);
+    const fb::Device dev = protocol::to_fb(device);
+    // The CPU is the field's absence: a CPU creation is as small as before devices.
+    return fb::CreateCreate(b, id, kind, protocol::to_fb(dtype), dims, &v, &st, &en, &sp, args.steps, args.rows,
+                            args.cols, device.is_cpu() ? nullptr : &dev)
+        .Union();
   });
 }
 
 }  // namespace
 
 DistributedTensor::DistributedTensor(const Shape& shape, DType dtype)
-    : DistributedTensor(create("DistributedTensor", shape, dtype, fb::CreateKind::Empty)) {}
+    : DistributedTensor(create("DistributedTensor", shape, dtype, std::nullopt, fb::CreateKind::Empty)) {}
 
-DistributedTensor::DistributedTensor(const Shape& shape, DType dtype, Device device) {
-  DeviceScope on(device);
-  *this = create("DistributedTensor", shape, dtype, fb::CreateKind::Empty);
-}
+DistributedTensor::DistributedTensor(const Shape& shape, DType dtype, Device device)
+    : DistributedTensor(create("DistributedTensor", shape, dtype, device, fb::CreateKind::Empty)) {}
 
 int DistributedTensor::node() const { return operand(*this, "node").node; }
 Device DistributedTensor::device() const { return operand(*this, "device").device; }
@@ -69,23 +81,24 @@ Tensor DistributedTensor::get() const {
   return session_of(h, "get")->fetch(h);
 }
 
-DistributedTensor DistributedTensor::from(const Tensor& local, std::optional<int> node) {
+DistributedTensor DistributedTensor::from(const Tensor& local, std::optional<int> node, std::optional<Device> on) {
   if (!local.defined()) THD_THROW(ValueError, "dist_send", "the local tensor is undefined");
-  if (!local.device().is_cpu()) {
-    THD_THROW(ValueError, "dist_send", "only CPU tensors can be sent from the master, got one on {}",
-              local.device().str());
-  }
-  NodeScope on(node.value_or(master::scoped_node()));
+  NodeScope at(node.value_or(master::scoped_node()));
   int target;
   Device device;
-  auto s = placement("dist_send", target, device);
-  const Tensor bytes = local.contiguous();
+  auto s = placement("dist_send", on, target, device);
+  // The bytes leave from host memory (a CUDA tensor of the master's is copied there
+  // first) and land in the worker's, which copies them to `device`.
+  const Tensor bytes = local.device().is_cpu() ? local.contiguous() : local.to(Device::cpu()).contiguous();
   master::NodeLink& link = s->link(target, "dist_send");
-  auto h = s->new_handle(target, Device::cpu(), master::mirror(local.shape(), local.dtype()));
+  auto h = s->new_handle(target, device, master::mirror(local.shape(), local.dtype(), device));
   const uint64_t id = h->id;
+  const fb::Device dev = protocol::to_fb(device);
   link.append_upload(
       [&](auto& b) {
-        return fb::CreateUpload(b, id, protocol::to_fb(local.dtype()), b.CreateVector(local.shape())).Union();
+        return fb::CreateUpload(b, id, protocol::to_fb(local.dtype()), b.CreateVector(local.shape()),
+                                device.is_cpu() ? nullptr : &dev)
+            .Union();
       },
       bytes);
   return DistributedTensor(std::move(h));
@@ -100,14 +113,18 @@ DistributedTensor DistributedTensor::to_node(int target) const {
   master::NodeLink& src = s->link(h.node, "to_node");
   if (target == h.node) return *this;
   const int64_t tag = s->next_transfer_tag();
-  const Tensor meta = master::mirror(h.meta.shape(), h.meta.dtype());
+  // On the same device of node k (cuda:1 stays cuda:1): its worker refuses a GPU
+  // it does not have.
+  const Tensor meta = master::mirror(h.meta.shape(), h.meta.dtype(), h.device);
   auto out = s->new_handle(target, h.device, meta);
+  const fb::Device dev = protocol::to_fb(h.device);
   // Both halves under one lock: every worker sees cross-node commands in one global
   // order, so a blocking receive never waits on a send queued behind another one.
   std::lock_guard lock(s->cross_node_mutex());
   src.append(fb::Op::SendTo, [&](auto& b) { return fb::CreateSendTo(b, h.id, target, tag).Union(); });
   dst.append(fb::Op::RecvFrom, [&](auto& b) {
-    return fb::CreateRecvFrom(b, out->id, h.node, tag, protocol::to_fb(meta.dtype()), b.CreateVector(meta.shape()))
+    return fb::CreateRecvFrom(b, out->id, h.node, tag, protocol::to_fb(meta.dtype()), b.CreateVector(meta.shape()),
+                              h.device.is_cpu() ? nullptr : &dev)
         .Union();
   });
   // The receiver blocks until the sender runs: send both batches now.
@@ -118,28 +135,39 @@ DistributedTensor DistributedTensor::to_node(int target) const {
 
 DistributedTensor DistributedTensor::cuda(int index) const { return to(Device::cuda(index)); }
 DistributedTensor DistributedTensor::cpu() const { return to(Device::cpu()); }
-DistributedTensor DistributedTensor::to(Device device) const {
+DistributedTensor DistributedTensor::to(Device device, bool copy) const {
   const master::Handle& h = operand(*this, "to");
-  if (device == h.device) return *this;
-  master::check_device_supported(device, "to");
-  return *this;
+  if (device == h.device && !copy) return *this;
+  master::check_device_valid(device, "to");
+  auto s = session_of(h, "to");
+  return master::at_node(h.node, [&] {
+    return emit_new(*s, "to", h.node, master::mirror(h.meta.shape(), h.meta.dtype(), device), fb::Op::ToDevice,
+                    [&](auto& b, uint64_t id) {
+                      const fb::Device dev = protocol::to_fb(device);
+                      return fb::CreateToDevice(b, id, h.id, &dev).Union();
+                    });
+  });
 }
 
-DistributedTensor DistributedTensor::empty(const Shape& shape, DType dtype) {
-  return create("empty", shape, dtype, fb::CreateKind::Empty);
+DistributedTensor DistributedTensor::empty(const Shape& shape, DType dtype, std::optional<Device> device) {
+  return create("empty", shape, dtype, device, fb::CreateKind::Empty);
 }
-DistributedTensor DistributedTensor::zeros(const Shape& shape, DType dtype) {
-  return create("zeros", shape, dtype, fb::CreateKind::Zeros);
+DistributedTensor DistributedTensor::zeros(const Shape& shape, DType dtype, std::optional<Device> device) {
+  return create("zeros", shape, dtype, device, fb::CreateKind::Zeros);
 }
-DistributedTensor DistributedTensor::ones(const Shape& shape, DType dtype) {
-  return create("ones", shape, dtype, fb::CreateKind::Ones);
+DistributedTensor DistributedTensor::ones(const Shape& shape, DType dtype, std::optional<Device> device) {
+  return create("ones", shape, dtype, device, fb::CreateKind::Ones);
 }
-DistributedTensor DistributedTensor::full(const Shape& shape, Scalar value, DType dtype) {
+DistributedTensor DistributedTensor::full(const Shape& shape, Scalar value, DType dtype,
+                                          std::optional<Device> device) {
   (void)Tensor::full({}, value, dtype);  // the value must fit the dtype: checked here, as locally
-  return create("full", shape, dtype, fb::CreateKind::Full, value);
+  return create("full", shape, dtype, device, fb::CreateKind::Full, {.value = value});
 }
-DistributedTensor DistributedTensor::arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
-DistributedTensor DistributedTensor::arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype) {
+DistributedTensor DistributedTensor::arange(Scalar end, std::optional<DType> dtype, std::optional<Device> device) {
+  return arange(0, end, 1, dtype, device);
+}
+DistributedTensor DistributedTensor::arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
+                                            std::optional<Device> device) {
   const bool any_float = start.is_floating_point() || end.is_floating_point() || step.is_floating_point();
   const DType dt = dtype.value_or(any_float ? kFloat32 : kInt64);
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
@@ -157,31 +185,34 @@ DistributedTensor DistributedTensor::arange(Scalar start, Scalar end, Scalar ste
     n = ist > 0 ? (ie - is + ist - 1) / ist : (is - ie - ist - 1) / -ist;
   }
   (void)Tensor::arange(0, 1, 1, dt);  // dtype support, as locally
-  return create("arange", {n}, dt, fb::CreateKind::Arange, 0, start, end, step);
+  return create("arange", {n}, dt, device, fb::CreateKind::Arange, {.start = start, .end = end, .step = step});
 }
-DistributedTensor DistributedTensor::linspace(Scalar start, Scalar end, int64_t steps, DType dtype) {
+DistributedTensor DistributedTensor::linspace(Scalar start, Scalar end, int64_t steps, DType dtype,
+                                              std::optional<Device> device) {
   if (steps < 0) THD_THROW(ValueError, "linspace", "number of steps must be non-negative, got {}", steps);
   (void)Tensor::linspace(start, end, 1, dtype);
-  return create("linspace", {steps}, dtype, fb::CreateKind::Linspace, 0, start, end, 0, steps);
+  return create("linspace", {steps}, dtype, device, fb::CreateKind::Linspace,
+                {.start = start, .end = end, .steps = steps});
 }
-DistributedTensor DistributedTensor::eye(int64_t n, int64_t m, DType dtype) {
+DistributedTensor DistributedTensor::eye(int64_t n, int64_t m, DType dtype, std::optional<Device> device) {
   const Tensor probe = Tensor::eye(std::min<int64_t>(n, 1), m < 0 ? -1 : std::min<int64_t>(m, 1), dtype);
   (void)probe;
   if (n < 0) THD_THROW(ValueError, "eye", "n must be non-negative, got {}", n);
   const int64_t cols = m < 0 ? n : m;
-  return create("eye", {n, cols}, dtype, fb::CreateKind::Eye, 0, 0, 0, 0, 0, n, cols);
+  return create("eye", {n, cols}, dtype, device, fb::CreateKind::Eye, {.rows = n, .cols = cols});
 }
-DistributedTensor DistributedTensor::rand(const Shape& shape, DType dtype) {
+DistributedTensor DistributedTensor::rand(const Shape& shape, DType dtype, std::optional<Device> device) {
   (void)Tensor::rand({0}, dtype);
-  return create("rand", shape, dtype, fb::CreateKind::Rand);
+  return create("rand", shape, dtype, device, fb::CreateKind::Rand);
 }
-DistributedTensor DistributedTensor::randn(const Shape& shape, DType dtype) {
+DistributedTensor DistributedTensor::randn(const Shape& shape, DType dtype, std::optional<Device> device) {
   (void)Tensor::randn({0}, dtype);
-  return create("randn", shape, dtype, fb::CreateKind::Randn);
+  return create("randn", shape, dtype, device, fb::CreateKind::Randn);
 }
-DistributedTensor DistributedTensor::randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
+DistributedTensor DistributedTensor::randint(int64_t low, int64_t high, const Shape& shape, DType dtype,
+                                             std::optional<Device> device) {
   (void)Tensor::randint(low, high, {0}, dtype);
-  return create("randint", shape, dtype, fb::CreateKind::Randint, 0, low, high);
+  return create("randint", shape, dtype, device, fb::CreateKind::Randint, {.start = low, .end = high});
 }
 
 std::string DistributedTensor::str() const {

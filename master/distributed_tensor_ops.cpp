@@ -21,8 +21,9 @@ namespace {
 fb::Scalar fbs(const Scalar& s) { return protocol::to_fb(s); }
 
 // The operands of one call of an op, checked in the order given: each defined
-// and of a live session (operand()), all on one node (check_same_node); and the
-// first one's session, to which the op's command goes, on that node.
+// and of a live session (operand()), all on one node (check_same_node) and one
+// device of it (check_same_device); and the first one's session, to which the op's
+// command goes, on that node. Results go to the first operand's device.
 template <size_t N>
 struct Operands {
   const char* name;
@@ -31,16 +32,19 @@ struct Operands {
 
   const Handle& operator[](size_t i) const { return *handles[i]; }
   int node() const { return handles[0]->node; }
+  Device device() const { return handles[0]->device; }
 
   // Runs the op's checks, inference and command: an error they raise names the node.
   template <typename F>
   decltype(auto) at_node(F&& f) const {
     return master::at_node(node(), std::forward<F>(f));
   }
-  // The op's result, a new tensor `meta` made by the command `build` returns.
+  // The op's result, a new tensor `meta` (on the operands' device) made by the
+  // command `build` returns.
   template <typename Build>
   DistributedTensor emit_new(Tensor meta, fb::Op type, Build&& build) const {
-    return master::emit_new(*session, name, node(), std::move(meta), type, std::forward<Build>(build));
+    return master::emit_new(*session, name, node(), master::on_device(std::move(meta), device()), type,
+                            std::forward<Build>(build));
   }
   // The command of an in-place op, which writes the first operand.
   template <typename Build>
@@ -49,14 +53,24 @@ struct Operands {
   }
 };
 
+enum class Devices { Same, Any };
+
 template <std::same_as<DistributedTensor>... Ts>
-Operands<sizeof...(Ts)> operands(const char* name, const Ts&... xs) {
+Operands<sizeof...(Ts)> operands_on(Devices devices, const char* name, const Ts&... xs) {
   Operands<sizeof...(Ts)> ops{name, {&operand(xs, name)...}, nullptr};  // in order: the first bad one is named
   if constexpr (sizeof...(Ts) > 1) {
     std::apply([&](const auto*... h) { master::check_same_node(name, {h...}); }, ops.handles);
+    if (devices == Devices::Same) {
+      ops.at_node([&] { std::apply([&](const auto*... h) { master::check_same_device(name, {h...}); }, ops.handles); });
+    }
   }
   ops.session = session_of(*ops.handles[0], name);
   return ops;
+}
+
+template <std::same_as<DistributedTensor>... Ts>
+Operands<sizeof...(Ts)> operands(const char* name, const Ts&... xs) {
+  return operands_on(Devices::Same, name, xs...);
 }
 
 // A probe index for index ops' inference: zeros (a valid index) of `i`'s rank and dtype.
@@ -585,7 +599,8 @@ DistributedTensor& DistributedTensor::fill_(Scalar value) {
 }
 
 DistributedTensor& DistributedTensor::copy_(const DistributedTensor& src) {
-  const auto ops = operands("copy_", *this, src);
+  // Across devices too, as torch's copy_ (the worker moves src to self's device).
+  const auto ops = operands_on(Devices::Any, "copy_", *this, src);
   const Handle& a = ops[0];
   const Handle& b = ops[1];
   ops.at_node([&] {
@@ -890,9 +905,10 @@ DistributedTensor join(const char* name, fb::JoinKind kind, const std::vector<Di
   }
   auto s = session_of(*hs.front(), name);
   return master::at_node(hs.front()->node, [&]() -> decltype(auto) {
+    for (const Handle* h : hs) master::check_same_device(name, {hs.front(), h});
     const Shape shape = kind == fb::JoinKind::Cat ? master::cat_shape(shapes, d) : master::stack_shape(shapes, d);
     const DType dtype = (kind == fb::JoinKind::Cat ? cat(probes, d) : stack(probes, d)).dtype();
-    return emit_new(*s, name, hs.front()->node, master::mirror(shape, dtype), fb::Op::Join,
+    return emit_new(*s, name, hs.front()->node, master::mirror(shape, dtype, hs.front()->device), fb::Op::Join,
                     [&](auto& b, uint64_t id) { return fb::CreateJoin(b, id, kind, b.CreateVector(ids), d).Union(); });
   });
 }

@@ -1,6 +1,7 @@
 #include "master/emit.h"
 
 #include "tensor/check.h"
+#include "tensor/op_util.h"
 
 namespace thd::master {
 
@@ -34,11 +35,22 @@ void check_same_node(const char* op, std::initializer_list<const Handle*> handle
   }
 }
 
-void check_device_supported(Device device, const char* op) {
-  if (device.is_cuda()) {
-    THD_THROW(ValueError, op, "device {} is not available to DistributedTensors in this build: the workers' CUDA "
-                              "support is not built yet; use the CPU (thd::Device::cpu())",
-              device.str());
+void check_same_device(const char* op, std::initializer_list<const Handle*> handles) {
+  const Handle* first = *handles.begin();
+  for (const Handle* h : handles) {
+    if (h->device != first->device) {
+      detail::check_same_device(op, {&first->meta, &h->meta});  // throws the library's error
+    }
+  }
+}
+
+void check_device_valid(Device device, const char* op) {
+  if (device.is_cuda() && device.index() < 0) {
+    THD_THROW(ValueError, op, "device {} has a negative index: GPUs of a node are cuda:0..cuda:N-1", device.str());
+  }
+  if (device.is_cuda() && device.index() > protocol::kMaxDeviceIndex) {
+    THD_THROW(ValueError, op, "device {} has an index past {}: no node has that many GPUs", device.str(),
+              protocol::kMaxDeviceIndex);
   }
 }
 

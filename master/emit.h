@@ -19,13 +19,18 @@ const Handle& operand(const DistributedTensor& t, const char* op);
 std::shared_ptr<Session> session_of(const Handle& h, const char* op);
 // ValueError naming both nodes and the fix (to_node) when the operands differ.
 void check_same_node(const char* op, std::initializer_list<const Handle*> handles);
+// The tensor library's own error (ValueError "expected all tensors on one device")
+// when the operands are on different devices of their node: what the worker would
+// raise, raised at the call site.
+void check_same_device(const char* op, std::initializer_list<const Handle*> handles);
 
-// A new tensor `meta` on `node`, made by the command `build` returns (given the new
-// tensor's id).
+// A new tensor `meta` on `node` (on meta's device), made by the command `build`
+// returns (given the new tensor's id).
 template <typename Build>
 DistributedTensor emit_new(Session& s, const char* op, int node, Tensor meta, fb::Op type, Build&& build) {
   NodeLink& link = s.link(node, op);
-  auto h = s.new_handle(node, Device::cpu(), std::move(meta));
+  const Device device = meta.device();
+  auto h = s.new_handle(node, device, std::move(meta));
   const uint64_t id = h->id;
   link.append(type, [&](NodeLink::Builder& b) { return build(b, id); });
   return DistributedTensor(std::move(h));
@@ -52,7 +57,8 @@ decltype(auto) at_node(int node, F&& f) {
 // The node and device new tensors go to on this thread (scopes.cpp).
 int scoped_node();
 Device scoped_device();
-// ValueError for a CUDA device: the runtime's CUDA support is a later step.
-void check_device_supported(Device device, const char* op);
+// ValueError for a device no node can have (a negative CUDA index). Whether a node
+// has the GPU is for its worker to say (a RemoteError naming what it has).
+void check_device_valid(Device device, const char* op);
 
 }  // namespace thd::master

@@ -1,7 +1,9 @@
 // The master's side of one remote tensor: its id, where it lives, and a metadata
-// mirror (dtype, shape, strides, offset) kept as a thd::Tensor over placeholder
-// storage, so views are computed by the tensor library itself, exactly as the
-// worker will compute them. The mirror's bytes are never read or written.
+// mirror (dtype, shape, strides, offset, device) kept as a thd::Tensor over
+// placeholder storage, so views are computed by the tensor library itself, exactly
+// as the worker will compute them, and its device checks see the remote device. The
+// mirror's bytes are never read or written (a mirror of a GPU tensor points at host
+// placeholder bytes: only metadata is ever asked of it).
 #pragma once
 
 #include <cstdint>
@@ -15,8 +17,8 @@ namespace thd::master {
 class Session;
 
 struct Handle {
-  Handle(std::weak_ptr<Session> session, uint64_t id, int node, Device device, Tensor meta)
-      : session(std::move(session)), id(id), node(node), device(device), meta(std::move(meta)) {}
+  // `meta` is moved to `device` when it is not there already.
+  Handle(std::weak_ptr<Session> session, uint64_t id, int node, Device device, Tensor meta);
   // The last reference queues a lazy Free on the node (nothing when the session
   // has ended: the worker freed everything then).
   ~Handle();
@@ -27,10 +29,13 @@ struct Handle {
   const uint64_t id;
   const int node;
   const Device device;
-  const Tensor meta;
+  const Tensor meta;  // meta.device() == device
 };
 
-// A contiguous metadata mirror of `shape` and `dtype` (views of it are mirrors too).
-Tensor mirror(const Shape& shape, DType dtype);
+// A contiguous metadata mirror of `shape` and `dtype` on `device` (views of it are
+// mirrors too).
+Tensor mirror(const Shape& shape, DType dtype, Device device = Device::cpu());
+// `meta` (a mirror, or a view of one) with the same metadata on `device`.
+Tensor on_device(Tensor meta, Device device);
 
 }  // namespace thd::master

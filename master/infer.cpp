@@ -15,11 +15,11 @@ alignas(64) unsigned char g_placeholder[64];
 
 }  // namespace
 
-Tensor mirror(const Shape& shape, DType dtype) {
+Tensor mirror(const Shape& shape, DType dtype, Device device) {
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   const size_t nbytes = static_cast<size_t>(numel) * element_size(dtype);
-  auto storage = std::make_shared<StorageImpl>(g_placeholder, nbytes, Device::cpu(), nullptr);
+  auto storage = std::make_shared<StorageImpl>(g_placeholder, nbytes, device, nullptr);
   Shape strides(shape.size());
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
@@ -28,6 +28,15 @@ Tensor mirror(const Shape& shape, DType dtype) {
   }
   return Tensor(std::move(storage), dtype, shape, std::move(strides), 0);
 }
+
+Tensor on_device(Tensor meta, Device device) {
+  if (meta.device() == device) return meta;  // the hot path: moved, not copied
+  auto storage = std::make_shared<StorageImpl>(g_placeholder, meta.storage()->nbytes(), device, nullptr);
+  return Tensor(std::move(storage), meta.dtype(), meta.shape(), meta.strides(), meta.storage_offset());
+}
+
+Handle::Handle(std::weak_ptr<Session> session, uint64_t id, int node, Device device, Tensor meta)
+    : session(std::move(session)), id(id), node(node), device(device), meta(on_device(std::move(meta), device)) {}
 
 Tensor probe_of(const Tensor& meta) {
   // Sizes of 0 stay 0, so ops that refuse empty input (max() of nothing) refuse

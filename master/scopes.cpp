@@ -22,7 +22,10 @@ NodeScope::NodeScope(int node) : previous_(t_node) {
 }
 NodeScope::~NodeScope() { t_node = previous_; }
 
-DeviceScope::DeviceScope(Device device) : previous_(t_device) { t_device = device; }
+DeviceScope::DeviceScope(Device device) : previous_(t_device) {
+  master::check_device_valid(device, "DeviceScope");
+  t_device = device;
+}
 DeviceScope::~DeviceScope() { t_device = previous_; }
 
 int current_node() { return t_node; }

@@ -45,6 +45,10 @@ NodeStats Session::node_stats(int node) {
   out.memory_peak = s->memory_peak();
   out.live_tensors = s->live_tensors();
   out.live_events = s->live_events();
+  out.cuda_devices = s->cuda_devices();
+  if (s->devices() != nullptr) {
+    for (const fb::DeviceMemory* d : *s->devices()) out.devices.push_back({d->index(), d->in_use(), d->peak()});
+  }
   return out;
 }
 

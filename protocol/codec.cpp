@@ -95,6 +95,26 @@ Scalar from_fb(const fb::Scalar& s) {
   THD_THROW(protocol::ProtocolError, "decode", "scalar kind {} is not a thd scalar kind", static_cast<int>(s.kind()));
 }
 
+fb::Device to_fb(Device device) {
+  return device.is_cuda() ? fb::Device(fb::DeviceType::CUDA, device.index()) : fb::Device(fb::DeviceType::CPU, -1);
+}
+
+Device from_fb(const fb::Device* device) {
+  if (device == nullptr) return Device::cpu();
+  switch (device->type()) {
+    case fb::DeviceType::CPU:
+      return Device::cpu();
+    case fb::DeviceType::CUDA:
+      if (device->index() < 0 || device->index() > kMaxDeviceIndex) {
+        THD_THROW(protocol::ProtocolError, "decode", "CUDA device index {} is out of range (0..{})", device->index(),
+                  kMaxDeviceIndex);
+      }
+      return Device::cuda(device->index());
+  }
+  THD_THROW(protocol::ProtocolError, "decode", "device type {} is not a thd device type",
+            static_cast<int>(device->type()));
+}
+
 Shape shape_from_fb(const flatbuffers::Vector<int64_t>* shape, const char* what) {
   if (shape == nullptr) return {};
   if (shape->size() > static_cast<size_t>(kMaxDims)) {
@@ -196,6 +216,8 @@ std::string op_name(const fb::Command& c) {
       return "trace";
     case fb::Op::TestLatch:
       return c.op_as_TestLatch()->open() ? "test_latch_open" : "test_latch_wait";
+    case fb::Op::ToDevice:
+      return "to";
   }
   return "unknown";
 }

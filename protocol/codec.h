@@ -20,7 +20,7 @@
 namespace thd::protocol {
 
 // Bumped on every incompatible schema change; the HELLO checks it.
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 
 // Limits a worker enforces before it reads a message.
 inline constexpr size_t kMaxMessageBytes = size_t{64} << 20;
@@ -59,6 +59,14 @@ DType from_fb(fb::DType dtype);
 
 fb::Scalar to_fb(const Scalar& s);
 Scalar from_fb(const fb::Scalar& s);
+
+// The highest GPU index a message may name: far above any machine's GPU count, so a
+// node's own check (which names how many it has) is what refuses a real index.
+inline constexpr int kMaxDeviceIndex = 1 << 16;
+fb::Device to_fb(Device device);
+// A device field of a message: absent is the CPU; ProtocolError for a type outside
+// the enum or a CUDA index outside 0..kMaxDeviceIndex.
+Device from_fb(const fb::Device* device);
 
 // The elements of a vector of scalars from a message (empty when absent). The
 // verifier checks that a vector's length is aligned, not its elements: a hostile

@@ -53,6 +53,7 @@ void run_command(ExecContext& ctx, const fb::Command& c) {
     case fb::Op::ClockQuery: return run(ctx, table_of(c.op_as_ClockQuery()));
     case fb::Op::TraceDump: return run(ctx, table_of(c.op_as_TraceDump()));
     case fb::Op::TestLatch: return run(ctx, table_of(c.op_as_TestLatch()));
+    case fb::Op::ToDevice: return run(ctx, table_of(c.op_as_ToDevice()));
   }
   THD_THROW(protocol::ProtocolError, "dispatch", "op type {} is not in this protocol version",
             static_cast<int>(c.op_type()));

@@ -20,6 +20,8 @@ std::chrono::milliseconds ExecContext::timeout() const { return session_.timeout
 
 void ExecContext::begin(const fb::Command& command, Prepared prepared) {
   op_id_ = command.id();
+  op_device_ = Device::cpu();
+  op_device_known_ = false;
   command_ = &command;
   prepared_ = std::move(prepared);
   outputs_.clear();
@@ -51,6 +53,10 @@ const Tensor& ExecContext::input(uint64_t id) {
               node());
   }
   if (auto p = poison_of(e)) throw PoisonedInput{std::move(p)};
+  if (!op_device_known_) {
+    op_device_ = e->tensor.device();
+    op_device_known_ = true;
+  }
   if (session_.check() != nullptr) {
     // A target read as an input (in-place ops) is already a write.
     const bool written = std::find(outputs_.begin(), outputs_.end(), id) != outputs_.end();
@@ -67,10 +73,10 @@ void ExecContext::define(uint64_t id, Tensor tensor) {
   table().define(id, std::move(tensor));
 }
 
-void ExecContext::reserve(uint64_t bytes) const { session_.reserve(bytes, op_name()); }
+void ExecContext::reserve(uint64_t bytes, Device device) const { session_.reserve(bytes, op_name(), device); }
 
 void ExecContext::check_view(const Tensor& view) const {
-  session_.check_extent(bytes_of(numel_of(view.shape()), view.dtype()), op_name());
+  session_.check_extent(bytes_of(numel_of(view.shape()), view.dtype()), op_name(), view.device());
 }
 
 std::shared_ptr<const Poison> ExecContext::poison_of(const Entry* entry) const {

@@ -67,8 +67,10 @@ class ExecContext {
   // The op's new tensor `id` (PoisonedInput while the stream carries a failure).
   void define(uint64_t id, Tensor tensor);
   // Before the op allocates `bytes` of tensors: ValueError when that would take the
-  // node past the session's memory limit (SessionLimits).
-  void reserve(uint64_t bytes) const;
+  // node past the session's memory limit (SessionLimits). An op allocates on its
+  // inputs' device: that of the first input it read (the CPU if none), unless named.
+  void reserve(uint64_t bytes) const { reserve(bytes, op_device_); }
+  void reserve(uint64_t bytes, Device device) const;
   // A view the op made: ValueError when its extent (elements times their size) is
   // past that limit, so no later op walks or copies more than the node could hold.
   void check_view(const Tensor& view) const;
@@ -103,6 +105,8 @@ class ExecContext {
   std::shared_ptr<const Poison> inherited_;
 
   uint64_t op_id_ = 0;
+  Device op_device_ = Device::cpu();  // of the first input the op read
+  bool op_device_known_ = false;
   const protocol::fb::Command* command_ = nullptr;
   Prepared prepared_;
   std::vector<uint64_t> outputs_;

@@ -52,6 +52,7 @@ void run(ExecContext& ctx, const fb::Clamp& op);
 void run(ExecContext& ctx, const fb::Fill& op);
 void run(ExecContext& ctx, const fb::CopyFrom& op);
 void run(ExecContext& ctx, const fb::Cast& op);
+void run(ExecContext& ctx, const fb::ToDevice& op);
 void run(ExecContext& ctx, const fb::Reduce& op);
 void run(ExecContext& ctx, const fb::Softmax& op);
 void run(ExecContext& ctx, const fb::Matmul& op);
@@ -86,6 +87,14 @@ struct UploadSpec {
   DType dtype;
 };
 UploadSpec upload_spec(Session& session, const fb::Upload& op);
+
+// Tensor bytes leave and enter a worker through host memory (the DataChannel moves
+// host buffers; GPU-direct transfers are a later step): a GPU tensor, or a strided
+// one, needs a host copy first (host_contiguous).
+inline bool needs_host_copy(const Tensor& t) { return !t.device().is_cpu() || !t.is_contiguous(); }
+inline Tensor host_contiguous(const Tensor& t) {
+  return t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu()).contiguous();
+}
 
 // ValueError unless `peer_node` is another node of the session.
 void check_peer(const ExecContext& ctx, int peer_node, const char* op);

@@ -45,10 +45,8 @@ uint64_t create_numel(const fb::Create& op, const Shape& shape) {
   }
 }
 
-Tensor create(ExecContext& ctx, const fb::Create& op) {
-  const DType dtype = protocol::from_fb(op.dtype());
-  const Shape shape = protocol::shape_from_fb(op.shape(), "create");
-  ctx.reserve(bytes_of(create_numel(op, shape), dtype));
+// On the CPU: the kinds the tensor library makes on the host only.
+Tensor create_on_host(ExecContext& ctx, const fb::Create& op, const Shape& shape, DType dtype) {
   switch (op.kind()) {
     case fb::CreateKind::Empty: return Tensor::empty(shape, dtype);
     case fb::CreateKind::Zeros: return Tensor::zeros(shape, dtype);
@@ -74,6 +72,28 @@ Tensor create(ExecContext& ctx, const fb::Create& op) {
             static_cast<int>(op.kind()));
 }
 
+Tensor create(ExecContext& ctx, const fb::Create& op) {
+  const DType dtype = protocol::from_fb(op.dtype());
+  const Shape shape = protocol::shape_from_fb(op.shape(), "create");
+  const Device device = protocol::from_fb(op.device());
+  const uint64_t bytes = bytes_of(create_numel(op, shape), dtype);
+  ctx.reserve(bytes, device);  // a device this node does not have is refused here
+  if (device.is_cpu()) return create_on_host(ctx, op, shape, dtype);
+  switch (op.kind()) {
+    // Made on the device itself: no bytes cross the bus.
+    case fb::CreateKind::Empty: return Tensor::empty(shape, dtype, device);
+    case fb::CreateKind::Zeros: return Tensor::zeros(shape, dtype, device);
+    case fb::CreateKind::Ones: return Tensor::ones(shape, dtype, device);
+    case fb::CreateKind::Full: return Tensor::full(shape, scalar_of(op.value()), dtype, device);
+    // Made on the host and copied: random draws come from the stream's generator, so
+    // a GPU tensor holds the very values its CPU twin would (reproducible per seed
+    // and node, whatever the device).
+    default:
+      ctx.reserve(bytes, Device::cpu());
+      return create_on_host(ctx, op, shape, dtype).to(device);
+  }
+}
+
 }  // namespace
 
 void run(ExecContext& ctx, const fb::Create& op) {
@@ -83,6 +103,7 @@ void run(ExecContext& ctx, const fb::Create& op) {
 
 UploadSpec upload_spec(Session& session, const fb::Upload& op) {
   UploadSpec spec{protocol::shape_from_fb(op.shape(), "dist_send"), protocol::from_fb(op.dtype())};
+  // The bytes land in host memory first, whatever the tensor's device.
   session.reserve(bytes_of(numel_of(spec.shape), spec.dtype), "dist_send");
   return spec;
 }
@@ -96,7 +117,14 @@ void run(ExecContext& ctx, const fb::Upload& op) {
   }
   auto& [tensor, request] = *upload;
   request.wait();
-  ctx.define(op.out(), std::move(tensor));
+  // Checked once the bytes are in: a refused device must not leave the master's
+  // send waiting.
+  const Device device = protocol::from_fb(op.device());
+  if (device.is_cpu()) return ctx.define(op.out(), std::move(tensor));
+  ctx.reserve(tensor.nbytes(), device);
+  Tensor on_device = tensor.to(device);
+  tensor = Tensor();  // the host copy goes now, not when the Upload's command is done
+  ctx.define(op.out(), std::move(on_device));
 }
 
 void answer_fetch_failed(ExecContext& ctx, const fb::Fetch& op, const Poison& why) {
@@ -125,15 +153,15 @@ void run(ExecContext& ctx, const fb::Fetch& op) {
     answer_fetch_failed(ctx, op, *p);
     return;
   }
-  if (!e->tensor.is_contiguous()) {
+  if (needs_host_copy(e->tensor)) {
     try {
-      ctx.reserve(bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()));
+      ctx.reserve(bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()), Device::cpu());
     } catch (const Error& refused) {  // the master waits on the fetch's tag, not for an OpFailed
       answer_fetch_failed(ctx, op, Poison{ctx.op_id(), "get", refused.message(), ctx.node()});
       return;
     }
   }
-  const Tensor bytes = e->tensor.contiguous();
+  const Tensor bytes = host_contiguous(e->tensor);
   ctx.channel().send(bytes, 0, {.tag = op.fetch_tag(), .timeout = ctx.timeout()});
   // get() returns once this stream got here: the master's next ops come after it.
   if (StreamCheck* check = ctx.session().check()) {

@@ -216,7 +216,14 @@ void run(ExecContext& ctx, const fb::Fill& op) {
 void run(ExecContext& ctx, const fb::CopyFrom& op) {
   ctx.target(op.target());
   const Tensor& src = ctx.input(op.src());
-  target(ctx, op.target()).copy_(src);
+  Tensor& self = target(ctx, op.target());
+  if (src.device() == self.device()) {
+    self.copy_(src);
+    return;
+  }
+  // Across devices (torch's copy_ allows it): the source moves to self's device first.
+  ctx.reserve(src.nbytes(), self.device());
+  self.copy_(src.to(self.device()));
 }
 
 void run(ExecContext& ctx, const fb::Cast& op) {
@@ -226,6 +233,16 @@ void run(ExecContext& ctx, const fb::Cast& op) {
   const DType dtype = protocol::from_fb(op.dtype());
   ctx.reserve(bytes_of(numel_of(a.shape()), dtype));
   ctx.define(op.out(), a.to(dtype, /*copy=*/true));
+}
+
+void run(ExecContext& ctx, const fb::ToDevice& op) {
+  ctx.fresh(op.out());
+  const Tensor& a = ctx.input(op.a());
+  const Device device = protocol::from_fb(op.device());
+  // Always a copy (the master keeps `to(device)` without a copy on its side); the
+  // reserve refuses a device this node does not have, naming what it has.
+  ctx.reserve(bytes_of(numel_of(a.shape()), a.dtype()), device);
+  ctx.define(op.out(), a.to(device, /*copy=*/true));
 }
 
 void run(ExecContext& ctx, const fb::Reduce& op) {

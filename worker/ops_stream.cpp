@@ -7,6 +7,7 @@
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "tensor/log.h"
+#include "worker/devices.h"
 #include "worker/ops.h"
 #include "worker/session.h"
 
@@ -200,10 +201,19 @@ void run(ExecContext& ctx, const fb::StatsQuery& op) {
   for (const auto& [stream, queued] : session.streams().queued()) loads.push_back(fb::CreateStreamLoad(b, stream, queued));
   const ChannelTraffic traffic = session.channel().traffic();
   const MemoryStats memory = memory_stats();
+  // Every GPU of the node; those this session never used hold none of its memory.
+  const int gpus = cuda_device_count();
+  std::vector<fb::DeviceMemory> devices;
+  for (int i = 0; i < gpus; ++i) devices.emplace_back(i, 0, 0);
+  for (int i : session.used_devices()) {
+    if (i >= gpus) continue;
+    const MemoryStats m = memory_stats(Device::cuda(i));
+    devices[static_cast<size_t>(i)] = fb::DeviceMemory(i, m.allocated_bytes, m.peak_allocated_bytes);
+  }
   auto body = fb::CreateNodeStats(b, session.node(), session.ops_executed(), b.CreateVector(loads), traffic.bytes_sent,
                                   traffic.bytes_received, traffic.messages_sent, traffic.messages_received,
                                   memory.allocated_bytes, memory.peak_allocated_bytes, session.table().size(),
-                                  session.events().size());
+                                  session.events().size(), gpus, b.CreateVectorOfStructs(devices));
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::NodeStats, body.Union()));
   protocol::send_message(session.channel(), 0, op.reply_tag(), {b.GetBufferPointer(), b.GetSize()}, ctx.timeout());
 }

@@ -72,18 +72,28 @@ void run(ExecContext& ctx, const fb::SendTo& op) {
     send_status(ctx, op, poison.get());
     throw PoisonedInput{poison};
   }
-  if (!e->tensor.is_contiguous()) {
+  if (needs_host_copy(e->tensor)) {
     try {
-      ctx.reserve(bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()));
+      ctx.reserve(bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()), Device::cpu());
     } catch (const Error& refused) {  // the receiving node waits for a status: tell it why
       const Poison why{ctx.op_id(), ctx.op_name(), refused.message(), ctx.node()};
       send_status(ctx, op, &why);
       throw;
     }
   }
+  // A GPU tensor goes through host memory: copied before the status, so a failing
+  // copy is the status the receiver gets.
+  Tensor bytes;
+  try {
+    bytes = host_contiguous(e->tensor);
+  } catch (const Error& failed) {
+    const Poison why{ctx.op_id(), ctx.op_name(), failed.message(), ctx.node()};
+    send_status(ctx, op, &why);
+    throw;
+  }
   send_status(ctx, op, nullptr);
   ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/true);
-  ctx.channel().send(e->tensor.contiguous(), op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
+  ctx.channel().send(bytes, op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
 }
 
 void run(ExecContext& ctx, const fb::RecvFrom& op) {
@@ -92,7 +102,9 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
   check_transfer_tag(op.tag(), "to_node");
   const Shape shape = protocol::shape_from_fb(op.shape(), "to_node");
   const DType dtype = protocol::from_fb(op.dtype());
-  ctx.reserve(bytes_of(numel_of(shape), dtype));
+  const Device device = protocol::from_fb(op.device());
+  // The bytes land in host memory, then go to the device.
+  ctx.reserve(bytes_of(numel_of(shape), dtype), Device::cpu());
   Tensor out = Tensor::empty(shape, dtype);
   const std::vector<uint8_t> status =
       protocol::recv_message(ctx.channel(), op.peer_node() + 1, op.tag(), size_t{1} << 20, ctx.timeout());
@@ -103,6 +115,12 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
   }
   ctx.channel().recv(out, op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
   ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/false);
+  // Checked once the bytes are in: the sender is never left waiting for a receive
+  // that a refused device would have skipped.
+  if (!device.is_cpu()) {
+    ctx.reserve(out.nbytes(), device);
+    out = out.to(device);
+  }
   ctx.define(op.out(), std::move(out));
 }
 
@@ -152,13 +170,14 @@ void run(ExecContext& ctx, const fb::Collective& op) {
   std::optional<std::string> refused;
   if (!poison) {
     try {
+      // Host memory: a staged copy, the output (made on the host first for a GPU input).
       uint64_t bytes = 0;
-      if (!e->tensor.is_contiguous()) bytes = bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype());
-      if (makes_output) {
-        bytes = saturating_add(bytes, bytes_of(numel_of(protocol::shape_from_fb(op.out_shape(), "collective")),
-                                               e->tensor.dtype()));
-      }
-      ctx.reserve(bytes);
+      const uint64_t out_bytes =
+          makes_output ? bytes_of(numel_of(protocol::shape_from_fb(op.out_shape(), "collective")), e->tensor.dtype())
+                       : 0;
+      if (needs_host_copy(e->tensor)) bytes = bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype());
+      ctx.reserve(saturating_add(bytes, out_bytes), Device::cpu());
+      if (!e->tensor.device().is_cpu() && out_bytes != 0) ctx.reserve(out_bytes, e->tensor.device());
     } catch (const Error& err) {
       refused = err.message();
     }
@@ -181,20 +200,23 @@ void run(ExecContext& ctx, const fb::Collective& op) {
         Tensor out = Tensor::empty(protocol::shape_from_fb(op.out_shape(), "collective"), t.dtype());
         if (op.kind() == fb::CollectiveKind::AllGather) group.all_gather(out, t, options);
         else group.reduce_scatter(out, t, reduce, options);
-        ctx.define(op.out(), std::move(out));
+        // On the input's device, as the master recorded it.
+        ctx.define(op.out(), out.to(e->tensor.device()));
         return;
       }
     }
     THD_THROW(protocol::ProtocolError, "collective", "collective kind {} is not in this protocol version",
               static_cast<int>(op.kind()));
   };
+  // The DataChannel moves host memory: a GPU tensor takes part through a host copy
+  // (NCCL for GPU tensors is a later step), and so does a strided one.
   Tensor& t = const_cast<Tensor&>(e->tensor);
-  if (t.is_contiguous()) {
+  if (!needs_host_copy(t)) {
     participate(t);
   } else {
-    Tensor staged = t.contiguous();
+    Tensor staged = host_contiguous(t);
     participate(staged);
-    if (op.kind() != fb::CollectiveKind::AllGather && op.kind() != fb::CollectiveKind::ReduceScatter) t.copy_(staged);
+    if (!makes_output) t.copy_(t.device().is_cpu() ? staged : staged.to(t.device()));
   }
 }
 

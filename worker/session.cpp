@@ -11,6 +11,7 @@
 
 #include "protocol/framing.h"
 #include "tensor/check.h"
+#include "worker/devices.h"
 #include "worker/ops.h"
 
 namespace thd::worker {
@@ -30,6 +31,7 @@ Session::Session(std::shared_ptr<DataChannel> channel, const SessionLimits& limi
     : channel_(std::move(channel)),
       node_(channel_->rank() - 1),
       memory_limit_(limits.memory_bytes != 0 ? limits.memory_bytes : physical_memory()),
+      device_memory_limit_(limits.device_memory_bytes),
       check_(StreamCheck::from_env(node_)),
       test_hooks_(std::getenv("THD_TEST_HOOKS") != nullptr && std::string(std::getenv("THD_TEST_HOOKS")) == "1"),
       streams_(*this) {
@@ -51,19 +53,58 @@ Session::~Session() {
   streams_.stop_all();
 }
 
-void Session::reserve(uint64_t bytes, const std::string& op) const {
-  const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats().allocated_bytes, 0));
-  if (bytes > memory_limit_ || in_use > memory_limit_ - bytes) {
-    THD_THROW(ValueError, op, "node {}: {} more bytes of tensors would take this node past its limit of {} bytes "
-              "({} bytes in use)", node_, bytes, memory_limit_, in_use);
+size_t Session::memory_limit(Device device) {
+  if (device.is_cpu()) return memory_limit_;
+  use_device(device, "memory limit");
+  if (device_memory_limit_ != 0) return device_memory_limit_;
+  const size_t total = device_total_memory(device.index());
+  return total != 0 ? total : memory_limit_;
+}
+
+void Session::reserve(uint64_t bytes, const std::string& op, Device device) {
+  if (device.is_cpu()) {
+    const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats().allocated_bytes, 0));
+    if (bytes > memory_limit_ || in_use > memory_limit_ - bytes) {
+      THD_THROW(ValueError, op, "node {}: {} more bytes of tensors would take this node past its limit of {} bytes "
+                "({} bytes in use)", node_, bytes, memory_limit_, in_use);
+    }
+    return;
+  }
+  use_device(device, op);
+  const size_t limit = memory_limit(device);
+  const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats(device).allocated_bytes, 0));
+  if (bytes > limit || in_use > limit - bytes) {
+    THD_THROW(ValueError, op, "node {}: {} more bytes of tensors on {} would take it past its limit of {} bytes "
+              "({} bytes in use)", node_, bytes, device.str(), limit, in_use);
   }
 }
 
-void Session::check_extent(uint64_t bytes, const std::string& op) const {
-  if (bytes > memory_limit_) {
-    THD_THROW(ValueError, op, "node {}: a view of {} bytes is larger than this node's limit of {} bytes", node_, bytes,
-              memory_limit_);
+void Session::check_extent(uint64_t bytes, const std::string& op, Device device) {
+  const size_t limit = memory_limit(device);
+  if (bytes > limit) {
+    THD_THROW(ValueError, op, "node {}: a view of {} bytes on {} is larger than this node's limit of {} bytes", node_,
+              bytes, device.str(), limit);
   }
+}
+
+void Session::use_device(Device device, const std::string& op) {
+  check_device(node_, device, op);
+  if (device.is_cpu()) return;
+  const auto index = static_cast<size_t>(device.index());
+  std::lock_guard lock(devices_mu_);
+  if (index < devices_used_.size() && devices_used_[index]) return;
+  if (devices_used_.size() <= index) devices_used_.resize(index + 1, false);
+  devices_used_[index] = true;
+  reset_peak_memory_stats(device);
+}
+
+std::vector<int> Session::used_devices() {
+  std::lock_guard lock(devices_mu_);
+  std::vector<int> out;
+  for (size_t i = 0; i < devices_used_.size(); ++i) {
+    if (devices_used_[i]) out.push_back(static_cast<int>(i));
+  }
+  return out;
 }
 
 void Session::post_upload(uint64_t id, Tensor tensor, Request receive) {

@@ -45,13 +45,16 @@ class Session {
   EventTable& events() { return events_; }
 
   // ---- memory (SessionLimits) -------------------------------------------------------------
-  // ValueError naming `op` unless `bytes` more of tensor memory keep this process
-  // within the session's limit: called before an op allocates.
-  void reserve(uint64_t bytes, const std::string& op) const;
+  // ValueError naming `op` unless `bytes` more of tensor memory on `device` keep it
+  // within the session's limit: called before an op allocates. A device this node
+  // does not have is a ValueError too (check_device).
+  void reserve(uint64_t bytes, const std::string& op, Device device = Device::cpu());
   // ValueError naming `op` unless a view of `bytes` (elements times their size, not
-  // memory) is within the limit.
-  void check_extent(uint64_t bytes, const std::string& op) const;
+  // memory) on `device` is within that device's limit.
+  void check_extent(uint64_t bytes, const std::string& op, Device device = Device::cpu());
   size_t memory_limit() const { return memory_limit_; }
+  // The limit of tensor memory on `device` (the CPU: memory_limit()).
+  size_t memory_limit(Device device);
 
   // ---- uploads: the receive posted when the batch was read, taken by its Upload --------
   void post_upload(uint64_t id, Tensor tensor, Request receive);
@@ -92,6 +95,12 @@ class Session {
   // False at the timeout or when the session ends.
   bool wait_latch(uint64_t key, std::chrono::milliseconds timeout);
 
+  // Before a tensor is placed on `device` (CPU or GPU): check_device, and the first
+  // use of a GPU in this session resets its peak memory.
+  void use_device(Device device, const std::string& op);
+  // The GPUs this session used (for thd::stats).
+  std::vector<int> used_devices();
+
   // Ops run (or poisoned) this session, for thd::stats.
   void count_op() { ops_executed_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
@@ -108,6 +117,11 @@ class Session {
   std::shared_ptr<DataChannel> channel_;
   const int node_;
   const size_t memory_limit_;
+  const size_t device_memory_limit_;  // 0: each GPU's own memory
+  // GPUs this session has used: each one's peak is reset on its first use, so
+  // thd::stats() reports this session's (a pool process serves many).
+  std::mutex devices_mu_;
+  std::vector<bool> devices_used_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<StreamCheck> check_;
   std::atomic<uint64_t> ops_executed_{0};

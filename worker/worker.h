@@ -19,10 +19,13 @@ enum class SessionEnd {
 // this process's tensor memory (thd::memory_stats) past `memory_bytes`, or that
 // would make a view larger than that, fails with an error reply before anything is
 // allocated or read: a shape from a corrupt or hostile master cannot take the node
-// down, nor tie it up for hours walking a view of 2^40 elements.
+// down, nor tie it up for hours walking a view of 2^40 elements. Tensors on a GPU
+// count against `device_memory_bytes` of that GPU (thd::memory_stats(cuda(i))).
 struct SessionLimits {
   // 0: the machine's physical memory.
   size_t memory_bytes = 0;
+  // Per GPU; 0: the GPU's own memory.
+  size_t device_memory_bytes = 0;
 };
 
 // Serves one master session: `channel` is the session's world, the master is rank

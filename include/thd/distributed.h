@@ -79,7 +79,8 @@ void manual_seed_all(uint64_t seed);
 
 // The node new tensors go to on this thread (0 unless a NodeScope says otherwise).
 int current_node();
-// The device new tensors go to on this thread (the CPU unless a DeviceScope says so).
+// The device new tensors go to on this thread, on whatever node they go to (the CPU
+// unless a DeviceScope says otherwise).
 Device current_device();
 
 // `with torch.distributed.node(i):` — tensors made in the scope live on node i.
@@ -95,7 +96,12 @@ class NodeScope {
   int previous_;
 };
 
-// Tensors made in the scope live on `device` of their node. RAII, nestable, per thread.
+// `with torch.device("cuda:1"):` — tensors made in the scope (creations, uploads)
+// live on `device` of their node: Device::cuda(i) is GPU i of whichever node the
+// tensor goes to, and that node's worker refuses a GPU it does not have (a
+// RemoteError naming the node, the device and the GPUs it has). Results of ops stay
+// on their operands' device whatever the scope. RAII, nestable, per thread;
+// ValueError for a negative GPU index.
 class DeviceScope {
  public:
   explicit DeviceScope(Device device);
@@ -115,14 +121,17 @@ class DistributedTensor {
  public:
   // An undefined handle: every op on it throws.
   DistributedTensor() = default;
-  // An uninitialized tensor on the current node and device (torch.empty).
+  // An uninitialized tensor on the current node and device (torch.empty), or on
+  // `device` of the current node.
   explicit DistributedTensor(const Shape& shape, DType dtype = kFloat32);
   DistributedTensor(const Shape& shape, DType dtype, Device device);
 
   // ---- metadata (known on the master: no round trip) -----------------------------
   bool defined() const { return handle_ != nullptr; }
   int node() const;
+  // The device of its node the tensor lives on (cuda:i: that node's GPU i).
   Device device() const;
+  bool is_cuda() const { return device().is_cuda(); }
   DType dtype() const;
   const Shape& shape() const;
   const Shape& sizes() const { return shape(); }
@@ -137,7 +146,8 @@ class DistributedTensor {
   uint64_t id() const;
 
   // ---- moving data (get and item are sync points) -----------------------------------
-  // Downloads the tensor (contiguous) to the master.
+  // Downloads the tensor (contiguous) to the master's host memory, from any device
+  // (a GPU tensor is copied to its worker's host memory first).
   Tensor get() const;
   template <typename T>
   T item() const {
@@ -145,28 +155,48 @@ class DistributedTensor {
   }
   Scalar item() const { return get().item(); }
   // A copy on node k, sent straight from this tensor's worker to node k's (this
-  // tensor itself when it is already on node k, as torch's .to()).
+  // tensor itself when it is already on node k, as torch's .to()). It lands on the
+  // same device of node k (cuda:1 on cuda:1); a GPU tensor travels through host
+  // memory on both workers.
   DistributedTensor to_node(int node) const;
-  // Uploads a local tensor to `node` (default: the current node).
-  static DistributedTensor from(const Tensor& local, std::optional<int> node = std::nullopt);
-  // Device moves within the node.
+  // Uploads a local tensor (from the master's host memory; a CUDA tensor is copied
+  // there first) to `device` (default: the current device) of `node` (default: the
+  // current node). The bytes land in the worker's host memory, which copies them to
+  // a GPU device.
+  static DistributedTensor from(const Tensor& local, std::optional<int> node = std::nullopt,
+                                std::optional<Device> device = std::nullopt);
+  // Device moves within the node: a copy on `device` (this tensor itself when it is
+  // already there, unless copy), made by its worker. cuda(i) is the node's GPU i.
   DistributedTensor cuda(int index = 0) const;
   DistributedTensor cpu() const;
-  DistributedTensor to(Device device) const;
+  DistributedTensor to(Device device, bool copy = false) const;
 
-  // ---- creation on the current node and device -----------------------------------------
-  static DistributedTensor empty(const Shape& shape, DType dtype = kFloat32);
-  static DistributedTensor zeros(const Shape& shape, DType dtype = kFloat32);
-  static DistributedTensor ones(const Shape& shape, DType dtype = kFloat32);
-  static DistributedTensor full(const Shape& shape, Scalar value, DType dtype = kFloat32);
-  static DistributedTensor arange(Scalar end, std::optional<DType> dtype = std::nullopt);
+  // ---- creation on the current node, and on `device` (default: the current device) ----
+  static DistributedTensor empty(const Shape& shape, DType dtype = kFloat32,
+                                 std::optional<Device> device = std::nullopt);
+  static DistributedTensor zeros(const Shape& shape, DType dtype = kFloat32,
+                                 std::optional<Device> device = std::nullopt);
+  static DistributedTensor ones(const Shape& shape, DType dtype = kFloat32,
+                                std::optional<Device> device = std::nullopt);
+  static DistributedTensor full(const Shape& shape, Scalar value, DType dtype = kFloat32,
+                                std::optional<Device> device = std::nullopt);
+  static DistributedTensor arange(Scalar end, std::optional<DType> dtype = std::nullopt,
+                                  std::optional<Device> device = std::nullopt);
   static DistributedTensor arange(Scalar start, Scalar end, Scalar step = 1,
-                                  std::optional<DType> dtype = std::nullopt);
-  static DistributedTensor linspace(Scalar start, Scalar end, int64_t steps, DType dtype = kFloat32);
-  static DistributedTensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32);
-  static DistributedTensor rand(const Shape& shape, DType dtype = kFloat32);
-  static DistributedTensor randn(const Shape& shape, DType dtype = kFloat32);
-  static DistributedTensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt64);
+                                  std::optional<DType> dtype = std::nullopt,
+                                  std::optional<Device> device = std::nullopt);
+  static DistributedTensor linspace(Scalar start, Scalar end, int64_t steps, DType dtype = kFloat32,
+                                    std::optional<Device> device = std::nullopt);
+  static DistributedTensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32,
+                               std::optional<Device> device = std::nullopt);
+  // Random draws come from the node's generator, the same on every device: a GPU
+  // tensor holds the values the CPU one would for the same seed.
+  static DistributedTensor rand(const Shape& shape, DType dtype = kFloat32,
+                                std::optional<Device> device = std::nullopt);
+  static DistributedTensor randn(const Shape& shape, DType dtype = kFloat32,
+                                 std::optional<Device> device = std::nullopt);
+  static DistributedTensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt64,
+                                   std::optional<Device> device = std::nullopt);
 
   // ---- views (share the remote storage) ------------------------------------------------
   DistributedTensor view(const Shape& shape) const;
@@ -397,10 +427,18 @@ struct NodeStats {
   uint64_t bytes_received = 0;
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
-  int64_t memory_in_use = 0;  // tensor memory the worker process holds now
+  int64_t memory_in_use = 0;  // tensor memory the worker process holds now (host)
   int64_t memory_peak = 0;    // the most it held at once this session
   uint64_t live_tensors = 0;
   uint64_t live_events = 0;
+  int cuda_devices = 0;  // the GPUs the worker can use (Device::cuda(0..n-1) on this node)
+  // One per GPU: tensor memory on it now and the most at once this session.
+  struct DeviceMemory {
+    int index = 0;
+    int64_t in_use = 0;
+    int64_t peak = 0;
+  };
+  std::vector<DeviceMemory> devices;
 };
 // Every node's statistics: one round trip per node, not a sync point (what is still
 // queued counts as queued). WorkerLost for a lost node.

@@ -153,28 +153,5 @@ TEST_F(CallSiteErrors, UndefinedHandles) {
   EXPECT_TRUE(same_tensor(a.get(), Tensor::ones({2})));
 }
 
-TEST_F(CallSiteErrors, CudaIsAClearErrorWithoutCudaSupport) {
-  DistributedTensor a = DistributedTensor::ones({2});
-  EXPECT_EQ(a.device(), Device::cpu());
-  expect_throws_now<Error>([&] { a.cuda(); }, {"cuda"}, "cuda()");
-  expect_throws_now<Error>([&] { a.to(Device::cuda(1)); }, {"cuda"}, "to(cuda:1)");
-  expect_throws_now<Error>([&] { DistributedTensor({2}, kFloat32, Device::cuda(0)); }, {"cuda"},
-                           "constructor on cuda:0");
-  expect_throws_now<Error>(
-      [&] {
-        DeviceScope on(Device::cuda(0));
-        DistributedTensor::zeros({2});
-      },
-      {"cuda"}, "DeviceScope(cuda:0) + zeros");
-  EXPECT_EQ(current_device(), Device::cpu());
-  // Moves to the CPU, where the tensor already is, work.
-  EXPECT_TRUE(same_tensor(a.cpu().get(), Tensor::ones({2})));
-  EXPECT_TRUE(same_tensor(a.to(Device::cpu()).get(), Tensor::ones({2})));
-  {
-    DeviceScope on(Device::cpu());
-    EXPECT_EQ(DistributedTensor::zeros({1}).device(), Device::cpu());
-  }
-}
-
 }  // namespace
 }  // namespace thd::test

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include <thd/cuda.h>
 #include <thd/datachannel.h>
 #include <thd/store.h>
 
@@ -214,6 +215,55 @@ TEST_F(WorkerDecoder, BadCommandsPoisonTheirOutputsAndReportTheOp) {
   EXPECT_EQ(m->body_as_FetchFailed()->op_id(), 11u);
   EXPECT_EQ(m->body_as_FetchFailed()->op_name()->str(), "add");
   expect_still_serving(102);
+}
+
+TEST_F(WorkerDecoder, DevicesOutsideTheEnumOrTheNodeAreRefusedWithTheReason) {
+  // A device type outside the enum, negative and absurd GPU indices, and a GPU this
+  // worker does not have (its count is this process's: the worker is a thread here).
+  const int gpus = cuda::device_count();
+  const fb::Device bad_type(static_cast<fb::DeviceType>(7), 0);
+  const fb::Device negative(fb::DeviceType::CUDA, -1);
+  const fb::Device absurd(fb::DeviceType::CUDA, 1 << 30);
+  const fb::Device lacking(fb::DeviceType::CUDA, gpus);
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    const fb::Scalar zero;
+    std::vector<flatbuffers::Offset<fb::Command>> commands;
+    uint64_t id = 60;
+    for (const fb::Device* d : {&bad_type, &negative, &absurd, &lacking}) {
+      commands.push_back(fb::CreateCommand(b, id, fb::Op::Create,
+                                           fb::CreateCreate(b, id, fb::CreateKind::Ones, fb::DType::Float32,
+                                                            b.CreateVector<int64_t>({2}), &zero, &zero, &zero, &zero,
+                                                            0, 0, 0, d)
+                                               .Union()));
+      ++id;
+    }
+    // A healthy CPU tensor moved to the GPU the worker lacks.
+    commands.push_back(fb::CreateCommand(b, 70, fb::Op::Create,
+                                         fb::CreateCreate(b, 70, fb::CreateKind::Ones, fb::DType::Float32,
+                                                          b.CreateVector<int64_t>({2}), &zero, &zero, &zero, &zero)
+                                             .Union()));
+    commands.push_back(fb::CreateCommand(b, 71, fb::Op::ToDevice, fb::CreateToDevice(b, 71, 70, &lacking).Union()));
+    // A ToDevice without a device is a copy to the CPU.
+    commands.push_back(fb::CreateCommand(b, 72, fb::Op::ToDevice, fb::CreateToDevice(b, 72, 70).Union()));
+    return commands;
+  }));
+  expect_error("device type 7");
+  expect_error("index -1 is out of range");
+  expect_error("out of range");
+  const std::string lacks = "has no device cuda:" + std::to_string(gpus) + ": its worker has " +
+                            std::to_string(gpus) + " GPU";
+  expect_error(lacks);
+  expect_error(lacks);
+  // The copy to the CPU exists and holds ones.
+  const int64_t tag = protocol::kFetchTagBase + 72;
+  Tensor got = Tensor::zeros({2}, kFloat32);
+  Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{fb::CreateCommand(b, 73, fb::Op::Fetch, fb::CreateFetch(b, 72, tag).Union())};
+  }));
+  r.wait();
+  EXPECT_EQ(got.to_vector<float>(), (std::vector<float>{1, 1}));
+  expect_still_serving(103);
 }
 
 TEST_F(WorkerDecoder, RandomlyMutatedBatchesNeverStopTheWorker) {
