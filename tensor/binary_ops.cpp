@@ -53,8 +53,9 @@ void check_integer_exponent(const Tensor& exponent, DType compute) {
   });
 }
 
-// The same for an exponent given as a number, read as the compute dtype.
-void check_integer_exponent(const Scalar& exponent, DType compute) {
+// The same for an exponent given as a number, read as the compute dtype. Only the
+// CUDA path takes a number exponent; without CUDA nothing calls it.
+[[maybe_unused]] void check_integer_exponent(const Scalar& exponent, DType compute) {
   if (!is_integral(compute)) return;
   dispatch<kIntegerSet>(compute, "pow", [&](auto tag) {
     using T = typename decltype(tag)::type;
