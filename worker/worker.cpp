@@ -45,7 +45,15 @@ void post_uploads(Session& session, const fb::CommandBatch& batch) {
       Request r = session.channel().irecv(t, 0, {.tag = protocol::kUploadTag, .timeout = session.timeout()});
       session.post_upload(up->out(), std::move(t), std::move(r));
     } catch (const std::exception&) {
-      // Left unannounced: the Upload command then fails (saying why) and poisons its tensor.
+      // Left unannounced: the Upload command then fails (saying why) and poisons its
+      // tensor. Its bytes still come, on the tag every upload shares: an empty
+      // receive takes them in their place (refusing their size, it drops them
+      // without buffering them), or the next upload's receive would get them.
+      try {
+        (void)session.channel().irecv_bytes({}, 0, {.tag = protocol::kUploadTag, .timeout = session.timeout()});
+      } catch (const std::exception&) {
+        // The channel itself failed: the session ends on the next receive anyway.
+      }
     }
   }
 }

@@ -41,7 +41,7 @@ class WorkerDecoder : public ::testing::Test {
     }
     worker_ = std::thread([this, worker_channel] {
       try {
-        end_ = worker::serve(worker_channel);
+        end_ = worker::serve(worker_channel, limits_);
       } catch (const std::exception& e) {
         worker_error_ = e.what();
       }
@@ -121,6 +121,7 @@ class WorkerDecoder : public ::testing::Test {
     EXPECT_EQ(got.to_vector<int32_t>(), (std::vector<int32_t>{7, 7, 7}));
   }
 
+  worker::SessionLimits limits_;  // set before SetUp by fixtures that need other limits
   std::shared_ptr<DataChannel> master_;
   std::thread worker_;
   std::unique_ptr<protocol::MessageReceiver> replies_;
@@ -264,6 +265,49 @@ TEST_F(WorkerDecoder, DevicesOutsideTheEnumOrTheNodeAreRefusedWithTheReason) {
   r.wait();
   EXPECT_EQ(got.to_vector<float>(), (std::vector<float>{1, 1}));
   expect_still_serving(103);
+}
+
+// A worker whose session may hold 4 KiB of tensors.
+class WorkerUploads : public WorkerDecoder {
+ protected:
+  WorkerUploads() { limits_.memory_bytes = 4096; }
+
+  static std::vector<uint8_t> upload(uint64_t id, fb::DType dtype, const std::vector<int64_t>& shape) {
+    return batch([&](flatbuffers::FlatBufferBuilder& b) {
+      return std::vector{fb::CreateCommand(
+          b, id, fb::Op::Upload, fb::CreateUpload(b, id, dtype, b.CreateVector<int64_t>(shape)).Union())};
+    });
+  }
+  // The upload's bytes, sent as the master sends them.
+  void send_bytes(const Tensor& t) { master_->send(t, 1, {.tag = protocol::kUploadTag, .timeout = seconds(5)}); }
+
+  Tensor fetch(uint64_t id, Tensor into) {
+    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(id);
+    Request r = master_->irecv(into, 1, {.tag = tag, .timeout = seconds(5)});
+    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+      return std::vector{fb::CreateCommand(b, id + 1000, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
+    }));
+    r.wait();
+    return into;
+  }
+};
+
+TEST_F(WorkerUploads, ARefusedUploadsBytesDoNotReachTheNextUpload) {
+  // Past the session's limit: refused when its batch is read. Its bytes still come,
+  // sent whole (8 KiB) or announced first (2 MiB, past the rendezvous size).
+  uint64_t id = 80;
+  for (const int64_t refused_numel : {int64_t{2048}, int64_t{1} << 19}) {
+    SCOPED_TRACE(refused_numel);
+    send(upload(id, fb::DType::Float32, {refused_numel}));
+    send_bytes(Tensor::full({refused_numel}, 5.0f));
+    expect_error("past its limit of 4096 bytes");
+    // The next upload gets its own bytes, not the refused one's.
+    send(upload(id + 1, fb::DType::Int32, {4}));
+    send_bytes(Tensor::arange(1, 5, 1, kInt32));
+    EXPECT_EQ(fetch(id + 1, Tensor::zeros({4}, kInt32)).to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3, 4}));
+    id += 10;
+  }
+  expect_still_serving(104);
 }
 
 TEST_F(WorkerDecoder, RandomlyMutatedBatchesNeverStopTheWorker) {
