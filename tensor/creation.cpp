@@ -70,13 +70,20 @@ Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, std::optional<DType
             "upper bound and larger bound inconsistent with step sign (start {}, end {}, "
             "step {})",
             s, e, st);
-  int64_t n;
+  // The count in 128 bits: end - start overflows int64 for bounds of opposite signs
+  // near its limits, and a double count past 2^63 does not convert.
+  __int128 count;
   if (any_float || is_floating_point(dt)) {
-    n = static_cast<int64_t>(std::ceil((e - s) / st));
+    const double c = std::ceil((e - s) / st);
+    THD_CHECK(c < 0x1p62, ValueError, "arange", "range [{}, {}) with step {} has {} elements: too many", s, e, st, c);
+    count = static_cast<__int128>(c);
   } else {  // exact integer arithmetic; doubles lose precision past 2^53
-    const int64_t is = start.to_int64(), ie = end.to_int64(), ist = step.to_int64();
-    n = ist > 0 ? (ie - is + ist - 1) / ist : (is - ie - ist - 1) / -ist;
+    const __int128 is = start.to_int64(), ie = end.to_int64(), ist = step.to_int64();
+    count = ist > 0 ? (ie - is + ist - 1) / ist : (is - ie - ist - 1) / -ist;
+    THD_CHECK(count < (__int128{1} << 62), ValueError, "arange", "range [{}, {}) with step {} has too many elements",
+              start.to_int64(), end.to_int64(), step.to_int64());
   }
+  const auto n = static_cast<int64_t>(count);
   Tensor t = empty({n}, dt);
   dispatch<kNumericSet>(dt, "arange", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -84,8 +91,10 @@ Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, std::optional<DType
     if (any_float || is_float_v<T>) {
       for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(s + static_cast<double>(i) * st);
     } else {
-      const int64_t is = start.to_int64(), ist = step.to_int64();
-      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(is + i * ist);
+      // In unsigned arithmetic: start + i * step is in range for every element, but
+      // i * step alone may not be.
+      const auto is = static_cast<uint64_t>(start.to_int64()), ist = static_cast<uint64_t>(step.to_int64());
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<int64_t>(is + static_cast<uint64_t>(i) * ist));
     }
   });
   return t;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include <thd/memory.h>
 #include <thd/tensor.h>
@@ -65,6 +66,14 @@ TEST(Creation, Arange) {
   EXPECT_EQ(Tensor::arange(big, big + 2).to_vector<int64_t>(), (std::vector<int64_t>{big, big + 1}));
   THD_EXPECT_THROW_MSG(Tensor::arange(0, 5, 0), ValueError, "step must be nonzero");
   THD_EXPECT_THROW_MSG(Tensor::arange(5, 0, 1), ValueError, "inconsistent with step sign");
+  // Bounds near int64's limits: end - start and i * step overflow int64, the
+  // elements do not.
+  constexpr int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(Tensor::arange(lo, hi, hi).to_vector<int64_t>(), (std::vector<int64_t>{lo, -1, hi - 1}));
+  EXPECT_EQ(Tensor::arange(hi, lo, lo + 1).to_vector<int64_t>(), (std::vector<int64_t>{hi, 0, lo + 1}));
+  // A count no tensor can have is a ValueError naming the range, not a wrapped size.
+  THD_EXPECT_THROW_MSG(Tensor::arange(lo, hi, 1), ValueError, "has too many elements");
+  THD_EXPECT_THROW_MSG(Tensor::arange(0.0, 1e300, 1e-300), ValueError, "too many");
 }
 
 TEST(Creation, Linspace) {
