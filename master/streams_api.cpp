@@ -2,6 +2,8 @@
 // is a command for the stream's or the event's node (docs/streams.md).
 #include <fmt/format.h>
 
+#include <mutex>
+
 #include <thd/distributed.h>
 #include <thd/stream.h>
 
@@ -204,6 +206,13 @@ void Stream::wait(const Event& event) const {
   // Across nodes: the event's node tells this one directly once the record has run.
   const int64_t tag = s->next_transfer_tag();
   master::NodeLink& owner = s->link(from, "Stream::wait");
+  // Both halves under the cross-node lock, as to_node's and the collectives': were a
+  // collective issued by another thread to land between them (after the wait on
+  // this node, before the notify request on the event's), this node's command loop
+  // would hold the collective until the waiting stream drains (legacy default
+  // stream), while the event's node sat in the collective and never read the
+  // request that would release the wait.
+  std::lock_guard lock(s->cross_node_mutex());
   owner.append_on(0, master::fb::Op::EventNotify,
                   [&](auto& b) { return master::fb::CreateEventNotify(b, id, node(), tag).Union(); });
   owner.flush();
