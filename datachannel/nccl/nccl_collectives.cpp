@@ -72,6 +72,22 @@ Tensor readable_input(const Tensor& input, const Tensor& output) {
   return input.contiguous();
 }
 
+// What every collective checks first: the caller is a member, the tag in range.
+void check_call(const GroupState& g, const CollectiveOptions& o, const char* op) {
+  check_member(g, op);
+  check_tag(g, o.tag, op, kMaxCollectiveTag);
+}
+
+// An input read and an output written, in this order of checks: both CUDA tensors
+// (the output contiguous), on one device, of one dtype.
+void check_input_output(const GroupState& g, const Tensor& out, const Tensor& in, std::string_view op,
+                        std::string_view out_what = "output", std::string_view in_what = "input") {
+  check_on_device(g, in, op, in_what, false);
+  check_on_device(g, out, op, out_what, true);
+  check_same_device(g, out, in, op);
+  check_same_dtype(g, out, in, op);
+}
+
 template <typename T>
 T* bytes_at(const Tensor& t, size_t offset = 0) {
   return static_cast<T*>(t.data_ptr()) + offset;
@@ -103,8 +119,7 @@ NcclCollectives::Stats NcclCollectives::stats() const noexcept { return impl_->s
 
 Request NcclCollectives::all_reduce(GroupState& g, Tensor& t, ReduceOp op, const CollectiveOptions& o) {
   const char* name = "all_reduce";
-  check_member(g, name);
-  check_tag(g, o.tag, name, kMaxCollectiveTag);
+  check_call(g, o, name);
   check_on_device(g, t, name, "the tensor", true);
   const Reduction r = reduction_for(t.dtype(), op, name);
   if (t.numel() == 0) return Request();
@@ -120,8 +135,7 @@ Request NcclCollectives::all_reduce(GroupState& g, Tensor& t, ReduceOp op, const
 
 Request NcclCollectives::broadcast(GroupState& g, Tensor& t, int root, const CollectiveOptions& o) {
   const char* name = "broadcast";
-  check_member(g, name);
-  check_tag(g, o.tag, name, kMaxCollectiveTag);
+  check_call(g, o, name);
   check_rank(g, root, name, "root");
   check_on_device(g, t, name, "the tensor", true);
   if (t.numel() == 0) return Request();
@@ -137,8 +151,7 @@ Request NcclCollectives::broadcast(GroupState& g, Tensor& t, int root, const Col
 
 Request NcclCollectives::reduce(GroupState& g, Tensor& t, int root, ReduceOp op, const CollectiveOptions& o) {
   const char* name = "reduce";
-  check_member(g, name);
-  check_tag(g, o.tag, name, kMaxCollectiveTag);
+  check_call(g, o, name);
   check_rank(g, root, name, "root");
   check_on_device(g, t, name, "the tensor", true);
   const Reduction r = reduction_for(t.dtype(), op, name);
@@ -155,12 +168,8 @@ Request NcclCollectives::reduce(GroupState& g, Tensor& t, int root, ReduceOp op,
 
 Request NcclCollectives::all_gather(GroupState& g, Tensor& out, const Tensor& in, const CollectiveOptions& o) {
   const char* name = "all_gather";
-  check_member(g, name);
-  check_tag(g, o.tag, name, kMaxCollectiveTag);
-  check_on_device(g, in, name, "input", false);
-  check_on_device(g, out, name, "output", true);
-  check_same_device(g, out, in, name);
-  check_same_dtype(g, out, in, name);
+  check_call(g, o, name);
+  check_input_output(g, out, in, name);
   check_numel(g, out, g.size() * in.numel(), name, "output", "group size x input elements");
   if (in.numel() == 0) return Request();
   const Tensor src = readable_input(in, out);
@@ -178,12 +187,8 @@ Request NcclCollectives::all_gather(GroupState& g, Tensor& out, const Tensor& in
 Request NcclCollectives::reduce_scatter(GroupState& g, Tensor& out, const Tensor& in, ReduceOp op,
                                         const CollectiveOptions& o) {
   const char* name = "reduce_scatter";
-  check_member(g, name);
-  check_tag(g, o.tag, name, kMaxCollectiveTag);
-  check_on_device(g, in, name, "input", false);
-  check_on_device(g, out, name, "output", true);
-  check_same_device(g, out, in, name);
-  check_same_dtype(g, out, in, name);
+  check_call(g, o, name);
+  check_input_output(g, out, in, name);
   const Reduction r = reduction_for(in.dtype(), op, name);
   check_numel(g, in, g.size() * out.numel(), name, "input", "group size x output elements");
   if (out.numel() == 0) return Request();
@@ -201,16 +206,14 @@ Request NcclCollectives::reduce_scatter(GroupState& g, Tensor& out, const Tensor
 
 Request NcclCollectives::gather(GroupState& g, Tensor& out, const Tensor& in, int root, const CollectiveOptions& o) {
   const char* name = "gather";
-  check_member(g, name);
-  check_tag(g, o.tag, name, kMaxCollectiveTag);
+  check_call(g, o, name);
   check_rank(g, root, name, "root");
-  check_on_device(g, in, name, "input", false);
   const bool is_root = g.rank == root;
   if (is_root) {
-    check_on_device(g, out, name, "output (on the root)", true);
-    check_same_device(g, out, in, name);
-    check_same_dtype(g, out, in, name);
+    check_input_output(g, out, in, name, "output (on the root)");
     check_numel(g, out, g.size() * in.numel(), name, "output", "group size x input elements");
+  } else {
+    check_on_device(g, in, name, "input", false);
   }
   if (in.numel() == 0) return Request();
   const Tensor src = readable_input(in, is_root ? out : Tensor());
@@ -237,17 +240,15 @@ Request NcclCollectives::gather(GroupState& g, Tensor& out, const Tensor& in, in
 
 Request NcclCollectives::scatter(GroupState& g, Tensor& out, const Tensor& in, int root, const CollectiveOptions& o) {
   const char* name = "scatter";
-  check_member(g, name);
-  check_tag(g, o.tag, name, kMaxCollectiveTag);
+  check_call(g, o, name);
   check_rank(g, root, name, "root");
-  check_on_device(g, out, name, "output", true);
   const bool is_root = g.rank == root;
   Tensor src;
   if (is_root) {
-    check_on_device(g, in, name, "input (on the root)", false);
-    check_same_device(g, out, in, name);
-    check_same_dtype(g, out, in, name);
+    check_input_output(g, out, in, name, "output", "input (on the root)");
     check_numel(g, in, g.size() * out.numel(), name, "input", "group size x output elements");
+  } else {
+    check_on_device(g, out, name, "output", true);
   }
   if (out.numel() == 0) return Request();
   if (is_root) src = readable_input(in, out);
@@ -274,12 +275,8 @@ Request NcclCollectives::scatter(GroupState& g, Tensor& out, const Tensor& in, i
 
 Request NcclCollectives::all_to_all(GroupState& g, Tensor& out, const Tensor& in, const CollectiveOptions& o) {
   const char* name = "all_to_all";
-  check_member(g, name);
-  check_tag(g, o.tag, name, kMaxCollectiveTag);
-  check_on_device(g, in, name, "input", false);
-  check_on_device(g, out, name, "output", true);
-  check_same_device(g, out, in, name);
-  check_same_dtype(g, out, in, name);
+  check_call(g, o, name);
+  check_input_output(g, out, in, name);
   check_numel(g, out, in.numel(), name, "output", "as many as the input");
   if (in.numel() % g.size() != 0) {
     THD_THROW_AT(ValueError, name, g.world_rank(), -1,
@@ -308,8 +305,7 @@ Request NcclCollectives::all_to_all(GroupState& g, Tensor& out, const Tensor& in
 
 Request NcclCollectives::barrier(GroupState& g, const CollectiveOptions& o) {
   const char* name = "barrier";
-  check_member(g, name);
-  check_tag(g, o.tag, name, kMaxCollectiveTag);
+  check_call(g, o, name);
   // The group's GPU once it has a communicator; before, this rank's default one.
   const std::optional<int> known = impl_->group_device(g);
   const int device = known ? *known : default_device(name, g.world_rank());
@@ -379,8 +375,7 @@ Request NcclCollectives::recv(GroupState& g, Tensor& tensor, int src, const P2PO
 
 Request NcclCollectives::batch_send_recv(GroupState& g, std::vector<P2PItem> items, const CollectiveOptions& o) {
   const char* name = "batch_send_recv";
-  check_member(g, name);
-  check_tag(g, o.tag, name, kMaxCollectiveTag);
+  check_call(g, o, name);
   if (items.empty()) return Request();
   struct Move {
     bool send;

@@ -11,6 +11,7 @@
 #include <thd/cuda.h>
 
 #include "tensor/check.h"
+#include "tensor/cuda/allocation_counters.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_stream.h"
 #include "tensor/cuda/event_pool.h"
@@ -129,10 +130,7 @@ class DeviceAllocator {
     }
     b->allocated = true;
     live_.emplace(b->ptr, b);
-    ++num_allocs_;
-    if (hit) ++num_cache_hits_;
-    allocated_bytes_ += static_cast<int64_t>(b->size);
-    peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
+    counters_.handed_out(b->size, hit);
     return b->ptr;
   }
 
@@ -143,7 +141,7 @@ class DeviceAllocator {
     Block* b = it->second;
     live_.erase(it);
     b->allocated = false;
-    allocated_bytes_ -= static_cast<int64_t>(b->size);
+    counters_.given_back(b->size);
     if (!b->stream_uses.empty()) mark_stream_uses(b);
     if (b->pending_events == 0) free_block(b);
   }
@@ -164,19 +162,12 @@ class DeviceAllocator {
 
   MemoryStats stats() {
     std::lock_guard lock(mu_);
-    MemoryStats m;
-    m.allocated_bytes = allocated_bytes_;
-    m.peak_allocated_bytes = peak_allocated_bytes_;
-    m.cached_bytes = reserved_bytes_ - allocated_bytes_;
-    m.num_allocs = num_allocs_;
-    m.num_cache_hits = num_cache_hits_;
-    m.num_device_allocs = num_device_allocs_;
-    return m;
+    return counters_.stats();
   }
 
   void reset_peak() {
     std::lock_guard lock(mu_);
-    peak_allocated_bytes_ = allocated_bytes_;
+    counters_.reset_peak();
   }
 
   void empty_cache() {
@@ -218,8 +209,7 @@ class DeviceAllocator {
     if (err != cudaSuccess) {
       cuda::detail::throw_cuda_error(err, "cudaMalloc", "allocate", __FILE__, __LINE__);
     }
-    reserved_bytes_ += static_cast<int64_t>(bytes);
-    ++num_device_allocs_;
+    counters_.reserved(bytes);
     return new Block(stream, bytes, static_cast<char*>(p), size <= kSmallSize);
   }
 
@@ -231,8 +221,8 @@ class DeviceAllocator {
               "thd holds {} in tensors and {} cached ({} cudaMalloc calls so far)",
               human_bytes(static_cast<int64_t>(size)), device_,
               human_bytes(static_cast<int64_t>(free_bytes)),
-              human_bytes(static_cast<int64_t>(total_bytes)), human_bytes(allocated_bytes_),
-              human_bytes(reserved_bytes_ - allocated_bytes_), num_device_allocs_);
+              human_bytes(static_cast<int64_t>(total_bytes)), human_bytes(counters_.allocated_bytes),
+              human_bytes(counters_.cached_bytes()), counters_.num_cuda_allocs);
   }
 
   // Records an event on every other stream that used b, so b waits for them.
@@ -325,7 +315,7 @@ class DeviceAllocator {
         continue;
       }
       THD_CUDA_CHECK(cudaFree(b->ptr), op);
-      reserved_bytes_ -= static_cast<int64_t>(b->size);
+      counters_.released(b->size);
       it = pool.erase(it);
       delete b;
     }
@@ -337,12 +327,7 @@ class DeviceAllocator {
   Pool large_;
   std::unordered_map<void*, Block*> live_;  // allocated blocks by address
   std::list<PendingFree> pending_;
-  int64_t allocated_bytes_ = 0;
-  int64_t peak_allocated_bytes_ = 0;
-  int64_t reserved_bytes_ = 0;  // in segments
-  int64_t num_allocs_ = 0;
-  int64_t num_cache_hits_ = 0;
-  int64_t num_device_allocs_ = 0;
+  AllocationCounters counters_;  // reserved: in segments
 };
 
 DeviceAllocator& device_allocator(int device, const char* op) {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "tensor/check.h"
+#include "tensor/cuda/allocation_counters.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_stream.h"
 #include "tensor/cuda/event_pool.h"
@@ -35,24 +36,22 @@ class PinnedCache {
     *size = pinned_size(nbytes);
     std::lock_guard lock(mu_);
     process_pending();
-    ++num_allocs_;
     void* p = nullptr;
     auto it = free_.find(*size);
-    if (it != free_.end()) {
+    const bool hit = it != free_.end();
+    if (hit) {
       p = it->second;
       free_.erase(it);
-      ++num_cache_hits_;
     } else {
       p = host_alloc(*size);
     }
-    allocated_bytes_ += static_cast<int64_t>(*size);
-    peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
+    counters_.handed_out(*size, hit);
     return p;
   }
 
   void release(void* p, size_t size, std::vector<PinnedUse> uses) noexcept {
     std::lock_guard lock(mu_);
-    allocated_bytes_ -= static_cast<int64_t>(size);
+    counters_.given_back(size);
     try {
       if (uses.empty()) {
         free_.emplace(size, p);
@@ -67,14 +66,7 @@ class PinnedCache {
 
   MemoryStats stats() {
     std::lock_guard lock(mu_);
-    MemoryStats m;
-    m.allocated_bytes = allocated_bytes_;
-    m.peak_allocated_bytes = peak_allocated_bytes_;
-    m.cached_bytes = reserved_bytes_ - allocated_bytes_;
-    m.num_allocs = num_allocs_;
-    m.num_cache_hits = num_cache_hits_;
-    m.num_device_allocs = num_host_allocs_;
-    return m;
+    return counters_.stats();
   }
 
   void empty_cache() {
@@ -104,11 +96,10 @@ class PinnedCache {
       THD_THROW(OutOfMemoryError, "pin_memory",
                 "out of pinned host memory: cudaHostAlloc of {} bytes failed ({} bytes pinned "
                 "by thd, {} of them in use)",
-                size, reserved_bytes_, allocated_bytes_);
+                size, counters_.reserved_bytes, counters_.allocated_bytes);
     }
     if (err != cudaSuccess) throw_cuda_error(err, "cudaHostAlloc", "pin_memory", __FILE__, __LINE__);
-    reserved_bytes_ += static_cast<int64_t>(size);
-    ++num_host_allocs_;
+    counters_.reserved(size);
     return p;
   }
 
@@ -147,7 +138,7 @@ class PinnedCache {
   void free_cached() {
     for (auto it = free_.begin(); it != free_.end();) {
       THD_CUDA_CHECK(cudaFreeHost(it->second), "empty_cache");
-      reserved_bytes_ -= static_cast<int64_t>(it->first);
+      counters_.released(it->first);
       it = free_.erase(it);
     }
   }
@@ -155,12 +146,7 @@ class PinnedCache {
   std::mutex mu_;  // guards everything below
   std::multimap<size_t, void*> free_;
   std::list<Pending> pending_;
-  int64_t allocated_bytes_ = 0;
-  int64_t peak_allocated_bytes_ = 0;
-  int64_t reserved_bytes_ = 0;
-  int64_t num_allocs_ = 0;
-  int64_t num_cache_hits_ = 0;
-  int64_t num_host_allocs_ = 0;
+  AllocationCounters counters_;
 };
 
 }  // namespace

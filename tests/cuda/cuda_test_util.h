@@ -2,6 +2,7 @@
 // poisoned outputs, and comparison of a CUDA result with the CPU's.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <thd/cuda.h>
@@ -28,6 +29,22 @@ Tensor poisoned_cuda(const Shape& shape, DType dtype, int device = 0);
 // rtol * |cpu| + atol, NaN matching NaN. The defaults suit float32; pass wider ones
 // for float16/bfloat16 (tolerance_for).
 void expect_matches_cpu(const Tensor& gpu, const Tensor& cpu, double rtol = -1, double atol = -1);
+
+// A non-blocking stream made for one test and destroyed with it (synchronized first).
+class OwnedStream {
+ public:
+  OwnedStream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess); }
+  ~OwnedStream() {
+    EXPECT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(s_), cudaSuccess);
+  }
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
 
 // (rtol, atol) for results computed in dtype: float32 1e-5/1e-6, float64 1e-12,
 // float16 1e-3, bfloat16 1e-2 (relative), 0 for exact types.

@@ -23,22 +23,11 @@
 namespace thd {
 namespace {
 
+using testing::OwnedStream;
+
 const Device kDev = Device::cuda(0);
 
 Tensor bytes_on_device(int64_t n) { return Tensor::empty({n}, kUInt8, kDev); }
-
-class OwnedStream {
- public:
-  OwnedStream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess); }
-  ~OwnedStream() {
-    EXPECT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
-    EXPECT_EQ(cudaStreamDestroy(s_), cudaSuccess);
-  }
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
 
 // Holds a stream at a host function until release() (or 20 s, so a failing test
 // cannot hang): work queued behind it stays incomplete meanwhile.

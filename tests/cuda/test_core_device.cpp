@@ -14,25 +14,13 @@
 namespace thd {
 namespace {
 
+using testing::OwnedStream;
+
 int current_device() {
   int d = -1;
   EXPECT_EQ(cudaGetDevice(&d), cudaSuccess);
   return d;
 }
-
-// A stream made for one test and destroyed with it.
-class OwnedStream {
- public:
-  OwnedStream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess); }
-  ~OwnedStream() {
-    EXPECT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
-    EXPECT_EQ(cudaStreamDestroy(s_), cudaSuccess);
-  }
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
 
 TEST(CudaDevice, CountsTheGpus) {
   THD_REQUIRE_CUDA();
