@@ -101,7 +101,10 @@ TEST(ThdrunEnv, RankVariablesReplaceInheritedOnes) {
   EXPECT_EQ(find_variable(env, "MASTER_PORT"), "29555");
   EXPECT_EQ(find_variable(env, "THD_AUTH_TOKEN_FILE"), "/tmp/d/token");
   EXPECT_EQ(std::count_if(env.begin(), env.end(), [](const std::string& e) { return e.starts_with("RANK="); }), 1);
-  EXPECT_EQ(env.size(), base.size() - 2 + 7);
+  // The PSM driver's signal handlers stay out of the ranks from their first instant.
+  EXPECT_EQ(find_variable(env, "IPATH_NO_BACKTRACE"), "1");
+  EXPECT_EQ(env.size(), base.size() - 2 + 8);
+  EXPECT_EQ(find_variable(rank_environment({"IPATH_NO_BACKTRACE=0"}, job, 0), "IPATH_NO_BACKTRACE"), "0");
 
   job.token_file.reset();
   EXPECT_FALSE(find_variable(rank_environment(base, job, 0), "THD_AUTH_TOKEN_FILE").has_value());

@@ -42,6 +42,13 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base, 
       {"MASTER_PORT", std::to_string(job.master_port)},
   };
   if (job.token_file) set.emplace_back("THD_AUTH_TOKEN_FILE", *job.token_file);
+  // Debian's libfabric loads the PSM driver (libinfinipath), whose load-time
+  // constructor catches SIGTERM, SIGINT and the crash signals unless this is set.
+  // thd's library puts them back when it loads (datachannel/
+  // library_signal_handlers.cpp), but a rank that thdrun stops while it is still
+  // loading its libraries got SIGTERM in between and never died of it (CI: the
+  // rank outlived the 5 s grace period). Set unless the user set it.
+  if (!find_variable(base, "IPATH_NO_BACKTRACE")) set.emplace_back("IPATH_NO_BACKTRACE", "1");
 
   std::vector<std::string> env;
   env.reserve(base.size() + set.size());
