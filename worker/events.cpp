@@ -27,13 +27,14 @@ uint64_t EventState::issued() const {
 
 std::vector<std::function<void()>> EventState::complete(uint64_t generation, uint32_t stream,
                                                         std::shared_ptr<const Poison> poison,
-                                                        std::shared_ptr<const streams::VectorClock> clock) {
+                                                        std::shared_ptr<const streams::VectorClock> clock,
+                                                        int64_t time_ns) {
   std::vector<std::pair<uint64_t, Callback>> due;
   Record record;
   {
     std::lock_guard lock(mu_);
     if (generation <= latest_.generation) return {};  // a later record completed first
-    latest_ = Record{generation, now_ns(), std::move(poison), std::move(clock), stream};
+    latest_ = Record{generation, time_ns != 0 ? time_ns : now_ns(), std::move(poison), std::move(clock), stream};
     record = latest_;
     for (auto it = callbacks_.begin(); it != callbacks_.end();) {
       if (it->first <= generation) {

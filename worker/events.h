@@ -40,9 +40,12 @@ class EventState {
   // (on different streams): the latest completed generation stands. Waiters wake
   // now; the callbacks now due are returned for the caller to run once it has
   // counted the record as done (so a query they answer sees the stream past it).
+  // `time_ns`: when it ran on the worker's steady clock (a GPU record: when its GPU
+  // work finished); 0: now.
   [[nodiscard]] std::vector<std::function<void()>> complete(uint64_t generation, uint32_t stream,
                                                             std::shared_ptr<const Poison> poison,
-                                                            std::shared_ptr<const streams::VectorClock> clock = nullptr);
+                                                            std::shared_ptr<const streams::VectorClock> clock = nullptr,
+                                                            int64_t time_ns = 0);
   // Waits until record `generation` (or a later one) completed; false at `deadline`
   // or when `stop` turns true (checked every few milliseconds).
   bool wait(uint64_t generation, Clock::time_point deadline, const std::function<bool()>& stop) const;

@@ -11,7 +11,8 @@ namespace thd::worker {
 
 namespace fb = protocol::fb;
 
-ExecContext::ExecContext(Session& session, uint32_t stream) : session_(session), stream_(stream) {}
+ExecContext::ExecContext(Session& session, uint32_t stream)
+    : session_(session), stream_(stream), gpu_(/*own=*/stream != 0) {}
 
 int ExecContext::node() const { return session_.node(); }
 DataChannel& ExecContext::channel() { return session_.channel(); }

@@ -16,6 +16,7 @@
 
 #include "protocol/codec.h"
 #include "streams/hazard_checker.h"
+#include "worker/gpu_streams.h"
 #include "worker/handle_table.h"
 
 namespace thd::worker {
@@ -46,6 +47,8 @@ class ExecContext {
   DataChannel& channel();
   HandleTable& table();
   Generator& generator() { return generator_; }
+  // The CUDA streams its ops on GPU tensors run on (worker/gpu_streams.h).
+  GpuStreams& gpu() { return gpu_; }
   std::chrono::milliseconds timeout() const;
 
   // ---- one command -------------------------------------------------------------------
@@ -101,6 +104,7 @@ class ExecContext {
   Session& session_;
   const uint32_t stream_;
   Generator generator_;
+  GpuStreams gpu_;
   std::shared_ptr<const Poison> first_error_;
   std::shared_ptr<const Poison> inherited_;
 

@@ -74,8 +74,9 @@ void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared = 
 // A generator seed for `node` from the session's seed: nodes draw different streams.
 uint64_t node_seed(uint64_t seed, int node);
 
-// Erases the tensors; the first id that was not live (0: all were).
-uint64_t erase_tensors(HandleTable& table, const std::vector<uint64_t>& ids);
+// Erases the tensors (a GPU tensor's memory reused once the node's CUDA streams are
+// done with it); the first id that was not live (0: all were).
+uint64_t erase_tensors(Session& session, const std::vector<uint64_t>& ids);
 // An OpFailed reply for `op` (its id and name) with `message`, from any thread.
 void report_failure(Session& session, const Poison& op, const std::string& message);
 

@@ -174,7 +174,7 @@ void run(ExecContext& ctx, const fb::Free& op) {
   std::vector<uint64_t> ids = protocol::scalars_of(op.ids());
   Session& session = ctx.session();
   if (session.streams().idle()) {
-    if (const uint64_t unknown = erase_tensors(session.table(), ids)) {
+    if (const uint64_t unknown = erase_tensors(session, ids)) {
       THD_THROW(ValueError, "free", "tensor id {} is not live on node {} (freed twice, or never created)", unknown,
                 ctx.node());
     }
@@ -185,7 +185,7 @@ void run(ExecContext& ctx, const fb::Free& op) {
   // used a block).
   auto poison = ctx.new_poison("");
   session.streams().after_current_work([&session, ids = std::move(ids), poison] {
-    if (const uint64_t unknown = erase_tensors(session.table(), ids)) {
+    if (const uint64_t unknown = erase_tensors(session, ids)) {
       report_failure(session, *poison,
                      fmt::format("tensor id {} is not live on node {} (freed twice, or never created)", unknown,
                                  session.node()));
@@ -205,6 +205,16 @@ void run(ExecContext& ctx, const fb::Sync& op) {
               ctx.node(), ctx.timeout().count());
   }
   session.streams().for_each_context([](ExecContext& c) { c.clear_errors(); });
+  // ... and the GPU work they queued has finished: an asynchronous CUDA error it hit
+  // is raised now (reported before the SyncDone, which still goes: the master must
+  // not wait out its timeout).
+  session.streams().for_each_context([&](ExecContext& c) {
+    try {
+      c.gpu().synchronize();
+    } catch (const Error& e) {
+      report_failure(session, Poison{ctx.op_id(), "synchronize", "", ctx.node()}, e.what());
+    }
+  });
   if (StreamCheck* check = session.check()) check->checker().on_synchronize();
   flatbuffers::FlatBufferBuilder b(64);
   auto body = fb::CreateSyncDone(b, op.sync_id(), ctx.table().size(), ctx.replies_sent());
@@ -214,9 +224,15 @@ void run(ExecContext& ctx, const fb::Sync& op) {
 
 void run(ExecContext& ctx, const fb::ManualSeed& op) { ctx.session().seed_all(op.seed()); }
 
-uint64_t erase_tensors(HandleTable& table, const std::vector<uint64_t>& ids) {
+uint64_t erase_tensors(Session& session, const std::vector<uint64_t>& ids) {
+  HandleTable& table = session.table();
   uint64_t unknown = 0;
   for (uint64_t id : ids) {
+    // A GPU tensor's kernels may still run on any of the node's CUDA streams (its
+    // ops returned once they were queued): its memory is reused once they are done.
+    if (const Entry* e = table.find(id); e != nullptr && e->tensor.defined() && e->tensor.device().is_cuda()) {
+      session.streams().for_each_context([&](ExecContext& c) { c.gpu().record_uses(e->tensor); });
+    }
     if (!table.erase(id) && unknown == 0) unknown = id;
   }
   return unknown;

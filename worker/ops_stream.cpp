@@ -55,6 +55,21 @@ void run(ExecContext& ctx, const fb::EventRecord&) {
   if (StreamCheck* check = ctx.session().check()) {
     clock = std::make_shared<const streams::VectorClock>(check->checker().on_record(check->key(ctx.stream())));
   }
+  if (ctx.gpu().used()) {
+    // The stream queued GPU work: the record completes when the GPU has done it (on
+    // the completion thread), timed by a CUDA event.
+    ctx.gpu().when_gpu_done([event = p.event, generation = p.value, stream = ctx.stream(), poison = ctx.first_error(),
+                             clock = std::move(clock)](std::shared_ptr<const GpuMark> mark) mutable {
+      int64_t time_ns = 0;
+      try {
+        if (mark) time_ns = mark->time_ns();
+      } catch (const std::exception& e) {
+        THD_LOG_WARN("worker: event record timed by the host clock: {}", e.what());
+      }
+      for (const auto& fn : event->complete(generation, stream, std::move(poison), std::move(clock), time_ns)) fn();
+    });
+    return;
+  }
   auto due = p.event->complete(p.value, ctx.stream(), ctx.first_error(), std::move(clock));
   if (due.empty()) return;
   auto run_all = [due = std::move(due)] {
@@ -183,7 +198,14 @@ void run(ExecContext& ctx, const fb::StreamQuery& op) {
   Session& session = ctx.session();
   // The default stream's ops have run (this thread runs them); it is done when the
   // others are (legacy semantics).
-  const bool done = op.stream() == 0 ? session.streams().idle() : session.streams().get(op.stream()).executor.queued() == 0;
+  bool done = false;
+  if (op.stream() == 0) {
+    done = session.streams().idle();
+    if (done) session.streams().for_each_context([&](ExecContext& c) { done = done && c.gpu().idle(); });
+  } else {
+    StreamEntry& s = session.streams().get(op.stream());
+    done = s.executor.queued() == 0 && s.ctx.gpu().idle();
+  }
   EventState::Record r;
   r.generation = done ? 1 : 0;
   send_status(session, 0, op.reply_tag(), 1, r);

@@ -51,6 +51,14 @@ Session::~Session() {
   turn_cv_.notify_all();
   latch_cv_.notify_all();
   streams_.stop_all();
+  // GPU work still queued would outlive the tensors it uses, and its records'
+  // completions the session they report to.
+  streams_.for_each_context([](ExecContext& c) {
+    try {
+      c.gpu().synchronize();
+    } catch (const std::exception&) {  // a failed GPU: nothing of it is used again
+    }
+  });
 }
 
 size_t Session::memory_limit(Device device) {

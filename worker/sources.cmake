@@ -4,6 +4,7 @@ set(THD_WORKER_SOURCES
   worker/dispatch.cpp
   worker/events.cpp
   worker/exec_context.cpp
+  worker/gpu_streams.cpp
   worker/handle_table.cpp
   worker/ops_create.cpp
   worker/ops_math.cpp

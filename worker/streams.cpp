@@ -11,7 +11,9 @@ namespace thd::worker {
 
 StreamEntry::StreamEntry(Session& session, uint32_t id, bool high_priority)
     : ctx(session, id),
-      executor(fmt::format("thd-stream-{}", id), high_priority ? streams::Priority::High : streams::Priority::Normal) {}
+      executor(fmt::format("thd-stream-{}", id), high_priority ? streams::Priority::High : streams::Priority::Normal) {
+  ctx.gpu().set_high_priority(high_priority);
+}
 
 StreamSet::StreamSet(Session& session) : session_(session), default_(session, 0) {}
 
@@ -104,6 +106,7 @@ void StreamSet::for_each_context(const std::function<void(ExecContext&)>& fn) {
   fn(default_);
   std::lock_guard lock(mu_);
   for (auto& [id, s] : live_) fn(s->ctx);
+  for (auto& s : retired_) fn(s->ctx);  // destroyed, still running: their GPU work counts too
 }
 
 size_t StreamSet::live() const {

@@ -43,7 +43,8 @@ class StreamSet {
   // Calls fn once every stream has run the work it holds now: at once when idle,
   // else on the executor that finishes last.
   void after_current_work(std::function<void()> fn);
-  // Every stream's context, the default one first (for reseeding, clearing errors).
+  // Every stream's context, the default one first, destroyed ones still running
+  // last (for reseeding, clearing errors, the GPU work they queued).
   void for_each_context(const std::function<void(ExecContext&)>& fn);
   size_t live() const;
   // Queued work of every stream (for statistics).

@@ -124,7 +124,10 @@ void schedule(Session& session, const std::shared_ptr<const protocol::Received>&
         }
       });
     }
-    dispatch(main, c, std::move(prepared));
+    {
+      GpuStreams::Use on(main.gpu());  // CUDA's legacy default stream, noting the GPUs used
+      dispatch(main, c, std::move(prepared));
+    }
     if (collective) session.end_turn(turn);
     return;
   }
@@ -152,6 +155,7 @@ void schedule(Session& session, const std::shared_ptr<const protocol::Received>&
     }
     if (after_default) session.check()->checker().on_wait(session.check()->key(stream->ctx.stream()), *after_default);
     try {
+      GpuStreams::Use on(stream->ctx.gpu());  // the stream's own CUDA streams
       dispatch(stream->ctx, c, std::move(prepared));
     } catch (const PeerLost&) {
       // The master is gone: the command loop ends the session.

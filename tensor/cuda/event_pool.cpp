@@ -14,7 +14,7 @@ namespace {
 
 struct DeviceEvents {
   std::mutex mu;
-  std::vector<cudaEvent_t> free;
+  std::vector<cudaEvent_t> free[2];  // without, with timing
 };
 
 // One list per device, sized once: device_count() cannot change in a process.
@@ -34,27 +34,28 @@ EventPool& EventPool::instance() {
   return pool;
 }
 
-cudaEvent_t EventPool::acquire(int device) {
+cudaEvent_t EventPool::acquire(int device, bool timing) {
   DeviceEvents& l = *lists().at(static_cast<size_t>(device));
+  std::vector<cudaEvent_t>& free = l.free[timing ? 1 : 0];
   {
     std::lock_guard lock(l.mu);
-    if (!l.free.empty()) {
-      cudaEvent_t e = l.free.back();
-      l.free.pop_back();
+    if (!free.empty()) {
+      cudaEvent_t e = free.back();
+      free.pop_back();
       return e;
     }
   }
   DeviceGuard guard(device);
   cudaEvent_t e = nullptr;
-  THD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "allocate");
+  THD_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming), "allocate");
   return e;
 }
 
-void EventPool::release(int device, cudaEvent_t event) noexcept {
+void EventPool::release(int device, cudaEvent_t event, bool timing) noexcept {
   DeviceEvents& l = *lists()[static_cast<size_t>(device)];
   std::lock_guard lock(l.mu);
   try {
-    l.free.push_back(event);
+    l.free[timing ? 1 : 0].push_back(event);
   } catch (...) {
     // Out of host memory: the event leaks, which costs less than failing a free.
   }

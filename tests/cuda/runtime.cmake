@@ -4,8 +4,10 @@
 # test skips with "no CUDA device" where there is no GPU.
 add_executable(thd_cuda_runtime_tests
   ${CMAKE_CURRENT_LIST_DIR}/test_runtime_cuda.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_runtime_cuda_streams.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda_test_util.cpp
   ${PROJECT_SOURCE_DIR}/tests/runtime/local_job.cpp
+  ${PROJECT_SOURCE_DIR}/tests/runtime/remote_check.cpp
   ${PROJECT_SOURCE_DIR}/tests/runtime/main.cpp
 )
 target_include_directories(thd_cuda_runtime_tests PRIVATE
