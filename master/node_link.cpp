@@ -158,7 +158,7 @@ void NodeLink::flush_locked() {
     builder_.Finish(fb::CreateMessage(builder_, protocol::kVersion, fb::Body::CommandBatch, batch.Union()));
     {
       std::lock_guard lock(credit_mu_);
-      in_flight_.push_back({seq, ops, bytes});
+      in_flight_.push_back({seq, ops, bytes, want_ack});
     }
     protocol::send_message(*channel_, rank(), protocol::kCommandTag,
                            {builder_.GetBufferPointer(), builder_.GetSize()}, options_.timeout);
@@ -182,6 +182,18 @@ void NodeLink::acquire_credits(int64_t ops, int64_t bytes) {
   // A batch larger than the whole budget still goes once nothing else is in flight.
   while (!lost_ && ops_in_flight_ > 0 &&
          (ops_in_flight_ + ops > options_.max_ops_in_flight || bytes_in_flight_ + bytes > options_.max_bytes_in_flight)) {
+    if (!in_flight_.back().ack_requested) {
+      // Small batches ask for no ack, so their credits come back only with a later
+      // batch's ack or a sync: a batch that must wait for them (one larger than the
+      // budget left) would wait forever. An empty batch asks for the ack (acks are
+      // cumulative: it covers every batch before it).
+      const uint64_t seq = ++seq_;
+      in_flight_.push_back({seq, 0, 0, true});
+      lock.unlock();
+      request_ack(seq);
+      lock.lock();
+      continue;
+    }
     if (credit_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
       THD_THROW_AT(TimeoutError, "flow control", 0, rank(),
                    "worker node {} has not acknowledged {} ops / {} bytes in flight within {} ms", node_,
@@ -191,6 +203,14 @@ void NodeLink::acquire_credits(int64_t ops, int64_t bytes) {
   if (lost_) std::rethrow_exception(lost_);
   ops_in_flight_ += ops;
   bytes_in_flight_ += bytes;
+}
+
+void NodeLink::request_ack(uint64_t seq) {
+  flatbuffers::FlatBufferBuilder b(64);
+  const auto batch = fb::CreateCommandBatch(b, seq, /*want_ack=*/true, b.CreateVector(std::vector<flatbuffers::Offset<fb::Command>>{}));
+  b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::CommandBatch, batch.Union()));
+  protocol::send_message(*channel_, rank(), protocol::kCommandTag, {b.GetBufferPointer(), b.GetSize()},
+                         options_.timeout);
 }
 
 void NodeLink::on_ack(uint64_t batch_seq) {

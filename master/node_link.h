@@ -73,6 +73,8 @@ class NodeLink {
  private:
   void flush_locked();
   void acquire_credits(int64_t ops, int64_t bytes);
+  // Sends an empty batch `seq` that asks for an ack (under the link's lock).
+  void request_ack(uint64_t seq);
 
   std::shared_ptr<DataChannel> channel_;
   const int node_;
@@ -99,6 +101,7 @@ class NodeLink {
     uint64_t seq;
     int64_t ops;
     int64_t bytes;
+    bool ack_requested;
   };
   std::deque<InFlight> in_flight_;
   int64_t ops_in_flight_ = 0;

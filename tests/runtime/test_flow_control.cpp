@@ -125,6 +125,27 @@ TEST(FlowControlWindows, UploadsLargerThanTheByteWindowGoThrough) {
   EXPECT_EQ(job.stop().problems(), "");
 }
 
+TEST(FlowControlWindows, AnUploadLargerThanTheWindowAfterSmallBatchesDoesNotWaitForeverForTheirAck) {
+  // Small batches ask for no ack. An upload larger than the byte window waits until
+  // nothing else is in flight: behind a small batch (here the frees the idle
+  // flusher sends) it waited for an ack nobody had asked for, until the timeout.
+  LocalJob job(1, windows(/*ops=*/1 << 16, /*bytes=*/int64_t{1} << 20));
+  const Tensor big = Tensor::full({1 << 19}, 5.0f);  // 2 MiB, twice the window
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    const auto start = Clock::now();
+    (void)big.dist_send();
+    (void)big.dist_send();
+    synchronize();
+    // The two handles' frees go out on their own, a small batch still in flight
+    // (not acknowledged) when the next round's first upload comes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_LT(seconds_since(start), 10.0);
+  }
+  EXPECT_TRUE(matches(big.dist_send(), big, 0));
+  EXPECT_EQ(job.stop().problems(), "");
+}
+
 TEST(FlowControlWindows, UploadsQueuedBehindSlowOpsStayWithinTheByteWindow) {
   constexpr int64_t kWindow = int64_t{8} << 20;
   LocalJob job(1, windows(/*ops=*/1 << 16, kWindow));
