@@ -189,6 +189,27 @@ foreach(required
   endif()
 endforeach()
 
+# The worker's-GPU suite: its figures where there is a GPU, a note on stderr and no
+# figure where there is none (CI).
+run_bench(out rc err mw-cuda --quick)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "thd-bench mw-cuda --quick exited with ${rc}:\n${out}${err}")
+endif()
+if(err MATCHES "skipped: no CUDA device")
+  if(NOT out STREQUAL "")
+    message(FATAL_ERROR "mw-cuda --quick said it skipped but printed figures:\n${out}")
+  endif()
+else()
+  check_lines("${out}" names)
+  foreach(required
+          "mw\\.cuda\\.dispatch\\.async [0-9.]+ ops/s" "mw\\.cuda\\.copy\\.to_worker\\.1MiB [0-9.]+ GB/s"
+          "ref\\.cuda\\.h2d\\.1MiB [0-9.]+ GB/s" "ratio\\.mw\\.cuda\\.copy\\.to_worker [0-9.]+ x")
+    if(NOT out MATCHES "(^|\n)${required}\n")
+      message(FATAL_ERROR "mw-cuda --quick: no line matching '${required}' in:\n${out}")
+    endif()
+  endforeach()
+endif()
+
 # The hidden role option is checked.
 run_bench(out rc err dispatch --quick --role no-such-role)
 if(rc EQUAL 0 OR NOT err MATCHES "--role must be worker or peer")

@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <thd/cuda.h>
 #include <thd/distributed.h>
 #include <thd/store.h>
 
@@ -39,6 +40,8 @@ struct SuiteShape {
 const SuiteShape kDispatch{"dispatch", 1, FigureSet::Dispatch, {}};
 // The streams suite holds a stream on a test latch (docs/streams.md).
 const SuiteShape kStreams{"streams", 2, FigureSet::Streams, {"THD_TEST_HOOKS=1"}};
+// The worker's GPU: skipped where this machine has none.
+const SuiteShape kCuda{"mw-cuda", 1, FigureSet::Cuda, {}};
 
 // Every wait of the master, the worker and the peer for one another (rendezvous
 // included), and how long the children have to exit after the run.
@@ -77,6 +80,10 @@ std::string backend_of(const Options& opt) {
 }
 
 void run_master(Context& ctx, const SuiteShape& suite) {
+  if (suite.figures == FigureSet::Cuda && !cuda::is_available()) {
+    std::cerr << "thd-bench " << suite.name << ": skipped: no CUDA device\n";
+    return;
+  }
   const Options& opt = ctx.options();
   const auto timeout = timeout_of(opt);
   const std::string backend = backend_of(opt);
@@ -160,6 +167,13 @@ const std::vector<SuiteOption> kChildOptions{
     kStreams.name,
     "streams and events: cross-node event latency vs a TCP round trip, two-stream overlap",
     [](Context& ctx) { run_suite(ctx, kStreams); },
+    kChildOptions,
+});
+
+[[maybe_unused]] const bool registered_cuda = register_suite({
+    kCuda.name,
+    "master-worker runtime on the worker's GPU: tiny-op dispatch rate, 1 GiB upload to the GPU",
+    [](Context& ctx) { run_suite(ctx, kCuda); },
     kChildOptions,
 });
 

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include <thd/cuda.h>
 #include <thd/distributed.h>
 #include <thd/stream.h>
 #include <thd/tensor.h>
@@ -35,9 +36,14 @@ constexpr double kCopyTarget = 0.8;        // x the plain socket's bandwidth, at
 
 struct Sizes {
   explicit Sizes(bool quick)
-      : dispatch_ops(quick ? 1000 : 1000 * 1000), copy_bytes(quick ? dc::Sizes::kKiB * 64 : dc::Sizes::kMiB * 64) {}
-  int64_t dispatch_ops;  // per timed call of mw.dispatch.async
-  int64_t copy_bytes;    // float32: a multiple of 4
+      : dispatch_ops(quick ? 1000 : 1000 * 1000),
+        copy_bytes(quick ? dc::Sizes::kKiB * 64 : dc::Sizes::kMiB * 64),
+        cuda_dispatch_ops(quick ? 1000 : 100 * 1000),
+        cuda_copy_bytes(quick ? dc::Sizes::kMiB : dc::Sizes::kMiB * 1024) {}
+  int64_t dispatch_ops;       // per timed call of mw.dispatch.async
+  int64_t copy_bytes;         // float32: a multiple of 4
+  int64_t cuda_dispatch_ops;  // per timed call of mw.cuda.dispatch.async
+  int64_t cuda_copy_bytes;
   int64_t rtt_bytes = 8;
 };
 
@@ -109,6 +115,9 @@ class Figures {
     if (s_.figures == FigureSet::Streams) {
       event_latency();
       overlap();
+    } else if (s_.figures == FigureSet::Cuda) {
+      cuda_dispatch();
+      cuda_upload();
     } else {
       dispatch();
       round_trip();
@@ -362,6 +371,64 @@ class Figures {
     ctx_.report(one, t[0] * 1e3, "ms");
     ctx_.report(two, t[1] * 1e3, "ms");
     ctx_.report("streams.overlap.ratio", t[1] / t[0], "x");
+  }
+
+  // Tiny ops on node 0's GPU, as mw.dispatch.async does them on its CPU: the master's
+  // and the worker's cost per op plus a kernel launch, the GPU never the limit.
+  void cuda_dispatch() {
+    ctx_.begin_group("cuda.dispatch");
+    const std::string name = "mw.cuda.dispatch.async";
+    if (!ctx_.enabled(name)) return;
+    std::optional<DistributedTensor> a, b;
+    if (master()) {
+      a = DistributedTensor::ones({kTinyElements}, kFloat32, Device::cuda(0));
+      b = DistributedTensor::full({kTinyElements}, 2.0f, kFloat32, Device::cuda(0));
+      check_all((*a + *b).get(), 3.0f, "a + b on cuda:0");
+    }
+    const int64_t ops = sizes_.cuda_dispatch_ops;
+    auto issue = [&](int64_t calls) {
+      for (int64_t c = 0; c < calls; ++c) {
+        for (int64_t i = 0; i < ops; ++i) (void)(*a + *b);
+        thd::synchronize();  // waits for the worker and its GPU
+      }
+    };
+    const std::vector<double> t = timer_.time(ctx_, {master_case(name, issue)});
+    if (!master()) return;
+    ctx_.report(name, static_cast<double>(ops) / t[0], "ops/s");
+  }
+
+  // dist_send of 1 GiB to node 0's cuda:0 (through the worker's host memory), next
+  // to the same bytes copied to a GPU by this process itself (Tensor::cuda(), pinned
+  // staging: what the worker's last step does).
+  void cuda_upload() {
+    ctx_.begin_group("cuda.copy");
+    const int64_t bytes = sizes_.cuda_copy_bytes;
+    const std::string size = dc::size_label(bytes);
+    const std::string name = "mw.cuda.copy.to_worker." + size;
+    const std::string ref_name = "ref.cuda.h2d." + size;
+    if (!(ctx_.enabled(name) || ctx_.enabled(ref_name))) return;
+    Tensor local;
+    if (master()) {
+      local = Tensor::empty({bytes / 4}, kFloat32);
+      float* p = local.data<float>();
+      for (int64_t i = 0; i < local.numel(); ++i) p[i] = pattern(i);
+      const Tensor back = DistributedTensor::from(local, 0, Device::cuda(0)).get();
+      check_pattern(back.data<float>(), back.numel(), "dist_send to cuda:0 then get() of " + size);
+    }
+    auto upload = [&](int64_t calls) {
+      for (int64_t i = 0; i < calls; ++i) (void)DistributedTensor::from(local, 0, Device::cuda(0));
+      thd::synchronize();
+    };
+    auto local_copy = [&](int64_t calls) {
+      for (int64_t i = 0; i < calls; ++i) (void)local.cuda(0);
+      cuda::synchronize(0);
+    };
+    const std::vector<double> t = timer_.time(ctx_, {master_case(name, upload), master_case(ref_name, local_copy)});
+    if (!master()) return;
+    const auto rate = [&](double seconds) { return static_cast<double>(bytes) / seconds / kGiga; };
+    ctx_.report(name, rate(t[0]), "GB/s");
+    ctx_.report(ref_name, rate(t[1]), "GB/s");
+    ctx_.report("ratio.mw.cuda.copy.to_worker", t[1] / t[0], "x");
   }
 
   // "target ratio.mw.sync.rtt <= 3 x: 1.84 x, met" on stderr, for a measured figure

@@ -43,7 +43,15 @@ enum class Role { Master, Peer };
 //                                on one stream of node 0, then synchronize         ms
 //   streams.two_streams          the same two chains on two streams                ms
 //   streams.overlap.ratio        two_streams / one_stream (below 1: they overlap)  x
-enum class FigureSet { Dispatch, Streams };
+// or `mw-cuda` (needs a GPU on the worker's machine):
+//   mw.cuda.dispatch.async       100K ops `c = a + b` (16 floats on node 0's cuda:0),
+//                                issued back to back, then thd::synchronize()     ops/s
+//   mw.cuda.copy.to_worker.1GiB  dist_send of 1 GiB to node 0's cuda:0; one
+//                                synchronize() per timed batch                    GB/s
+//   ref.cuda.h2d.1GiB            the same bytes to a GPU by this process
+//                                (Tensor::cuda(): pinned staging)                 GB/s
+//   ratio.mw.cuda.copy.to_worker mw / ref rate                                      x
+enum class FigureSet { Dispatch, Streams, Cuda };
 
 struct FigureSettings {
   Role role = Role::Master;
