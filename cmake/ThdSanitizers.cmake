@@ -19,14 +19,16 @@ if(THD_SANITIZE)
   if(THD_BUILD_FUZZERS)
     message(FATAL_ERROR "THD_SANITIZE and THD_BUILD_FUZZERS are separate builds: the fuzz build has its own sanitizers")
   endif()
-  add_compile_options(-fsanitize=${_thd_sanitize} -fno-omit-frame-pointer)
+  # C and C++ only: nvcc does not take -fsanitize (a sanitizer build leaves CUDA off,
+  # scripts/test --sanitize; its host code would run uninstrumented otherwise).
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${_thd_sanitize};-fno-omit-frame-pointer>")
   # GCC's flow analysis sees through the sanitizers' instrumentation badly: it warns
   # of uninitialized reads inside libstdc++ (std::regex, std::function) that the
   # plain build does not have, and -Werror makes those fatal.
-  add_compile_options($<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>)
+  add_compile_options($<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-maybe-uninitialized>)
   add_link_options(-fsanitize=${_thd_sanitize})
   if("undefined" IN_LIST _thd_sanitizers)
-    add_compile_options(-fno-sanitize-recover=undefined)
+    add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=undefined>)
   endif()
   message(STATUS "thd: sanitizers: ${_thd_sanitize}")
 endif()
