@@ -15,23 +15,13 @@
 #include <thd/cuda.h>
 #include <thd/distributed.h>
 
+#include "cuda_job_fixture.h"
 #include "cuda_test_util.h"
-#include "job_fixture.h"
 
 namespace thd::test {
 namespace {
 
-// A job only where there is a GPU: elsewhere every test skips without starting one.
-class RuntimeCuda : public JobTest<2> {
- protected:
-  static void SetUpTestSuite() {
-    if (cuda::is_available()) JobTest<2>::SetUpTestSuite();
-  }
-  void SetUp() override {
-    THD_REQUIRE_CUDA();
-    JobTest<2>::SetUp();
-  }
-};
+class RuntimeCuda : public CudaJobTest<2> {};
 
 const Device kGpu = Device::cuda(0);
 

@@ -12,8 +12,7 @@
 #include <thd/distributed.h>
 #include <thd/stream.h>
 
-#include "cuda_test_util.h"
-#include "job_fixture.h"
+#include "cuda_job_fixture.h"
 #include "remote_check.h"
 
 namespace thd::test {
@@ -21,16 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class RuntimeCudaStreams : public JobTest<2> {
- protected:
-  static void SetUpTestSuite() {
-    if (cuda::is_available()) JobTest<2>::SetUpTestSuite();
-  }
-  void SetUp() override {
-    THD_REQUIRE_CUDA();
-    JobTest<2>::SetUp();
-  }
-};
+class RuntimeCudaStreams : public CudaJobTest<2> {};
 
 const Device kGpu = Device::cuda(0);
 constexpr int64_t kN = 4096;
