@@ -61,6 +61,15 @@ if(THD_WITH_MPI_ENABLED)
   set(THD_MPIRUN_TEST_ENV
     "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endif()
+# Under ASan, what Open MPI keeps until exit is allocated from components it has
+# dlclose()d by then: the fast unwinder stops in them, so LeakSanitizer's reports
+# lack the libmpi frames tests/sanitizers/lsan.supp names. The full unwinder (slow:
+# only for the tests mpirun launches) keeps them. Appended to the options
+# scripts/test --sanitize sets (scripts/lib/sanitizer_env.sh).
+set(THD_MPIRUN_TEST_ENV_MODIFICATION "")
+if(THD_SANITIZE MATCHES "address")
+  set(THD_MPIRUN_TEST_ENV_MODIFICATION "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
+endif()
 
 if(NOT THD_WITH_UCX STREQUAL "OFF")
   pkg_check_modules(THD_UCX QUIET IMPORTED_TARGET ucx)

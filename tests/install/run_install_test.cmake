@@ -2,7 +2,8 @@
 # consumer/ against it with find_package(thd) and runs it. Any failed step fails
 # the test. Variables (-D): BUILD_DIR, CONFIG, SOURCE_DIR (this folder), WORK_DIR,
 # GENERATOR, MAKE_PROGRAM, CXX_COMPILER, CXX_LAUNCHER, VERSION, SHARED (whether
-# libthd_tensor is a shared library).
+# libthd_tensor is a shared library), SANITIZE (the build's THD_SANITIZE: the
+# consumer is built with the same sanitizers, whose runtime must come first).
 cmake_minimum_required(VERSION 3.25)
 
 set(prefix ${WORK_DIR}/prefix)
@@ -47,10 +48,14 @@ set(launcher)
 if(CXX_LAUNCHER)
   set(launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${CXX_LAUNCHER})
 endif()
+set(sanitize)
+if(SANITIZE)
+  set(sanitize -DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZE} -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE})
+endif()
 step("configuring the consumer" ${CMAKE_COMMAND}
      -S ${SOURCE_DIR}/consumer -B ${consumer_build}
      -G ${GENERATOR} -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}
-     -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${launcher}
+     -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${launcher} ${sanitize}
      -DCMAKE_BUILD_TYPE=${CONFIG}
      -DCMAKE_PREFIX_PATH=${prefix}
      -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON

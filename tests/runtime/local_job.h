@@ -17,6 +17,8 @@
 
 #include <thd/distributed.h>
 
+#include "sanitizers.h"
+
 namespace thd::test {
 
 // The argument that makes the test binary a worker (see run_worker_if_asked).
@@ -43,7 +45,8 @@ class LocalJob {
   // How long the master and the workers wait at rendezvous and for each other.
   static constexpr std::chrono::milliseconds kTimeout{20000};
   // How long workers get to exit by themselves after thd::shutdown().
-  static constexpr std::chrono::milliseconds kExitGrace{5000};
+  // (Longer under a sanitizer: LeakSanitizer checks a worker's heap as it exits.)
+  static constexpr std::chrono::milliseconds kExitGrace{kUnderSanitizer ? 30000 : 5000};
 
   // Starts `workers` worker processes and joins as master (thd::init_master_worker
   // has returned when this does). Throws what init threw, after killing the workers.
