@@ -319,7 +319,7 @@ struct ViewArgs {
 };
 
 // A view computed on the mirror: exactly the metadata the worker's view will
-// have. `local` must only run view ops (a mirror's bytes are placeholders).
+// have. `local` must only run view ops (a mirror has metadata, not bytes).
 DistributedTensor make_view(const char* name, const DistributedTensor& x, fb::ViewKind kind, const ViewArgs& v,
                             const std::function<Tensor(const Tensor&)>& local) {
   const auto ops = operands(name, x);

@@ -1,9 +1,9 @@
 // The master's side of one remote tensor: its id, where it lives, and a metadata
-// mirror (dtype, shape, strides, offset, device) kept as a thd::Tensor over
-// placeholder storage, so views are computed by the tensor library itself, exactly
-// as the worker will compute them, and its device checks see the remote device. The
-// mirror's bytes are never read or written (a mirror of a GPU tensor points at host
-// placeholder bytes: only metadata is ever asked of it).
+// mirror (dtype, shape, strides, offset, device) kept as a thd::Tensor over a
+// storage of the remote tensor's size that points at one fixed host address, so
+// views are computed by the tensor library itself, exactly as the worker will
+// compute them, and its device checks see the remote device. The mirror's bytes
+// are never read or written: only its metadata is asked of it.
 #pragma once
 
 #include <cstdint>

@@ -9,9 +9,10 @@ namespace thd::master {
 
 namespace {
 
-// The mirror's placeholder bytes: never dereferenced (only view ops run on
-// mirrors), but a real address so nothing in the tensor library trips over null.
-alignas(64) unsigned char g_placeholder[64];
+// The address every mirror's storage points at: never dereferenced (only view ops
+// run on mirrors), but a real address so nothing in the tensor library trips over
+// null. The bytes a mirror describes live on the worker.
+alignas(64) unsigned char g_mirror_address[64];
 
 }  // namespace
 
@@ -19,7 +20,7 @@ Tensor mirror(const Shape& shape, DType dtype, Device device) {
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   const size_t nbytes = static_cast<size_t>(numel) * element_size(dtype);
-  auto storage = std::make_shared<StorageImpl>(g_placeholder, nbytes, device, nullptr);
+  auto storage = std::make_shared<StorageImpl>(g_mirror_address, nbytes, device, nullptr);
   Shape strides(shape.size());
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
@@ -31,7 +32,7 @@ Tensor mirror(const Shape& shape, DType dtype, Device device) {
 
 Tensor on_device(Tensor meta, Device device) {
   if (meta.device() == device) return meta;  // the hot path: moved, not copied
-  auto storage = std::make_shared<StorageImpl>(g_placeholder, meta.storage()->nbytes(), device, nullptr);
+  auto storage = std::make_shared<StorageImpl>(g_mirror_address, meta.storage()->nbytes(), device, nullptr);
   return Tensor(std::move(storage), meta.dtype(), meta.shape(), meta.strides(), meta.storage_offset());
 }
 
