@@ -13,6 +13,8 @@
 #include <condition_variable>
 #include <deque>
 #include <thread>
+#include <utility>
+#include <vector>
 #include <memory>
 
 #include "tensor/cuda/caching_allocator.h"
@@ -84,6 +86,17 @@ int64_t TimedMark::time_ns() const {
   return t;
 }
 
+// The CUDA streams worker streams hold now, for frees (GpuStreams::record_uses).
+struct HeldStreams {
+  std::mutex mu;
+  std::vector<std::pair<int, cudaStream_t>> list;
+};
+
+HeldStreams& held_streams() {
+  static auto* held = new HeldStreams;  // never destroyed, as the stream pool
+  return *held;
+}
+
 }  // namespace
 
 // One slot per device: the CUDA stream this stream runs there (null: the legacy
@@ -100,9 +113,15 @@ class GpuStreams::Impl final : public cuda::StreamSource {
     for (int d = 0; d < kMaxDevices; ++d) {
       if (cudaStream_t s = slots_[static_cast<size_t>(d)].stream.load()) {
         // An error here belongs to the ops, which reported it or left it to the next
-        // synchronize; the stream still goes back.
+        // synchronize; the stream still goes back. Frees record on it until its work
+        // is done.
         (void)cudaStreamSynchronize(s);
         (void)cudaGetLastError();
+        {
+          HeldStreams& held = held_streams();
+          std::lock_guard lock(held.mu);
+          std::erase(held.list, std::make_pair(d, s));
+        }
         cuda::release_pooled_stream(d, s, high_priority_);
       }
     }
@@ -112,7 +131,15 @@ class GpuStreams::Impl final : public cuda::StreamSource {
     if (device < 0 || device >= kMaxDevices) return nullptr;
     Slot& slot = slots_[static_cast<size_t>(device)];
     if (!slot.used.load(std::memory_order_acquire)) {
-      if (own_) slot.stream.store(cuda::acquire_pooled_stream(device, high_priority_));
+      if (own_) {
+        cudaStream_t s = cuda::acquire_pooled_stream(device, high_priority_);
+        {
+          HeldStreams& held = held_streams();
+          std::lock_guard lock(held.mu);
+          held.list.emplace_back(device, s);
+        }
+        slot.stream.store(s);
+      }
       slot.used.store(true, std::memory_order_release);
       any_used_.store(true, std::memory_order_release);
     }
@@ -281,10 +308,14 @@ void GpuStreams::synchronize() {
 }
 
 void GpuStreams::record_uses(const Tensor& tensor) {
+  // The legacy default stream needs no record: a blocking stream's later work waits
+  // for it anyway.
   const int device = tensor.device().index();
-  impl_->for_each_used([&](int d, cudaStream_t s) {
-    if (d == device && s != nullptr) cuda::record_stream(tensor.storage(), s);
-  });
+  HeldStreams& held = held_streams();
+  std::lock_guard lock(held.mu);
+  for (const auto& [d, s] : held.list) {
+    if (d == device) cuda::record_stream(tensor.storage(), s);
+  }
 }
 
 }  // namespace thd::worker

@@ -65,10 +65,11 @@ class GpuStreams {
   // Waits for the GPU work queued so far (thd::synchronize); raises an asynchronous
   // CUDA error that work hit.
   void synchronize();
-  // Marks `tensor`'s storage (a CUDA tensor's) as used by every CUDA stream this
-  // stream has on its device, so a free does not hand its memory out while they may
-  // still read it.
-  void record_uses(const Tensor& tensor);
+  // Marks `tensor`'s storage (a CUDA tensor's) as used by every CUDA stream that a
+  // worker stream of this process holds on its device, so a free does not hand its
+  // memory out while they may still read it. Takes no lock of the StreamSet (a free
+  // may run on an executor that is being reaped).
+  static void record_uses(const Tensor& tensor);
 
  private:
   class Impl;

@@ -231,7 +231,7 @@ uint64_t erase_tensors(Session& session, const std::vector<uint64_t>& ids) {
     // A GPU tensor's kernels may still run on any of the node's CUDA streams (its
     // ops returned once they were queued): its memory is reused once they are done.
     if (const Entry* e = table.find(id); e != nullptr && e->tensor.defined() && e->tensor.device().is_cuda()) {
-      session.streams().for_each_context([&](ExecContext& c) { c.gpu().record_uses(e->tensor); });
+      GpuStreams::record_uses(e->tensor);
     }
     if (!table.erase(id) && unknown == 0) unknown = id;
   }
