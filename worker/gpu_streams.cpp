@@ -104,7 +104,9 @@ HeldStreams& held_streams() {
 // stream's ops, read by others (frees, synchronize) once that work has run.
 class GpuStreams::Impl final : public cuda::StreamSource {
  public:
-  Impl(bool own, const bool& high_priority) : own_(own), high_priority_(high_priority) {}
+  explicit Impl(bool own) : own_(own) {}
+
+  void set_high_priority(bool high) { high_priority_ = high; }
 
   // A destroyed thd stream's CUDA streams go back to the pool once their work is
   // done: the memory that work used is then free to go anywhere, with no record of
@@ -163,12 +165,14 @@ class GpuStreams::Impl final : public cuda::StreamSource {
     std::atomic<cudaStream_t> stream{nullptr};
   };
   const bool own_;
-  const bool& high_priority_;
+  bool high_priority_ = false;  // set before the first op, read by the thread that runs them
   std::array<Slot, kMaxDevices> slots_;
   std::atomic<bool> any_used_{false};
 };
 
-GpuStreams::GpuStreams(bool own) : impl_(std::make_unique<Impl>(own, high_priority_)) {}
+GpuStreams::GpuStreams(bool own) : impl_(std::make_unique<Impl>(own)) {}
+
+void GpuStreams::set_high_priority(bool high) { impl_->set_high_priority(high); }
 
 GpuStreams::~GpuStreams() = default;
 
@@ -327,6 +331,7 @@ namespace thd::worker {
 class GpuStreams::Impl {};
 
 GpuStreams::GpuStreams(bool /*own*/) {}
+void GpuStreams::set_high_priority(bool /*high*/) {}
 GpuStreams::~GpuStreams() = default;
 GpuStreams::Use::Use(GpuStreams& /*streams*/) : previous_(nullptr) {}
 GpuStreams::Use::~Use() { (void)previous_; }

@@ -38,7 +38,7 @@ class GpuStreams {
   GpuStreams& operator=(const GpuStreams&) = delete;
 
   // Before the first op: the CUDA streams it takes are high priority.
-  void set_high_priority(bool high) { high_priority_ = high; }
+  void set_high_priority(bool high);
 
   // This stream's CUDA streams are the current ones of this thread while it lives
   // (the op the executor runs now).
@@ -73,7 +73,6 @@ class GpuStreams {
 
  private:
   class Impl;
-  bool high_priority_ = false;  // before impl_, which refers to it
   std::unique_ptr<Impl> impl_;
 };
 

@@ -48,7 +48,8 @@ TEST(NcclTypes, RefusalsNameTheOpAndTheWayOut) {
   // What thd refuses on every backend stays a TypeError.
   THD_EXPECT_THROW_MSG(reduction_for(kInt32, ReduceOp::Avg, "all_reduce"), TypeError, "avg");
   THD_EXPECT_THROW_MSG(reduction_for(kFloat32, ReduceOp::BAnd, "all_reduce"), TypeError, "band");
-  // What NCCL lacks is not implemented on CUDA tensors.
+  // NCCL has no bitwise reductions: on CUDA tensors thd refuses them (as torch's
+  // ProcessGroupNCCL does) with NotImplementedError, naming the way out (t.cpu()).
   THD_EXPECT_THROW_MSG(reduction_for(kInt32, ReduceOp::BXor, "all_reduce"), NotImplementedError,
                        "reduce op bxor on int32 is not available on CUDA tensors");
   THD_EXPECT_THROW_MSG(reduction_for(kBool, ReduceOp::BXor, "reduce"), NotImplementedError, "t.cpu()");
