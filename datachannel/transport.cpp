@@ -1,8 +1,20 @@
 #include "datachannel/transport.h"
 
+#include <atomic>
+
 namespace thd::detail {
 
-Transport::~Transport() = default;
+namespace {
+std::atomic<int> g_live_transports{0};
+}  // namespace
+
+Transport::Transport(int rank, int size) : rank_(rank), size_(size) {
+  g_live_transports.fetch_add(1, std::memory_order_relaxed);
+}
+
+Transport::~Transport() { g_live_transports.fetch_sub(1, std::memory_order_relaxed); }
+
+int Transport::live_count() noexcept { return g_live_transports.load(std::memory_order_relaxed); }
 
 bool Transport::wait(RequestState& request, net::Deadline until) { return request.block_until(until); }
 

@@ -42,7 +42,7 @@ class DeviceCollectives;  // datachannel/nccl/device_collectives.h
 
 class Transport {
  public:
-  Transport(int rank, int size) : rank_(rank), size_(size) {}
+  Transport(int rank, int size);
   virtual ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
@@ -95,6 +95,11 @@ class Transport {
     received_bytes_.fetch_add(bytes, std::memory_order_relaxed);
     received_messages_.fetch_add(1, std::memory_order_relaxed);
   }
+  // Transports of this process not yet destroyed. A process must not exit with
+  // one alive: its threads would drive the backend's library while that library's
+  // exit handlers tear it down (the worker's exit path checks this in the tests).
+  static int live_count() noexcept;
+
   ChannelTraffic traffic() const noexcept {
     return {sent_bytes_.load(std::memory_order_relaxed), received_bytes_.load(std::memory_order_relaxed),
             sent_messages_.load(std::memory_order_relaxed), received_messages_.load(std::memory_order_relaxed)};

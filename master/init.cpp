@@ -1,6 +1,7 @@
 // init_master_worker and shutdown: joining the job, the session's lifetime, and
 // the worker side of an SPMD launch (ranks > 0 serve and exit).
 #include <cstdlib>
+#include <memory>
 #include <random>
 
 #include <thd/store.h>
@@ -33,19 +34,31 @@ uint64_t random_u64() {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-[[noreturn]] void serve_and_exit(const std::shared_ptr<DataChannel>& channel) {
+// The channel is destroyed before exit(): its progress thread drives the backend's
+// library, and exit() runs that library's own exit handlers, which then tore it
+// down under the running thread (UCX aborted "failed to modify event handler", or
+// glibc found the heap corrupted, in workers that exited with their channel alive).
+[[noreturn]] void serve_and_exit(std::shared_ptr<DataChannel> channel) {
   int status = 0;
+  const int node = channel->rank() - 1;
   try {
     const worker::SessionEnd end = worker::serve(channel);
     if (end != worker::SessionEnd::Goodbye) {
-      THD_LOG_ERROR("thd worker node {}: session ended: {}", channel->rank() - 1, worker::session_end_name(end));
+      THD_LOG_ERROR("thd worker node {}: session ended: {}", node, worker::session_end_name(end));
       status = 1;
     }
   } catch (const std::exception& e) {
-    THD_LOG_ERROR("thd worker node {}: {}", channel->rank() - 1, e.what());
+    THD_LOG_ERROR("thd worker node {}: {}", node, e.what());
     status = 1;
   }
   channel->shutdown();
+  const std::weak_ptr<DataChannel> left = channel;
+  channel.reset();
+  if (!left.expired()) {
+    THD_LOG_ERROR("thd worker node {}: its DataChannel is still referenced after the session ended; exiting with it "
+                  "alive", node);
+    status = 1;
+  }
   std::exit(status);
 }
 
@@ -102,7 +115,11 @@ void init_master_worker(const MasterWorkerOptions& requested) {
     if (detach) detach();
     throw;
   }
-  if (rank != 0) serve_and_exit(channel);
+  if (rank != 0) {
+    store.reset();  // the channel holds what it needs of it, and goes first
+    dc.store.reset();
+    serve_and_exit(std::move(channel));
+  }
 
   auto session = std::make_shared<master::Session>(channel, options, detach);
   session->start(random_u64(), default_generator().seed());

@@ -18,6 +18,7 @@
 #include <thd/error.h>
 
 #include "datachannel/test_util.h"
+#include "datachannel/transport.h"
 
 extern char** environ;
 
@@ -74,6 +75,17 @@ std::string describe(const std::exception_ptr& error) {
   }
 }
 
+// Run by exit() in a test worker, before the libraries' own exit handlers: a
+// worker must have destroyed its DataChannel by then (master/init.cpp), else its
+// progress thread races those handlers. Exit status 4 makes every job fail.
+void check_no_transport_alive_at_exit() {
+  const int alive = detail::Transport::live_count();
+  if (alive == 0) return;
+  std::fprintf(stderr, "test worker (pid %d): exiting with %d DataChannel transport(s) alive\n", ::getpid(), alive);
+  std::fflush(nullptr);
+  ::_exit(4);
+}
+
 }  // namespace
 
 void run_worker_if_asked(int argc, char** argv) {
@@ -81,6 +93,7 @@ void run_worker_if_asked(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) asked = asked || std::strcmp(argv[i], kWorkerFlag) == 0;
   if (!asked) return;
   int code = 3;
+  std::atexit(check_no_transport_alive_at_exit);
   try {
     MasterWorkerOptions options;
     options.timeout = LocalJob::kTimeout;
