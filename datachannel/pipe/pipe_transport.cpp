@@ -746,24 +746,27 @@ void PipeTransport::keep_alive(net::Clock::time_point now) {
       continue;
     }
     // One heartbeat in flight per peer: a send the library cannot finish (a dead
-    // peer) is not piled on.
-    if (heartbeat_out_[i] != nullptr && sends_.contains(heartbeat_out_[i])) continue;
+    // peer) is not piled on. The request is held, not only its address: a finished
+    // heartbeat's address came back for the next one to another peer, which then
+    // looked like this peer's heartbeat still in flight, and this peer was never
+    // sent one again (and declared this rank lost).
+    if (heartbeat_out_[i] != nullptr && sends_.contains(heartbeat_out_[i].get())) continue;
     heartbeat_out_[i] = send_control(p, std::vector<uint8_t>(kHeartbeatMagic, kHeartbeatMagic + kHeartbeatBytes),
                                      "heartbeat");
   }
   settle();
 }
 
-const RequestState* PipeTransport::send_control(int peer, std::vector<uint8_t> bytes, const std::string& what) {
+std::shared_ptr<const RequestState> PipeTransport::send_control(int peer, std::vector<uint8_t> bytes,
+                                                                const std::string& what) {
   auto request = std::make_shared<RequestState>(what + " to rank " + std::to_string(peer), net::Deadline::max(),
                                                 nullptr, rank());
   Outgoing& out = add_send(request, peer);
   out.control = std::move(bytes);
-  const RequestState* id = request.get();
   out.control_part.pending = true;
   ++transfers_;
   pipe_->send(peer, kControlTag, out.control, &out.control_part);
-  return id;
+  return request;
 }
 
 PipeTransport::Outgoing& PipeTransport::add_send(const std::shared_ptr<RequestState>& request, int peer) {
@@ -813,7 +816,15 @@ void PipeTransport::progress_loop() noexcept {
     if (stand_down()) {
       // A waiter drives, or did a moment ago and will again soon (a ping-pong):
       // stay out of its way, and leave the library unarmed so that its peers need
-      // not signal this process on every message. Bounded, for heartbeats.
+      // not signal this process on every message. Bounded, for heartbeats: waiters
+      // that keep the pipe busy for longer than the heartbeat timeout (a rank
+      // ping-ponging with one peer) must still be heard by the others, and this
+      // rank must still notice the others going silent. keep_alive returns at once
+      // when nothing is due.
+      if (heartbeats_) {
+        std::lock_guard lock(mu_);
+        keep_alive(net::Clock::now());
+      }
       std::unique_lock park(park_mu_);
       park_cv_.wait_for(park, kStandDown, [&] { return !stand_down() || stop_.load(); });
       continue;

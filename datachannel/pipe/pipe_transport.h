@@ -182,9 +182,9 @@ class PipeTransport final : public Transport {
   void progress_loop() noexcept;
   // Heartbeats out, silent peers lost; under mu_, from the progress thread.
   void keep_alive(net::Clock::time_point now);
-  // Sends a transport-level control message (token proof, heartbeat) under mu_; the
-  // id of its internal request.
-  const RequestState* send_control(int peer, std::vector<uint8_t> bytes, const std::string& what);
+  // Sends a transport-level control message (token proof, heartbeat) under mu_;
+  // returns its internal request.
+  std::shared_ptr<const RequestState> send_control(int peer, std::vector<uint8_t> bytes, const std::string& what);
   // A send's record in sends_, fresh or reused.
   Outgoing& add_send(const std::shared_ptr<RequestState>& request, int peer);
   void retire_send(SendMap::iterator it);
@@ -219,7 +219,7 @@ class PipeTransport final : public Transport {
   // Heartbeats (pipes that do not detect silent peer loss).
   const bool heartbeats_;
   std::vector<net::Clock::time_point> last_heard_;  // by rank: its last control message
-  std::vector<const RequestState*> heartbeat_out_;  // by rank: the heartbeat still in flight
+  std::vector<std::shared_ptr<const RequestState>> heartbeat_out_;  // by rank: the latest heartbeat
   net::Clock::time_point next_heartbeat_{};
 
   mutable std::mutex lost_mu_;

@@ -22,7 +22,10 @@ class MemoryPipe;
 
 class MemoryFabric {
  public:
-  explicit MemoryFabric(int size) : size_(size), pipes_(static_cast<size_t>(size), nullptr) {}
+  // `detects_silent_loss`: what the pipes answer to detects_silent_peer_loss();
+  // false makes PipeTransport run its heartbeats over them (as over libfabric).
+  explicit MemoryFabric(int size, bool detects_silent_loss = true)
+      : size_(size), detects_silent_loss_(detects_silent_loss), pipes_(static_cast<size_t>(size), nullptr) {}
   int size() const { return size_; }
   // The pipe of `rank` (the fabric keeps a pointer; the caller owns it).
   std::unique_ptr<MemoryPipe> make_pipe(int rank, uint32_t max_tag = 1u << 20);
@@ -56,6 +59,7 @@ class MemoryFabric {
 
   std::mutex mu_;
   int size_;
+  bool detects_silent_loss_;
   std::vector<MemoryPipe*> pipes_;
   std::vector<Inbox> inboxes_{static_cast<size_t>(size_)};
   std::vector<bool> lost_ = std::vector<bool>(static_cast<size_t>(size_), false);
@@ -77,6 +81,7 @@ class MemoryPipe final : public detail::pipe::MessagePipe {
   void sleep(net::Deadline until, bool busy) override;
   void interrupt() noexcept override;
   std::exception_ptr peer_error(int peer) const override;
+  bool detects_silent_peer_loss() const noexcept override { return fabric_.detects_silent_loss_; }
 
  private:
   friend class MemoryFabric;

@@ -2,10 +2,15 @@
 // checks before bytes land, bytes no thd rank would send, lost peers, cancel.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "datachannel/pipe/pipe_transport.h"
 #include "datachannel/tcp/spin_policy.h"
@@ -27,7 +32,10 @@ detail::pipe::PipeAuth auth_for(const std::shared_ptr<Store>& store, const std::
 
 // n ranks over one fabric, made at once (each waits for the others' token proofs).
 struct World {
-  explicit World(int n, PipeTuning tuning = {}) : fabric(n), ranks(static_cast<size_t>(n)) {
+  // `heartbeats`: the pipes cannot tell a silent peer, so the transports send
+  // heartbeats and declare a peer silent for tuning.heartbeat_timeout lost.
+  explicit World(int n, PipeTuning tuning = {}, bool heartbeats = false)
+      : fabric(n, /*detects_silent_loss=*/!heartbeats), ranks(static_cast<size_t>(n)) {
     auto store = std::make_shared<HashStore>(std::chrono::milliseconds(5000));
     std::vector<std::thread> makers;
     for (int r = 0; r < n; ++r) {
@@ -192,6 +200,79 @@ TEST(PipeTransport, LostPeerFailsPendingAndLaterOperationsWithPeerLost) {
   EXPECT_THROW(std::rethrow_exception(e), PeerLost);
   auto later = isend(w[0], pattern(4, 1), 1, 2);
   EXPECT_NE(wait_error(w[0], *later), nullptr);
+}
+
+// Heartbeats that make a silent peer lost after 400 ms, sent every 100 ms.
+PipeTuning short_heartbeats() {
+  PipeTuning tuning;
+  tuning.heartbeat_timeout = std::chrono::milliseconds(400);
+  tuning.heartbeat_interval = std::chrono::milliseconds(100);
+  return tuning;
+}
+
+// Every pair of ranks of `w` still exchanges a message: nobody counts anybody lost.
+void expect_every_pair_alive(World& w, int n) {
+  for (int from = 0; from < n; ++from) {
+    for (int to = 0; to < n; ++to) {
+      if (from == to) continue;
+      SCOPED_TRACE(fmt::format("rank {} to rank {}", from, to));
+      std::vector<uint8_t> got(8);
+      auto r = irecv(w[to], got, from, 7);
+      auto s = isend(w[from], pattern(8, 4), to, 7);
+      EXPECT_TRUE(wait_ok(w[from], *s));
+      EXPECT_TRUE(wait_ok(w[to], *r));
+    }
+  }
+}
+
+TEST(PipeTransport, IdleRanksKeepHearingEachOtherThroughHeartbeats) {
+  // A finished heartbeat's address came back (malloc) for the next heartbeat to
+  // another peer, which then looked like the first peer's heartbeat still in
+  // flight: that peer never got one again and, after the timeout, counted this
+  // rank lost although both were idle and well.
+  World w(3, short_heartbeats(), /*heartbeats=*/true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  expect_every_pair_alive(w, 3);
+}
+
+TEST(PipeTransport, RanksWhoseWaitersKeepThePipeBusyStillSendHeartbeats) {
+  // Ranks 0 and 1 ping-pong without a pause, so a waiter of theirs always drives
+  // the pipe and their progress threads stand down; rank 2 only listens. The
+  // heartbeats used to go out from the progress thread only: rank 2 heard nothing
+  // from 0 and 1 for the timeout and declared them lost, while they were busy.
+  PipeTuning tuning = short_heartbeats();
+  tuning.spin_budget = std::chrono::microseconds(5000);
+  World w(3, tuning, /*heartbeats=*/true);
+  const auto busy_for = std::chrono::milliseconds(1500);
+  std::atomic<int> rounds{0};
+  // Rank 0 serves until its time is up and says so in the ball; rank 1 returns it.
+  std::thread server([&] {
+    const auto end = net::Clock::now() + busy_for;
+    std::vector<uint8_t> ball(8), back(8);
+    for (bool last = false; !last;) {
+      last = net::Clock::now() >= end;
+      ball[0] = last ? 1 : 0;
+      auto s = isend(w[0], ball, 1, 5);
+      auto r = irecv(w[0], back, 1, 6);
+      if (!wait_ok(w[0], *s) || !wait_ok(w[0], *r)) return;
+      rounds.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  std::thread returner([&] {
+    std::vector<uint8_t> ball(8);
+    for (bool last = false; !last;) {
+      auto r = irecv(w[1], ball, 0, 5);
+      if (!wait_ok(w[1], *r)) return;
+      last = ball[0] == 1;
+      auto s = isend(w[1], ball, 0, 6);
+      if (!wait_ok(w[1], *s)) return;
+    }
+  });
+  server.join();
+  returner.join();
+  EXPECT_GT(rounds.load(), 10) << "the ranks hardly played";
+  // Rank 2 still counts 0 and 1 as alive, and they it.
+  expect_every_pair_alive(w, 3);
 }
 
 TEST(PipeTransport, SelfSendsMatchPostedFirstAndUnexpected) {
