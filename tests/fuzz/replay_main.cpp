@@ -3,7 +3,19 @@
 // corpus and its regressions; a file path replays one input, e.g. a crash libFuzzer
 // saved). No sanitizers here: this catches regressions that crash, abort, break an
 // invariant or let an exception escape, in every scripts/test run, without clang.
+//
+// Every input runs under a stream of signals to the thread that runs it, as under
+// libFuzzer, whose -timeout alarm (SIGALRM) lands while the target waits: a wait
+// that takes EINTR for the end of the wait is a finding here too, not only in the
+// one fuzz run in many that the alarm hits at the wrong moment.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,6 +32,47 @@ namespace {
 namespace fs = std::filesystem;
 
 std::vector<std::string> g_paths;
+
+// How often the running input's thread is interrupted: often enough that a target
+// waiting even a few hundred microseconds for a server or a worker is hit.
+constexpr long kInterruptEveryNs = 100'000;
+
+void ignore_signal(int) {}
+
+// A SIGALRM every kInterruptEveryNs to the thread that made it, handled without
+// SA_RESTART (as libFuzzer's handler is), while it lives.
+class InterruptingTimer {
+ public:
+  InterruptingTimer() {
+    struct sigaction action {};
+    action.sa_handler = ignore_signal;
+    sigemptyset(&action.sa_mask);
+    if (::sigaction(SIGALRM, &action, &previous_) != 0) fail("sigaction");
+    sigevent event{};
+    event.sigev_notify = SIGEV_THREAD_ID;
+    event.sigev_signo = SIGALRM;
+    event._sigev_un._tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    if (::timer_create(CLOCK_MONOTONIC, &event, &timer_) != 0) fail("timer_create");
+    itimerspec every{};
+    every.it_interval.tv_nsec = kInterruptEveryNs;
+    every.it_value.tv_nsec = kInterruptEveryNs;
+    if (::timer_settime(timer_, 0, &every, nullptr) != 0) fail("timer_settime");
+  }
+  ~InterruptingTimer() {
+    ::timer_delete(timer_);
+    ::sigaction(SIGALRM, &previous_, nullptr);
+  }
+  InterruptingTimer(const InterruptingTimer&) = delete;
+  InterruptingTimer& operator=(const InterruptingTimer&) = delete;
+
+ private:
+  [[noreturn]] static void fail(const char* call) {
+    std::fprintf(stderr, "replay: %s failed: %s\n", call, std::strerror(errno));
+    std::abort();
+  }
+  struct sigaction previous_ {};
+  timer_t timer_{};
+};
 
 std::vector<fs::path> inputs_under(const std::string& path) {
   std::vector<fs::path> out;
@@ -43,6 +96,7 @@ TEST(FuzzReplay, EveryInputRunsCleanly) {
       std::printf("replaying %s (%zu bytes)\n", file.c_str(), bytes.size());
       std::fflush(stdout);
       try {
+        InterruptingTimer interrupting;
         LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
       } catch (const std::exception& e) {
         ADD_FAILURE() << file << ": an exception escaped the target: " << e.what();
