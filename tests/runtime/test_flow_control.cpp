@@ -166,11 +166,16 @@ TEST(FlowControlWindows, UploadsQueuedBehindSlowOpsStayWithinTheByteWindow) {
   EXPECT_TRUE(same_tensor(last.get(), chunk));
   EXPECT_TRUE(same_tensor(acc.get(), Tensor::full({600, 600}, 1.0f / 600)));
   // The window, the matmuls' temporaries and allocator slack; without a byte window
-  // the 128 MiB of uploads pile up on one side or the other.
+  // the 128 MiB of uploads pile up on one side or the other. Not under TSan: its
+  // shadow of every range touched made the worker grow 82 MiB with the 8 MiB window
+  // and with a 16 GiB one alike (and the master 3 or 85 MiB from run to run), so
+  // there the figure says nothing about the window; the plain and ASan suites check it.
   constexpr size_t kBound = size_t{48} << 20;
-  EXPECT_LT(growth.master + growth.worker, kBound)
-      << "RSS grew by " << (growth.master >> 20) << " MiB on the master and " << (growth.worker >> 20)
-      << " MiB on the worker with a byte window of " << (kWindow >> 20) << " MiB";
+  if (!kUnderThreadSanitizer) {
+    EXPECT_LT(growth.master + growth.worker, kBound)
+        << "RSS grew by " << (growth.master >> 20) << " MiB on the master and " << (growth.worker >> 20)
+        << " MiB on the worker with a byte window of " << (kWindow >> 20) << " MiB";
+  }
   std::printf("[ figures  ] 128 MiB of uploads behind slow ops, 8 MiB window: RSS growth master %zu MiB, worker "
               "%zu MiB\n",
               growth.master >> 20, growth.worker >> 20);

@@ -144,7 +144,10 @@ TEST(WorkerDeath, AMasterWaitingInGetIsWokenUp) {
   DistributedTensor m = Tensor::ones({400, 400}).dist_send(1);
   DistributedTensor acc = m.clone();
   // Far more work than the worker can do before the kill (seconds of matmuls).
-  for (int i = 0; i < 500; ++i) acc = acc.matmul(m).div(400);
+  // Under TSan a matmul takes many times as long: with 500 a command batch to the
+  // busy worker waited past the job's 20 s timeout before the kill came.
+  const int matmuls = kUnderThreadSanitizer ? 50 : 500;
+  for (int i = 0; i < matmuls; ++i) acc = acc.matmul(m).div(400);
   std::thread killer([&] {
     std::this_thread::sleep_for(milliseconds(100));
     job.kill_worker(1);
