@@ -4,8 +4,12 @@
 // nobody has seen yet.
 #include <gtest/gtest.h>
 
-#include <thd/distributed.h>
+#include <optional>
 
+#include <thd/distributed.h>
+#include <thd/stream.h>
+
+#include "datachannel/transport.h"
 #include "local_job.h"
 #include "remote_check.h"
 
@@ -40,6 +44,27 @@ TEST(Sessions, SeveralSessionsOneAfterAnother) {
   EXPECT_TRUE(same_tensor(fresh.to_node(1).get(), Tensor::full({3}, 9, kInt32)));
   from_first = {};  // releasing a handle of an ended session is harmless
   EXPECT_EQ(second.stop().problems(), "");
+}
+
+TEST(Sessions, ShutdownReleasesTheMastersChannelWhileHandlesLiveOn) {
+  // The master's counterpart of the workers' exit check (local_job.cpp): a
+  // transport still alive when the program exits has its progress thread inside
+  // the backend's library while exit() tears that library down. Handles that
+  // outlive shutdown() must not keep the channel (they hold the session weakly).
+  const int before = detail::Transport::live_count();
+  DistributedTensor kept;
+  std::optional<Stream> stream;
+  std::optional<Event> event;
+  {
+    LocalJob job(2);
+    EXPECT_GT(detail::Transport::live_count(), before);
+    kept = DistributedTensor::full({3}, 1, kInt32);
+    stream = Stream::create(1);
+    event = stream->record();
+    EXPECT_EQ(job.stop().problems(), "");
+    EXPECT_EQ(detail::Transport::live_count(), before) << "the ended session's transport is still alive";
+  }
+  EXPECT_THROW(kept.get(), Error);
 }
 
 TEST(Sessions, ShutdownRaisesAnUnseenRemoteError) {
