@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include <thd/distributed.h>
@@ -12,6 +13,7 @@
 
 #include "job_fixture.h"
 #include "remote_check.h"
+#include "scoped_env.h"
 
 namespace thd::test {
 namespace {
@@ -19,9 +21,8 @@ namespace {
 class StreamCheck : public JobTest<2> {
  protected:
   static void SetUpTestSuite() {
-    ::setenv("THD_STREAM_CHECK", "1", 1);  // the workers started now inherit it
+    const ScopedEnv check("THD_STREAM_CHECK", "1");  // the workers started now inherit it
     JobTest<2>::SetUpTestSuite();
-    ::unsetenv("THD_STREAM_CHECK");
   }
 };
 
@@ -31,19 +32,13 @@ class StreamCheck : public JobTest<2> {
 class StreamCheckPlantedRace : public JobTest<2> {
  protected:
   static void SetUpTestSuite() {
-    const char* old = std::getenv("TSAN_OPTIONS");
-    const std::string saved = old != nullptr ? old : "";
-    if (kUnderThreadSanitizer) ::setenv("TSAN_OPTIONS", (saved + ":report_bugs=0").c_str(), 1);
-    ::setenv("THD_STREAM_CHECK", "1", 1);
-    JobTest<2>::SetUpTestSuite();
-    ::unsetenv("THD_STREAM_CHECK");
+    const ScopedEnv check("THD_STREAM_CHECK", "1");
+    std::optional<ScopedEnv> quiet;
     if (kUnderThreadSanitizer) {
-      if (old != nullptr) {
-        ::setenv("TSAN_OPTIONS", saved.c_str(), 1);
-      } else {
-        ::unsetenv("TSAN_OPTIONS");
-      }
+      const char* options = std::getenv("TSAN_OPTIONS");
+      quiet.emplace("TSAN_OPTIONS", (std::string(options != nullptr ? options : "") + ":report_bugs=0").c_str());
     }
+    JobTest<2>::SetUpTestSuite();
   }
 };
 

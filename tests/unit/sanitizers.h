@@ -3,33 +3,34 @@
 // memory in quarantine, LeakSanitizer checks the heap at exit) scale to them.
 #pragma once
 
+// g++ names the sanitizer in a macro of its own; clang answers __has_feature.
+#if defined(__has_feature)
+#define THD_TEST_HAS_FEATURE(name) __has_feature(name)
+#else
+#define THD_TEST_HAS_FEATURE(name) 0
+#endif
+
 namespace thd::test {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kUnderSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kUnderSanitizer = true;
+inline constexpr bool kUnderAddressSanitizer =
+#if defined(__SANITIZE_ADDRESS__) || THD_TEST_HAS_FEATURE(address_sanitizer)
+    true;
 #else
-inline constexpr bool kUnderSanitizer = false;
-#endif
-#else
-inline constexpr bool kUnderSanitizer = false;
+    false;
 #endif
 
 // ThreadSanitizer in particular: it maps shadow memory (several bytes per byte) for
 // every range a process touches, so resident memory grows several times what the
 // program itself holds.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kUnderThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kUnderThreadSanitizer = true;
+inline constexpr bool kUnderThreadSanitizer =
+#if defined(__SANITIZE_THREAD__) || THD_TEST_HAS_FEATURE(thread_sanitizer)
+    true;
 #else
-inline constexpr bool kUnderThreadSanitizer = false;
-#endif
-#else
-inline constexpr bool kUnderThreadSanitizer = false;
+    false;
 #endif
 
+inline constexpr bool kUnderSanitizer = kUnderAddressSanitizer || kUnderThreadSanitizer;
+
 }  // namespace thd::test
+
+#undef THD_TEST_HAS_FEATURE
