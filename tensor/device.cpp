@@ -44,6 +44,11 @@ void synchronize(int /*device*/) {
             "CUDA is not available: this build has none (built with THD_WITH_CUDA=OFF)");
 }
 
+std::array<uint8_t, 16> device_uuid(int /*device*/) {
+  THD_THROW(NotImplementedError, "device_uuid",
+            "CUDA is not available: this build has none (built with THD_WITH_CUDA=OFF)");
+}
+
 }  // namespace cuda
 #endif
 

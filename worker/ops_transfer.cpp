@@ -1,10 +1,12 @@
 // Worker-to-worker copies (to_node) and collectives among workers: tensor bytes go
 // straight between the workers over the DataChannel, never through the master.
+#include <algorithm>
 #include <optional>
 #include <string>
 
 #include "protocol/framing.h"
 #include "tensor/check.h"
+#include "worker/collective_path.h"
 #include "worker/ops.h"
 #include "worker/session.h"
 #include "worker/sizes.h"
@@ -182,11 +184,28 @@ void run(ExecContext& ctx, const fb::Collective& op) {
       refused = err.message();
     }
   }
-  Tensor poisoned_node = Tensor::full({1}, poison || refused ? ctx.node() + 1 : 0, kInt32);
-  group.all_reduce(poisoned_node, ReduceOp::Max, options);
+  // The same exchange settles the way the tensors go (worker/collective_path.h):
+  // each member offers the GPU its tensor could take part from.
+  MemberClaim mine;
+  if (poison || refused) {
+    mine.refused_node = ctx.node() + 1;
+  } else {
+    const bool reduces = op.kind() == fb::CollectiveKind::AllReduce || op.kind() == fb::CollectiveKind::Reduce ||
+                         op.kind() == fb::CollectiveKind::ReduceScatter;
+    try {
+      if (auto gpu = device_path_gpu(e->tensor, reduces ? std::optional(reduce) : std::nullopt)) mine.gpu = *gpu;
+    } catch (const Error&) {
+      // Its GPU cannot be named: this member stages through host memory, and so do the others.
+    }
+  }
+  Tensor claim_rows = Tensor::empty({group.size(), 3}, kInt64);
+  group.all_gather(claim_rows, encode_claim(mine), options);
+  const std::vector<MemberClaim> claims = decode_claims(claim_rows);
   if (poison) throw PoisonedInput{poison};
   if (refused) THD_THROW(ValueError, ctx.op_name(), "{}", *refused);
-  if (const int bad = poisoned_node.item<int32_t>(); bad > 0) {
+  int32_t bad = 0;
+  for (const MemberClaim& c : claims) bad = std::max(bad, c.refused_node);
+  if (bad > 0) {
     THD_THROW(ValueError, ctx.op_name(), "node {} cannot take part: its input was poisoned by an earlier failure, "
               "or it refused the collective (node {}'s error says why)", bad - 1, bad - 1);
   }
@@ -197,7 +216,7 @@ void run(ExecContext& ctx, const fb::Collective& op) {
       case fb::CollectiveKind::Reduce: return group.reduce(t, op.root(), reduce, options);
       case fb::CollectiveKind::AllGather:
       case fb::CollectiveKind::ReduceScatter: {
-        Tensor out = Tensor::empty(protocol::shape_from_fb(op.out_shape(), "collective"), t.dtype());
+        Tensor out = Tensor::empty(protocol::shape_from_fb(op.out_shape(), "collective"), t.dtype(), t.device());
         if (op.kind() == fb::CollectiveKind::AllGather) group.all_gather(out, t, options);
         else group.reduce_scatter(out, t, reduce, options);
         // On the input's device, as the master recorded it.
@@ -208,10 +227,11 @@ void run(ExecContext& ctx, const fb::Collective& op) {
     THD_THROW(protocol::ProtocolError, "collective", "collective kind {} is not in this protocol version",
               static_cast<int>(op.kind()));
   };
-  // The DataChannel moves host memory: a GPU tensor takes part through a host copy
-  // (NCCL for GPU tensors is a later step), and so does a strided one.
+  // GPU tensors on GPUs of their own go device to device (the DataChannel hands
+  // them to NCCL, on this stream's CUDA stream); otherwise a GPU tensor takes part
+  // through a host copy, and so does a strided one.
   Tensor& t = const_cast<Tensor&>(e->tensor);
-  if (!needs_host_copy(t)) {
+  if (choose_path(claims) == CollectivePath::Device || !needs_host_copy(t)) {
     participate(t);
   } else {
     Tensor staged = host_contiguous(t);

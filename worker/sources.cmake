@@ -1,5 +1,6 @@
 # The worker layer's sources, relative to the repository root.
 set(THD_WORKER_SOURCES
+  worker/collective_path.cpp
   worker/devices.cpp
   worker/dispatch.cpp
   worker/events.cpp

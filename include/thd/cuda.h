@@ -3,6 +3,9 @@
 // NotImplementedError.
 #pragma once
 
+#include <array>
+#include <cstdint>
+
 namespace thd::cuda {
 
 // GPUs this process can use; 0 without CUDA, without a driver or without a GPU.
@@ -11,5 +14,9 @@ bool is_available();
 // Waits for all work on `device` (every device when -1) to finish; raises the
 // first asynchronous CUDA error any of it hit.
 void synchronize(int device = -1);
+// The GPU's 16-byte UUID (torch.cuda.get_device_properties(i).uuid): the same for
+// every process that sees this GPU, whatever its CUDA_VISIBLE_DEVICES, and
+// different for every other GPU on any host. ValueError for a device out of range.
+std::array<uint8_t, 16> device_uuid(int device);
 
 }  // namespace thd::cuda

@@ -2,6 +2,10 @@
 // build without has its own in tensor/device.cpp).
 #include <thd/cuda.h>
 
+#include <mutex>
+#include <optional>
+#include <vector>
+
 #include "tensor/check.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_stream.h"
@@ -34,6 +38,27 @@ void synchronize(int device) {
     DeviceGuard guard(d);
     THD_CUDA_CHECK(cudaDeviceSynchronize(), "synchronize");
   }
+}
+
+std::array<uint8_t, 16> device_uuid(int device) {
+  const int n = device_count();
+  THD_CHECK(device >= 0 && device < n, ValueError, "device_uuid", "device cuda:{} is out of range ({} CUDA devices)",
+            device, n);
+  // Read once per device: cudaGetDeviceProperties reads every attribute, and a
+  // worker asks at each collective of GPU tensors.
+  static std::mutex mu;
+  static std::vector<std::optional<std::array<uint8_t, 16>>> known(static_cast<size_t>(n));
+  std::lock_guard lock(mu);
+  auto& uuid = known[static_cast<size_t>(device)];
+  if (!uuid) {
+    cudaDeviceProp prop{};
+    THD_CUDA_CHECK(cudaGetDeviceProperties(&prop, device), "device_uuid");
+    static_assert(sizeof(prop.uuid.bytes) == 16);
+    std::array<uint8_t, 16> bytes{};
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(prop.uuid.bytes[i]);
+    uuid = bytes;
+  }
+  return *uuid;
 }
 
 }  // namespace thd::cuda

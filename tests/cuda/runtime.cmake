@@ -5,6 +5,7 @@
 add_executable(thd_cuda_runtime_tests
   ${CMAKE_CURRENT_LIST_DIR}/test_runtime_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_runtime_cuda_streams.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_runtime_nccl.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda_test_util.cpp
   ${PROJECT_SOURCE_DIR}/tests/runtime/local_job.cpp
   ${PROJECT_SOURCE_DIR}/tests/runtime/remote_check.cpp

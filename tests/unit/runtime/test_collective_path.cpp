@@ -1,0 +1,59 @@
+// How workers agree on the way a collective moves its tensors
+// (worker/collective_path.h): device to device only when every member offers a GPU
+// and no two offer the same one; the claims survive the exchange's encoding.
+#include <gtest/gtest.h>
+
+
+#include "worker/collective_path.h"
+
+namespace thd::worker {
+namespace {
+
+GpuId gpu(uint8_t n) {
+  GpuId id{};
+  id[0] = 0xa0;
+  id[15] = n;  // the last byte: the claims' second word
+  return id;
+}
+
+MemberClaim offers(uint8_t n) { return {.refused_node = 0, .gpu = gpu(n)}; }
+
+TEST(CollectivePath, EveryMemberOnAGpuOfItsOwnGoesDeviceToDevice) {
+  const std::vector<MemberClaim> claims = {offers(1), offers(2), offers(3)};
+  EXPECT_EQ(choose_path(claims), CollectivePath::Device);
+  const std::vector<MemberClaim> one = {offers(7)};
+  EXPECT_EQ(choose_path(one), CollectivePath::Device);
+}
+
+TEST(CollectivePath, MembersSharingAGpuStageThroughHostMemory) {
+  // NCCL cannot run two ranks of a communicator on one GPU.
+  const std::vector<MemberClaim> claims = {offers(1), offers(2), offers(1)};
+  EXPECT_EQ(choose_path(claims), CollectivePath::Host);
+}
+
+TEST(CollectivePath, AnyMemberWithoutAGpuMakesEveryMemberStage) {
+  const std::vector<MemberClaim> claims = {offers(1), MemberClaim{}, offers(2)};
+  EXPECT_EQ(choose_path(claims), CollectivePath::Host);
+  const std::vector<MemberClaim> refused = {offers(1), MemberClaim{.refused_node = 3}};
+  EXPECT_EQ(choose_path(refused), CollectivePath::Host);
+  EXPECT_EQ(choose_path(std::vector<MemberClaim>{}), CollectivePath::Host);
+}
+
+TEST(CollectivePath, ClaimsSurviveTheExchangesEncoding) {
+  const std::vector<MemberClaim> claims = {offers(4), MemberClaim{.refused_node = 2}, offers(9)};
+  std::vector<Tensor> rows;
+  for (const MemberClaim& c : claims) rows.push_back(encode_claim(c));
+  const Tensor gathered = stack(rows);
+  EXPECT_EQ(decode_claims(gathered), claims);
+  // Only a [members, 3] int64 tensor is a set of claims.
+  EXPECT_THROW(decode_claims(Tensor::zeros({3, 2}, kInt64)), ValueError);
+  EXPECT_THROW(decode_claims(Tensor::zeros({3, 3}, kInt32)), ValueError);
+}
+
+TEST(CollectivePath, CpuTensorsOfferNoGpu) {
+  EXPECT_EQ(device_path_gpu(Tensor::ones({4}), ReduceOp::Sum), std::nullopt);
+  EXPECT_EQ(device_path_gpu(Tensor::ones({4}), std::nullopt), std::nullopt);
+}
+
+}  // namespace
+}  // namespace thd::worker

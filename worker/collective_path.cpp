@@ -1,0 +1,63 @@
+#include "worker/collective_path.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <thd/config.h>
+#include <thd/cuda.h>
+
+#include "tensor/check.h"
+
+namespace thd::worker {
+
+namespace {
+
+constexpr int64_t kClaimWords = 3;
+constexpr GpuId kNoGpu{};
+
+}  // namespace
+
+std::optional<GpuId> device_path_gpu(const Tensor& t, std::optional<ReduceOp> reduce) {
+  if (!THD_WITH_NCCL || t.device().is_cpu() || !t.is_contiguous()) return std::nullopt;
+  if (reduce && (*reduce == ReduceOp::BAnd || *reduce == ReduceOp::BOr || *reduce == ReduceOp::BXor)) {
+    return std::nullopt;  // NCCL reduces with sum, prod, max, min and avg only
+  }
+  const GpuId id = cuda::device_uuid(t.device().index());
+  // An all-zero UUID would read as "no GPU": such a member stages, which is safe.
+  if (id == kNoGpu) return std::nullopt;
+  return id;
+}
+
+Tensor encode_claim(const MemberClaim& claim) {
+  int64_t words[kClaimWords] = {claim.refused_node, 0, 0};
+  std::memcpy(&words[1], claim.gpu.data(), claim.gpu.size());
+  return Tensor::from_vector(std::vector<int64_t>(words, words + kClaimWords), {kClaimWords});
+}
+
+std::vector<MemberClaim> decode_claims(const Tensor& rows) {
+  THD_CHECK(rows.dtype() == kInt64 && rows.dim() == 2 && rows.shape()[1] == kClaimWords, ValueError, "collective",
+            "the members' claims are a [members, {}] int64 tensor, not {}{}", kClaimWords, dtype_name(rows.dtype()),
+            shape_str(rows.shape()));
+  const std::vector<int64_t> words = rows.to_vector<int64_t>();
+  std::vector<MemberClaim> claims(static_cast<size_t>(rows.shape()[0]));
+  for (size_t m = 0; m < claims.size(); ++m) {
+    const int64_t* row = words.data() + m * kClaimWords;
+    claims[m].refused_node = static_cast<int32_t>(row[0]);
+    std::memcpy(claims[m].gpu.data(), &row[1], claims[m].gpu.size());
+  }
+  return claims;
+}
+
+CollectivePath choose_path(std::span<const MemberClaim> claims) {
+  if (claims.empty()) return CollectivePath::Host;
+  std::vector<GpuId> gpus;
+  gpus.reserve(claims.size());
+  for (const MemberClaim& c : claims) {
+    if (c.gpu == kNoGpu) return CollectivePath::Host;
+    gpus.push_back(c.gpu);
+  }
+  std::sort(gpus.begin(), gpus.end());
+  return std::adjacent_find(gpus.begin(), gpus.end()) == gpus.end() ? CollectivePath::Device : CollectivePath::Host;
+}
+
+}  // namespace thd::worker
