@@ -31,6 +31,7 @@ Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind
                                   detail::resolve_timeout(g, o.timeout), g.transport.get());
   if (keep != nullptr) req->keepalive.push_back(*keep);
   req->passive_wait = o.passive_wait;
+  req->yield_spin = o.yield_spin;
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   g.transport->count_send(data.size());
   g.transport->post_send(data, (*g.world_ranks)[dst], env, req);
@@ -46,6 +47,7 @@ Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int 
                                   detail::resolve_timeout(g, o.timeout), g.transport.get());
   if (keep != nullptr) req->keepalive.push_back(*keep);
   req->passive_wait = o.passive_wait;
+  req->yield_spin = o.yield_spin;
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   g.transport->count_recv(data.size());
   g.transport->post_recv(data, src == kAnySource ? kAnySource : (*g.world_ranks)[src], env, req);

@@ -54,6 +54,9 @@ struct RequestState {
   std::shared_ptr<const std::vector<int>> group_ranks;
   // Set before the request is posted: its waiters only block (P2POptions::passive_wait).
   bool passive_wait = false;
+  // Set before the request is posted: how long its waiters drive progress, yielding
+  // their core between polls, before the backend's own waiting (P2POptions::yield_spin).
+  std::chrono::microseconds yield_spin{0};
   // Whatever must outlive the transfer (the tensors, staging buffers).
   std::vector<Tensor> keepalive;
 

@@ -62,10 +62,10 @@ uint32_t head_length(const uint8_t* head, int src, size_t max_bytes) {
 }  // namespace
 
 std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
-                                  std::chrono::milliseconds timeout) {
+                                  std::chrono::milliseconds timeout, std::chrono::microseconds yield_spin) {
   uint8_t head[kHeadFrameBytes];
   try {
-    channel.recv_bytes({head, sizeof head}, src, {.tag = tag, .timeout = timeout});
+    channel.recv_bytes({head, sizeof head}, src, {.tag = tag, .timeout = timeout, .yield_spin = yield_spin});
   } catch (const TimeoutError&) {
     throw;
   } catch (const ValueError& e) {

@@ -31,8 +31,10 @@ struct Received {
 
 // Receives one message from `src` on `tag` (a one-off exchange, e.g. the status
 // that precedes a worker-to-worker copy). ProtocolError for a malformed head.
+// `yield_spin`: how long the wait polls, yielding, before it blocks
+// (P2POptions::yield_spin).
 std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
-                                  std::chrono::milliseconds timeout);
+                                  std::chrono::milliseconds timeout, std::chrono::microseconds yield_spin = {});
 
 // One small message (it fits the head frame) expected on a tag of its own, e.g. a
 // sync's answer: the receive is posted before the command that triggers it leaves,

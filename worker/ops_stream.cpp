@@ -16,6 +16,11 @@ namespace thd::worker {
 namespace {
 
 constexpr size_t kMaxNoticeBytes = size_t{64} << 10;
+// How long a stream waiting for another node's event polls for the notice before
+// it blocks: long enough to cover a wait issued just before its record (a master's
+// round trip or two), short enough that a long wait costs at most this much of a
+// core, which it gives away whenever another thread wants it.
+constexpr std::chrono::microseconds kRemoteEventYieldSpin{1000};
 
 flatbuffers::Offset<flatbuffers::String> text(flatbuffers::FlatBufferBuilder& b, const Poison* p, bool message) {
   if (p == nullptr) return b.CreateString("");
@@ -144,8 +149,12 @@ void run(ExecContext& ctx, const fb::EventNotify& op) {
 void run(ExecContext& ctx, const fb::EventWaitRemote& op) {
   check_peer(ctx, op.peer_node(), "Stream::wait");
   check_transfer_tag(op.tag(), "Stream::wait");
-  const std::vector<uint8_t> bytes =
-      protocol::recv_message(ctx.channel(), op.peer_node() + 1, op.tag(), kMaxNoticeBytes, ctx.timeout());
+  // The notice is one small message that the record sends the moment it completes:
+  // poll for it (yielding) for a while before blocking, as a CUDA stream's wait
+  // with cudaDeviceScheduleYield would. A blocked waiter costs this VM 20-50 us of
+  // wake-ups on the latency path (docs/performance.md, "Streams suite").
+  const std::vector<uint8_t> bytes = protocol::recv_message(ctx.channel(), op.peer_node() + 1, op.tag(),
+                                                            kMaxNoticeBytes, ctx.timeout(), kRemoteEventYieldSpin);
   const fb::Message& m = protocol::verify_message(bytes, "worker");
   ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/false);
   const fb::EventNotice* notice = m.body_as_EventNotice();

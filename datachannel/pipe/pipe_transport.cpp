@@ -693,8 +693,11 @@ bool PipeTransport::drive_locked(std::unique_lock<std::mutex>& lock, net::Deadli
 }
 
 bool PipeTransport::wait(RequestState& request, net::Deadline until) {
-  if (!request.passive_wait && tuning_.spin_budget.count() > 0) {
-    const net::Deadline spin_end = std::min(until, net::Clock::now() + tuning_.spin_budget);
+  // A caller's yield_spin (P2POptions) lengthens the spin and makes it yield.
+  const auto spin_budget = std::max<std::chrono::microseconds>(tuning_.spin_budget, request.yield_spin);
+  const bool yield_while_spinning = tuning_.yield_while_spinning || request.yield_spin.count() > 0;
+  if (!request.passive_wait && spin_budget.count() > 0) {
+    const net::Deadline spin_end = std::min(until, net::Clock::now() + spin_budget);
     bool drove = false;
     // While a waiter drives the pipe the progress thread stands down: two threads
     // taking turns on one library cost each other the lock and the cores.
@@ -709,7 +712,7 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
       const int n = pipe_->progress();
       if (n > 0) settle();
       lock.unlock();
-      if (n == 0 && tuning_.yield_while_spinning) std::this_thread::yield();
+      if (n == 0 && yield_while_spinning) std::this_thread::yield();
     }
     last_drive_end_ns_.store(now_ns(), std::memory_order_release);
     drivers_.fetch_sub(1, std::memory_order_acq_rel);

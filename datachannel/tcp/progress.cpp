@@ -56,6 +56,8 @@ bool TcpTransport::wait(RequestState& request, net::Deadline until) {
   // would wake it on every round. It resumes by itself kStandDown after the last
   // spin, or finds the request's message on its next epoll round.
   if (request.passive_wait) return request.block_until(until);
+  // Asked for by the caller, whatever the policy says (and not counted in it).
+  if (request.yield_spin.count() > 0 && spin_yielding(request, until)) return true;
   const nanoseconds budget = spin_.budget();
   if (budget.count() > 0) {
     const SpinPolicy::Outcome outcome = spin(request, until, budget);
@@ -142,6 +144,24 @@ SpinPolicy::Outcome TcpTransport::spin(RequestState& request, net::Deadline unti
   if (request.finished()) outcome = Outcome::Completed;
   stop_driving();
   return outcome;
+}
+
+bool TcpTransport::spin_yielding(RequestState& request, net::Deadline until) {
+  const auto end = std::min(until, Clock::now() + request.yield_spin);
+  drivers_.fetch_add(1);
+  while (!request.finished() && Clock::now() < end) {
+    {
+      std::unique_lock lock(mu_, std::try_to_lock);
+      if (lock.owns_lock()) poll_locked();
+    }
+    kick_poller_if_done();
+    if (request.finished()) break;
+    // A waiter for another node's event often shares the host's cores with the
+    // very threads that will produce it.
+    std::this_thread::yield();
+  }
+  stop_driving();
+  return request.finished();
 }
 
 bool TcpTransport::poll_until(RequestState& request, net::Deadline until) {

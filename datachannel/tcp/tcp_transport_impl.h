@@ -177,6 +177,9 @@ class TcpTransport final : public Transport {
   // Drives progress from the waiting thread until the request finishes, the
   // budget passes with no byte moved, or the thread is found descheduled.
   SpinPolicy::Outcome spin(RequestState& request, net::Deadline until, std::chrono::nanoseconds budget);
+  // Drives progress, yielding the core between polls, for the request's
+  // yield_spin; true if it finished.
+  bool spin_yielding(RequestState& request, net::Deadline until);
   // As the poller: blocks in epoll_wait, handling what comes, until the request
   // finishes or `until`.
   bool poll_until(RequestState& request, net::Deadline until);

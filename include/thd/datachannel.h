@@ -79,6 +79,14 @@ struct P2POptions {
   // background thread takes no CPU from the program's own waits. Its completion
   // may come up to about a millisecond later while other threads drive progress.
   bool passive_wait = false;
+  // A thread waiting on this request first drives the backend's progress itself for
+  // up to this long, giving its core away between polls (sched_yield), whatever the
+  // backend's spin policy would do, and only then waits as usual (spin, block). For
+  // a wait that should end soon and whose latency matters more than the CPU it
+  // takes: a stream waiting for another node's event (CUDA's
+  // cudaDeviceScheduleYield). 0: the backend's policy alone. Ignored with
+  // passive_wait.
+  std::chrono::microseconds yield_spin{0};
 };
 
 struct CollectiveOptions {

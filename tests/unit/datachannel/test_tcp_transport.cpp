@@ -582,6 +582,31 @@ TEST(TcpTransport, PassiveWaiterSleepsAndTheProgressThreadCompletesItsReceive) {
   EXPECT_LT(cpu, 30ms) << "a passive waiter spun";
 }
 
+TEST(TcpTransport, YieldSpinningWaiterPollsWhateverThePolicyAndThenBlocks) {
+  // Never spin by policy: an ordinary waiter blocks at once.
+  auto ts = thread_world(2, size_t{256} << 20, 0us);
+  auto wait_for_late_message = [&](std::chrono::microseconds yield_spin, int64_t tag) {
+    std::vector<uint8_t> got(3);
+    auto r = test::irecv(*ts[1], got, 0, tag);
+    r->yield_spin = yield_spin;
+    std::thread sender([&] {
+      std::this_thread::sleep_for(150ms);
+      test::wait_ok(*ts[0], *test::isend(*ts[0], bytes_of("xyz"), 1, tag));
+    });
+    const auto cpu0 = thread_cpu_time();
+    test::wait_ok(*ts[1], *r);
+    const auto cpu = thread_cpu_time() - cpu0;
+    sender.join();
+    EXPECT_EQ(std::string(got.begin(), got.end()), "xyz");
+    return cpu;
+  };
+  // Polling through the whole wait takes CPU (less than the wait: it yields to
+  // whoever wants the core, e.g. the tests running beside this one).
+  EXPECT_GT(wait_for_late_message(1'000'000us, 7), 20ms) << "the yield-spinning waiter blocked";
+  // Past its yield_spin the waiter blocks, and the message still completes it.
+  EXPECT_LT(wait_for_late_message(10'000us, 8), 100ms) << "the waiter polled past its yield_spin";
+}
+
 TEST(TcpTransport, SpinningPausesWhileItCostsOthersTheirCpu) {
   using Outcome = tcp::SpinPolicy::Outcome;
   constexpr int kMaxPause = tcp::SpinPolicy::kMaxPause;

@@ -2,7 +2,10 @@
 // checks before bytes land, bytes no thd rank would send, lost peers, cancel.
 #include <gtest/gtest.h>
 
+#include <time.h>
+
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <numeric>
 #include <optional>
@@ -274,6 +277,37 @@ TEST(PipeTransport, RanksWhoseWaitersKeepThePipeBusyStillSendHeartbeats) {
   EXPECT_GT(rounds.load(), 10) << "the ranks hardly played";
   // Rank 2 still counts 0 and 1 as alive, and they it.
   expect_every_pair_alive(w);
+}
+
+std::chrono::microseconds thread_cpu_time() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::duration_cast<std::chrono::microseconds>(
+                                               std::chrono::nanoseconds(ts.tv_nsec));
+}
+
+TEST(PipeTransport, YieldSpinningWaiterPollsWhateverTheTuningAndThenBlocks) {
+  using namespace std::chrono_literals;
+  PipeTuning never_spin;
+  never_spin.spin_budget = 0us;
+  World w(2, never_spin);
+  auto wait_for_late_message = [&](std::chrono::microseconds yield_spin, int64_t tag) {
+    std::vector<uint8_t> got(3);
+    auto r = irecv(w[1], got, 0, tag);
+    r->yield_spin = yield_spin;
+    std::thread sender([&] {
+      std::this_thread::sleep_for(150ms);
+      EXPECT_EQ(wait_error(w[0], *isend(w[0], pattern(3, 9), 1, tag)), nullptr);
+    });
+    const auto cpu0 = thread_cpu_time();
+    EXPECT_EQ(wait_error(w[1], *r), nullptr);
+    const auto cpu = thread_cpu_time() - cpu0;
+    sender.join();
+    EXPECT_EQ(got, pattern(3, 9));
+    return cpu;
+  };
+  EXPECT_GT(wait_for_late_message(1'000'000us, 7), 20ms) << "the yield-spinning waiter blocked";
+  EXPECT_LT(wait_for_late_message(10'000us, 8), 100ms) << "the waiter polled past its yield_spin";
 }
 
 TEST(PipeTransport, SelfSendsMatchPostedFirstAndUnexpected) {
