@@ -223,12 +223,16 @@ void UcxMessagePipe::send(int peer, uint32_t tag, std::span<const uint8_t> data,
   check_peer(peer, "send");
   post_send(peer, user_tag(rank(), tag), data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Send, tag,
             op);
+  // A small send UCX finished inside the call (eager, copied out) is reported now:
+  // the caller's request completes before its wait, without a progress round.
+  deliver_completions();
 }
 
 void UcxMessagePipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) {
   check_peer(peer, "recv");
   post_recv(peer, user_tag(peer, tag), kExactMask, data.data(), data.size(), UCS_MEMORY_TYPE_HOST,
             RequestSlot::Kind::Recv, tag, op);
+  deliver_completions();  // a message already here
 }
 
 void* UcxMessagePipe::post_send(int peer, ucp_tag_t tag, const void* data, size_t bytes, ucs_memory_type_t memory,
@@ -478,6 +482,10 @@ int UcxMessagePipe::progress() {
     post_goodbye_recv();
   }
   settle_lost_peers();
+  return deliver_completions();
+}
+
+int UcxMessagePipe::deliver_completions() {
   if (completions_.empty()) return 0;
   // done() may post (and so record) more: it appends to the spare buffer.
   std::vector<Completion> ready;

@@ -7,8 +7,10 @@
 // Completions: UCX's callbacks (run inside ucp_worker_progress, or inside
 // ucp_request_cancel / ucp_ep_close_nbx) only record what finished; progress()
 // calls the ops' done() afterwards, outside every UCX call, so done() may post new
-// operations on this pipe. An operation UCX finishes at once is recorded the same
-// way and reported by the next progress().
+// operations on this pipe. An operation UCX finishes at once (an eager send, a
+// receive of a message already here) is recorded the same way and reported before
+// send()/recv() return, as message_pipe.h allows: a small send's request is then
+// complete before its caller waits.
 //
 // Threading: every method but sleep() and interrupt() is called under the caller's
 // lock (the worker is UCS_THREAD_MODE_SERIALIZED). sleep() touches no UCX state (it
@@ -122,6 +124,8 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   void complete(void* request, ucs_status_t status, size_t length, ucp_tag_t sender_tag) noexcept;
   // Records an op's outcome for the next progress() (or handles a goodbye).
   void finish(const RequestSlot& slot, ucs_status_t status, size_t length, ucp_tag_t sender_tag) noexcept;
+  // Calls done() for what finish() recorded; returns how many.
+  int deliver_completions();
   std::exception_ptr failure(const RequestSlot& slot, ucs_status_t status, size_t length) noexcept;
 
   // Records a peer as lost (first reason wins); the rest happens in progress().

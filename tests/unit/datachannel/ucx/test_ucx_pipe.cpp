@@ -256,6 +256,25 @@ TEST_P(UcxPipe, UnexpectedMessagesWaitForTheirReceive) {
   }
 }
 
+TEST_P(UcxPipe, OpsUcxFinishesAtOnceAreReportedBeforeTheCallReturns) {
+  // A small eager send is copied out inside ucp_tag_send_nbx, and a receive of a
+  // message already here is filled inside ucp_tag_recv_nbx: their done() comes
+  // before send()/recv() return, with no progress() call (the caller's request is
+  // complete before it waits).
+  World w(2, settings());
+  const std::vector<uint8_t> out = test::pattern(8, 3);
+  std::vector<uint8_t> in(8);
+  TestOp sent, received;
+  w[0].send(1, 6, bytes_of(out), &sent);
+  EXPECT_TRUE(sent.finished()) << "an 8-byte send was left for the next progress()";
+  w.drive_until([] { return false; }, 100ms);  // the message reaches rank 1, unexpected
+  w[1].recv(0, 6, bytes_of(in), &received);
+  EXPECT_TRUE(received.finished()) << "a receive of a message already here was left for the next progress()";
+  ASSERT_TRUE(w.drive_until_finished({&sent, &received}));
+  EXPECT_EQ(received.error(), nullptr) << test::what(received.error());
+  EXPECT_TRUE(in == out);
+}
+
 TEST_P(UcxPipe, ZeroLengthMessages) {
   World w(2, settings());
   TestOp sent, received, sent_empty_span, received_empty_span;
