@@ -32,6 +32,7 @@ using detail::RequestState;
 using detail::tcp::Tuning;
 using net::Socket;
 using test::in;
+using test::thread_cpu_time;
 using test::RequestPtr;
 using test::Transport;
 using TransportPtr = std::shared_ptr<Transport>;
@@ -548,14 +549,6 @@ TEST(TcpTransport, PollerIsWokenWhenAnotherThreadFinishesItsRequest) {
     EXPECT_EQ(test::holds<ValueError>(e), by_cancel) << test::what(e);
     EXPECT_LT(woke_at - finished_at, 50ms) << "by cancel: " << by_cancel;
   }
-}
-
-// CPU time of the calling thread.
-std::chrono::microseconds thread_cpu_time() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return std::chrono::seconds(ts.tv_sec) + std::chrono::duration_cast<std::chrono::microseconds>(
-                                               std::chrono::nanoseconds(ts.tv_nsec));
 }
 
 TEST(TcpTransport, PassiveWaiterSleepsAndTheProgressThreadCompletesItsReceive) {

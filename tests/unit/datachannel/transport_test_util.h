@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -122,6 +123,14 @@ inline void run_ranks(int world, const std::function<void(int)>& body) {
   for (auto& e : run_rank_threads(world, body)) {
     if (e) std::rethrow_exception(e);
   }
+}
+
+// CPU time of the calling thread (a waiter that spins takes it; one that blocks does not).
+inline std::chrono::microseconds thread_cpu_time() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) +
+         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::nanoseconds(ts.tv_nsec));
 }
 
 }  // namespace thd::test

@@ -2,8 +2,6 @@
 // checks before bytes land, bytes no thd rank would send, lost peers, cancel.
 #include <gtest/gtest.h>
 
-#include <time.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -277,13 +275,6 @@ TEST(PipeTransport, RanksWhoseWaitersKeepThePipeBusyStillSendHeartbeats) {
   EXPECT_GT(rounds.load(), 10) << "the ranks hardly played";
   // Rank 2 still counts 0 and 1 as alive, and they it.
   expect_every_pair_alive(w);
-}
-
-std::chrono::microseconds thread_cpu_time() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return std::chrono::seconds(ts.tv_sec) + std::chrono::duration_cast<std::chrono::microseconds>(
-                                               std::chrono::nanoseconds(ts.tv_nsec));
 }
 
 TEST(PipeTransport, YieldSpinningWaiterPollsWhateverTheTuningAndThenBlocks) {
