@@ -733,7 +733,11 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
 }
 
 void PipeTransport::wake_sleeper() noexcept {
-  if (sleeping_.load(std::memory_order_acquire)) pipe_->interrupt();
+  // One interrupt wakes the sleeper for everything posted since: the posts that
+  // follow before it runs (on a busy host, many) need not each make a syscall.
+  if (sleeping_.load(std::memory_order_acquire) && sleeping_.exchange(false, std::memory_order_acq_rel)) {
+    pipe_->interrupt();
+  }
 }
 
 void PipeTransport::keep_alive(net::Clock::time_point now) {

@@ -22,6 +22,11 @@ std::unique_ptr<MemoryPipe> MemoryFabric::make_pipe(int rank, uint32_t max_tag) 
   return p;
 }
 
+MemoryPipe& MemoryFabric::pipe(int rank) {
+  std::lock_guard lock(mu_);
+  return *pipes_.at(static_cast<size_t>(rank));
+}
+
 void MemoryFabric::inject(int from, int to, uint32_t tag, std::vector<uint8_t> bytes) {
   std::lock_guard lock(mu_);
   deliver(from, to, tag, std::move(bytes));
@@ -128,11 +133,24 @@ bool MemoryPipe::arm() {
 
 void MemoryPipe::sleep(net::Deadline until, bool) {
   std::unique_lock lock(sleep_mu_);
-  sleep_cv_.wait_until(lock, until, [&] { return woken_; });
-  woken_ = false;
+  sleepers_.fetch_add(1);
+  sleep_cv_.wait_until(lock, until, [&] { return woken_ && !held_; });
+  sleepers_.fetch_sub(1);
+  if (!held_) woken_ = false;
 }
 
-void MemoryPipe::interrupt() noexcept { wake(); }
+void MemoryPipe::interrupt() noexcept {
+  interrupts_.fetch_add(1);
+  wake();
+}
+
+void MemoryPipe::hold_wakeups(bool held) {
+  {
+    std::lock_guard lock(sleep_mu_);
+    held_ = held;
+  }
+  sleep_cv_.notify_all();
+}
 
 void MemoryPipe::wake() {
   {

@@ -4,6 +4,7 @@
 // peer's messages back, and declare a peer lost.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -33,6 +34,8 @@ class MemoryFabric {
   void inject(int from, int to, uint32_t tag, std::vector<uint8_t> bytes);
   // Makes every pending and later op between `rank` and the others fail.
   void lose(int rank);
+  // The pipe of `rank` made by make_pipe (alive while its owner keeps it).
+  MemoryPipe& pipe(int rank);
 
  private:
   friend class MemoryPipe;
@@ -83,6 +86,13 @@ class MemoryPipe final : public detail::pipe::MessagePipe {
   std::exception_ptr peer_error(int peer) const override;
   bool detects_silent_peer_loss() const noexcept override { return fabric_.detects_silent_loss_; }
 
+  // How often interrupt() was called; how many threads are in sleep() now.
+  int interrupts() const { return interrupts_.load(); }
+  int sleepers() const { return sleepers_.load(); }
+  // While held, an interrupt does not end a sleep (a sleeper the scheduler has
+  // not run yet); its deadline still does.
+  void hold_wakeups(bool held);
+
  private:
   friend class MemoryFabric;
   void wake();
@@ -92,6 +102,9 @@ class MemoryPipe final : public detail::pipe::MessagePipe {
   std::mutex sleep_mu_;
   std::condition_variable sleep_cv_;
   bool woken_ = false;
+  bool held_ = false;
+  std::atomic<int> interrupts_{0};
+  std::atomic<int> sleepers_{0};
 };
 
 }  // namespace thd::test

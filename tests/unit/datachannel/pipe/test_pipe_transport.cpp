@@ -301,6 +301,35 @@ TEST(PipeTransport, YieldSpinningWaiterPollsWhateverTheTuningAndThenBlocks) {
   EXPECT_LT(wait_for_late_message(10'000us, 8), 100ms) << "the waiter polled past its yield_spin";
 }
 
+TEST(PipeTransport, PostsWhileTheProgressThreadSleepsInterruptItOnce) {
+  using namespace std::chrono_literals;
+  World w(2);
+  MemoryPipe& pipe = w.fabric.pipe(1);
+  // The progress thread asleep in the pipe, and (as on a busy host) not run when
+  // interrupted: every post sees it asleep.
+  pipe.hold_wakeups(true);
+  const auto give_up = std::chrono::steady_clock::now() + 5s;
+  while (pipe.sleepers() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(1ms);
+  ASSERT_GT(pipe.sleepers(), 0) << "the progress thread never slept";
+  constexpr int kPosts = 20;
+  std::vector<std::vector<uint8_t>> got(kPosts, std::vector<uint8_t>(4));
+  std::vector<RequestPtr> recvs;
+  const int before = pipe.interrupts();
+  for (int i = 0; i < kPosts; ++i) recvs.push_back(irecv(w[1], got[static_cast<size_t>(i)], 0, i));
+  const int interrupts = pipe.interrupts() - before;
+  pipe.hold_wakeups(false);
+  // One wakes the sleeper for all of them; a syscall per post is what a busy
+  // host could least afford.
+  EXPECT_EQ(interrupts, 1);
+  for (int i = 0; i < kPosts; ++i) {
+    ASSERT_EQ(wait_error(w[0], *isend(w[0], pattern(4, static_cast<uint8_t>(i)), 1, i)), nullptr);
+  }
+  for (int i = 0; i < kPosts; ++i) {
+    ASSERT_EQ(wait_error(w[1], *recvs[static_cast<size_t>(i)]), nullptr);
+    EXPECT_EQ(got[static_cast<size_t>(i)], pattern(4, static_cast<uint8_t>(i)));
+  }
+}
+
 TEST(PipeTransport, SelfSendsMatchPostedFirstAndUnexpected) {
   World w(1);
   const auto data = pattern(10000, 2);
