@@ -342,6 +342,7 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
     ++transfers_;
     pipe_->send(dst, data_tag, m.payload, &m.data_part);
   }
+  flush_reposts();
   settle();
   lock.unlock();
   wake_sleeper();
@@ -370,6 +371,7 @@ void PipeTransport::post_recv(std::span<uint8_t> data, int src, const Envelope& 
   } else {
     queues_.post(std::move(recv));
   }
+  flush_reposts();
   settle();
   lock.unlock();
   wake_sleeper();
@@ -444,6 +446,16 @@ void PipeTransport::post_control_recv(ControlInbox& inbox) {
   if (closing_ && stop_.load()) return;
   inbox.posted = true;
   pipe_->recv(inbox.peer, kControlTag, {inbox.buffer.get(), inbox.capacity}, &inbox);
+}
+
+void PipeTransport::flush_reposts() {
+  if (reposts_.empty()) return;
+  // A receive the pipe finishes at once only queues its completion: nothing adds
+  // to reposts_ while this runs.
+  for (ControlInbox* inbox : reposts_) {
+    if (!stop_.load() && !inbox->posted) post_control_recv(*inbox);
+  }
+  reposts_.clear();
 }
 
 // ---- completions --------------------------------------------------------------------
@@ -534,7 +546,7 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
     message.arrived = header.kind == tcp::FrameKind::Message ? header.payload_bytes : 0;
     queues_.add_unexpected(std::move(message));
   }
-  if (!stop_.load()) post_control_recv(inbox);
+  reposts_.push_back(&inbox);
 }
 
 void PipeTransport::on_send_part(SendPart& part, std::exception_ptr error) {
@@ -680,6 +692,7 @@ bool PipeTransport::drive_locked(std::unique_lock<std::mutex>& lock, net::Deadli
                                  const std::function<bool()>& finished) {
   while (!finished()) {
     if (net::Clock::now() >= until) return false;
+    flush_reposts();
     if (pipe_->progress() > 0) {
       settle();
       continue;
@@ -709,6 +722,7 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
       std::unique_lock lock(mu_, std::try_to_lock);
       if (!lock.owns_lock() || closing_) continue;
       drove = true;
+      flush_reposts();
       const int n = pipe_->progress();
       if (n > 0) settle();
       lock.unlock();
@@ -838,10 +852,14 @@ void PipeTransport::progress_loop() noexcept {
     }
     {
       std::lock_guard lock(mu_);
+      flush_reposts();
       const int n = pipe_->progress();
       settle();
       if (heartbeats_) keep_alive(net::Clock::now());
       if (n > 0) continue;
+      // Never asleep with a control receive left unposted: some libraries (a
+      // libfabric completion queue) wake a sleeper only for posted receives.
+      if (!reposts_.empty()) continue;
       busy = transfers_ > 0;
       armed = pipe_->arm();
       if (armed) sleeping_.store(true, std::memory_order_release);

@@ -167,6 +167,8 @@ class PipeTransport final : public Transport {
   void on_send_part(SendPart& part, std::exception_ptr error);
   void on_data(DataRecv& op, std::exception_ptr error, size_t bytes);
   void post_control_recv(ControlInbox& inbox);
+  // Posts the receives reposts_ holds (callers settle() afterwards).
+  void flush_reposts();
   void deliver(tcp::UnexpectedMessage message, tcp::PostedRecv recv, const uint8_t* inline_payload);
   void receive_payload(int peer, uint32_t data_tag, uint64_t bytes, std::shared_ptr<RequestState> request,
                        std::span<uint8_t> into);
@@ -200,6 +202,10 @@ class PipeTransport final : public Transport {
   std::deque<Completion> completions_;
   tcp::MatchQueues queues_;
   std::vector<std::unique_ptr<ControlInbox>> inboxes_;  // by peer rank; null for this rank
+  // Inboxes whose message was handled, to be posted again after the caller's next
+  // send (flush_reposts): on a round trip's latency path the re-post is pure cost,
+  // and a message that comes first waits in the library's unexpected queue.
+  std::vector<ControlInbox*> reposts_;
   std::vector<uint32_t> next_data_tag_;                 // by peer rank
   SendMap sends_;
   // Finished sends' map nodes with their Outgoing (and its control buffer), reused:

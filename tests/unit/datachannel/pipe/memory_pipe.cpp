@@ -85,6 +85,7 @@ MemoryPipe::~MemoryPipe() {
 
 void MemoryPipe::send(int peer, uint32_t tag, std::span<const uint8_t> data, detail::pipe::PipeOp* op) {
   std::unique_lock lock(fabric_.mu_);
+  calls_.push_back({true, peer, tag});
   if (fabric_.lost_[static_cast<size_t>(peer)] || fabric_.lost_[static_cast<size_t>(rank())]) {
     fabric_.inboxes_[static_cast<size_t>(rank())].done.push_back({op, lost_error(rank(), peer), 0});
     return;
@@ -95,6 +96,7 @@ void MemoryPipe::send(int peer, uint32_t tag, std::span<const uint8_t> data, det
 
 void MemoryPipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, detail::pipe::PipeOp* op) {
   std::lock_guard lock(fabric_.mu_);
+  calls_.push_back({false, peer, tag});
   auto& in = fabric_.inboxes_[static_cast<size_t>(rank())];
   if (fabric_.lost_[static_cast<size_t>(peer)]) {
     in.done.push_back({op, lost_error(rank(), peer), 0});
@@ -142,6 +144,11 @@ void MemoryPipe::sleep(net::Deadline until, bool) {
 void MemoryPipe::interrupt() noexcept {
   interrupts_.fetch_add(1);
   wake();
+}
+
+std::vector<MemoryPipe::Call> MemoryPipe::calls() {
+  std::lock_guard lock(fabric_.mu_);
+  return calls_;
 }
 
 void MemoryPipe::hold_wakeups(bool held) {

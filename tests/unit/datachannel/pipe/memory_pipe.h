@@ -86,6 +86,13 @@ class MemoryPipe final : public detail::pipe::MessagePipe {
   std::exception_ptr peer_error(int peer) const override;
   bool detects_silent_peer_loss() const noexcept override { return fabric_.detects_silent_loss_; }
 
+  // Every send() and recv() this pipe was asked for, in order.
+  struct Call {
+    bool send = false;
+    int peer = -1;
+    uint32_t tag = 0;
+  };
+  std::vector<Call> calls();
   // How often interrupt() was called; how many threads are in sleep() now.
   int interrupts() const { return interrupts_.load(); }
   int sleepers() const { return sleepers_.load(); }
@@ -103,6 +110,7 @@ class MemoryPipe final : public detail::pipe::MessagePipe {
   std::condition_variable sleep_cv_;
   bool woken_ = false;
   bool held_ = false;
+  std::vector<Call> calls_;  // under fabric_.mu_
   std::atomic<int> interrupts_{0};
   std::atomic<int> sleepers_{0};
 };

@@ -330,6 +330,42 @@ TEST(PipeTransport, PostsWhileTheProgressThreadSleepsInterruptItOnce) {
   }
 }
 
+TEST(PipeTransport, AHandledMessagesReceiveIsPostedAgainAfterTheCallersNextSend) {
+  // A ping-pong: the reply leaves before the control receive is posted again
+  // (off the round trip's latency path), and a message that arrives before the
+  // re-post is received all the same.
+  World w(2);
+  MemoryPipe& pipe = w.fabric.pipe(1);
+  int reply_first = 0;
+  for (int round = 0; round < 5; ++round) {
+    const auto r8 = static_cast<uint8_t>(round);
+    std::vector<uint8_t> got(4);
+    auto r = irecv(w[1], got, 0, round);
+    ASSERT_EQ(wait_error(w[0], *isend(w[0], pattern(4, r8), 1, round)), nullptr);
+    ASSERT_EQ(wait_error(w[1], *r), nullptr);
+    EXPECT_EQ(got, pattern(4, r8));
+    const size_t mark = pipe.calls().size();
+    // Sent to rank 1 before it posts anything again.
+    ASSERT_EQ(wait_error(w[0], *isend(w[0], pattern(4, r8 + 1), 1, 100 + round)), nullptr);
+    auto reply = isend(w[1], pattern(4, r8 + 2), 0, 200 + round);
+    const std::vector<MemoryPipe::Call> calls = pipe.calls();
+    // Unless the progress thread re-posted in between (a thread held up for over
+    // a millisecond), the reply is the first call past the mark and the re-post
+    // comes after it.
+    if (calls.size() >= mark + 2 && calls[mark].send && calls[mark].peer == 0 && !calls[mark + 1].send &&
+        calls[mark + 1].peer == 0) {
+      ++reply_first;
+    }
+    std::vector<uint8_t> early(4), answer(4);
+    ASSERT_EQ(wait_error(w[1], *irecv(w[1], early, 0, 100 + round)), nullptr);
+    EXPECT_EQ(early, pattern(4, r8 + 1));
+    ASSERT_EQ(wait_error(w[0], *irecv(w[0], answer, 1, 200 + round)), nullptr);
+    EXPECT_EQ(answer, pattern(4, r8 + 2));
+    ASSERT_EQ(wait_error(w[1], *reply), nullptr);
+  }
+  EXPECT_GT(reply_first, 0) << "the control receive was posted again before the reply, every round";
+}
+
 TEST(PipeTransport, SelfSendsMatchPostedFirstAndUnexpected) {
   World w(1);
   const auto data = pattern(10000, 2);
