@@ -33,6 +33,9 @@ inline bool on_device(const Tensor& t) { return t.defined() && t.device().is_cud
 // own, else the build's (made at the first call). NotImplementedError, naming how
 // to build them, when there are none.
 DeviceCollectives& device_collectives(GroupState& g, std::string_view op);
+// Whether `g`'s device collectives can take a collective on CUDA device `device`
+// now (DeviceCollectives::usable_on); false when the build has none.
+bool device_collectives_usable(GroupState& g, int device);
 
 // A request for an op of this group, due at now + timeout.
 std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std::chrono::milliseconds timeout,

@@ -109,6 +109,14 @@ DeviceCollectives& device_collectives(GroupState& g, std::string_view op) {
   return *g.device->collectives;
 }
 
+bool device_collectives_usable(GroupState& g, int device) {
+  try {
+    return device_collectives(g, "collective").usable_on(g, device);
+  } catch (const NotImplementedError&) {
+    return false;  // built without them
+  }
+}
+
 std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std::chrono::milliseconds timeout,
                                            Transport* engine) {
   auto s = std::make_shared<RequestState>(std::move(op), net::deadline_after(timeout), engine, g.world_rank());

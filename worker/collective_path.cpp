@@ -12,7 +12,7 @@ namespace thd::worker {
 
 namespace {
 
-constexpr int64_t kClaimWords = 3;
+constexpr int64_t kClaimWords = 4;
 constexpr GpuId kNoGpu{};
 
 }  // namespace
@@ -29,7 +29,7 @@ std::optional<GpuId> device_path_gpu(const Tensor& t, std::optional<ReduceOp> re
 }
 
 Tensor encode_claim(const MemberClaim& claim) {
-  int64_t words[kClaimWords] = {claim.refused_node, 0, 0};
+  int64_t words[kClaimWords] = {claim.refused_node, 0, 0, claim.cannot_stage_node};
   std::memcpy(&words[1], claim.gpu.data(), claim.gpu.size());
   return Tensor::from_vector(std::vector<int64_t>(words, words + kClaimWords), {kClaimWords});
 }
@@ -44,6 +44,7 @@ std::vector<MemberClaim> decode_claims(const Tensor& rows) {
     const int64_t* row = words.data() + m * kClaimWords;
     claims[m].refused_node = static_cast<int32_t>(row[0]);
     std::memcpy(claims[m].gpu.data(), &row[1], claims[m].gpu.size());
+    claims[m].cannot_stage_node = static_cast<int32_t>(row[3]);
   }
   return claims;
 }
@@ -58,6 +59,13 @@ CollectivePath choose_path(std::span<const MemberClaim> claims) {
   }
   std::sort(gpus.begin(), gpus.end());
   return std::adjacent_find(gpus.begin(), gpus.end()) == gpus.end() ? CollectivePath::Device : CollectivePath::Host;
+}
+
+int32_t unable_to_stage(std::span<const MemberClaim> claims) {
+  for (const MemberClaim& c : claims) {
+    if (c.cannot_stage_node > 0) return c.cannot_stage_node;
+  }
+  return 0;
 }
 
 }  // namespace thd::worker

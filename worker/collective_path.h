@@ -23,6 +23,9 @@ using GpuId = std::array<uint8_t, 16>;  // a GPU's UUID (thd::cuda::device_uuid)
 struct MemberClaim {
   int32_t refused_node = 0;  // node + 1 when this member cannot take part, else 0
   GpuId gpu{};               // the GPU its tensor offers the device path from; zeros: none
+  // node + 1 when this member lacks the host memory to stage its GPU tensor: it can
+  // still take the device path, and fails the collective only if they stage.
+  int32_t cannot_stage_node = 0;
   bool operator==(const MemberClaim&) const = default;
 };
 
@@ -31,8 +34,8 @@ struct MemberClaim {
 // bitwise ones; `reduce` is the collective's reduction, nullopt when it has none).
 std::optional<GpuId> device_path_gpu(const Tensor& t, std::optional<ReduceOp> reduce);
 
-// One member's row of the exchange's all_gather (3 int64) and back; the rows of
-// all members are a [members, 3] int64 tensor.
+// One member's row of the exchange's all_gather (4 int64) and back; the rows of
+// all members are a [members, 4] int64 tensor.
 Tensor encode_claim(const MemberClaim& claim);
 std::vector<MemberClaim> decode_claims(const Tensor& rows);
 
@@ -41,5 +44,8 @@ enum class CollectivePath { Device, Host };
 // put two ranks of a communicator on one GPU: workers sharing a GPU stage through
 // host memory instead).
 CollectivePath choose_path(std::span<const MemberClaim> claims);
+
+// For the host path: the node (+ 1) of the first member that cannot stage, else 0.
+int32_t unable_to_stage(std::span<const MemberClaim> claims);
 
 }  // namespace thd::worker

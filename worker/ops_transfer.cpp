@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "datachannel/channel_util.h"
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/collective_path.h"
@@ -167,38 +168,57 @@ void run(ExecContext& ctx, const fb::Collective& op) {
   // input is poisoned (a 4-byte all_reduce), and then all of them poison their
   // outputs instead of running the collective.
   const auto poison = ctx.poison_of(e);
-  // So is a member that cannot allocate what it needs (a staged copy, the output)
-  // or was sent an output shape it refuses: it takes part in the agreement first.
+  // So is a member that cannot allocate what it needs (the output; a CPU tensor's
+  // contiguous copy) or was sent an output shape it refuses: it takes part in the
+  // agreement first. Staging a GPU tensor's bytes through host memory is needed on
+  // the host path only: a member that cannot says so, and fails the collective
+  // only if the members stage.
+  const bool on_gpu = !e->tensor.device().is_cpu();
   std::optional<std::string> refused;
+  std::optional<std::string> cannot_stage;
   if (!poison) {
     try {
-      // Host memory: a staged copy, the output (made on the host first for a GPU input).
-      uint64_t bytes = 0;
       const uint64_t out_bytes =
           makes_output ? bytes_of(numel_of(protocol::shape_from_fb(op.out_shape(), "collective")), e->tensor.dtype())
                        : 0;
-      if (needs_host_copy(e->tensor)) bytes = bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype());
-      ctx.reserve(saturating_add(bytes, out_bytes), Device::cpu());
-      if (!e->tensor.device().is_cpu() && out_bytes != 0) ctx.reserve(out_bytes, e->tensor.device());
+      const uint64_t staged_bytes =
+          needs_host_copy(e->tensor) ? bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()) : 0;
+      if (on_gpu) {
+        if (out_bytes != 0) ctx.reserve(out_bytes, e->tensor.device());
+        try {
+          // Staged, the output is made on the host first.
+          ctx.reserve(saturating_add(staged_bytes, out_bytes), Device::cpu());
+        } catch (const Error& err) {
+          cannot_stage = err.message();
+        }
+      } else {
+        ctx.reserve(saturating_add(staged_bytes, out_bytes), Device::cpu());
+      }
     } catch (const Error& err) {
       refused = err.message();
     }
   }
   // The same exchange settles the way the tensors go (worker/collective_path.h):
-  // each member offers the GPU its tensor could take part from.
+  // each member offers the GPU its tensor could take part from, if the group's
+  // device collectives can run there (a group whose NCCL communicator broke, or
+  // is on another GPU, stages instead of failing).
   MemberClaim mine;
   if (poison || refused) {
     mine.refused_node = ctx.node() + 1;
   } else {
+    if (cannot_stage) mine.cannot_stage_node = ctx.node() + 1;
     const bool reduces = op.kind() == fb::CollectiveKind::AllReduce || op.kind() == fb::CollectiveKind::Reduce ||
                          op.kind() == fb::CollectiveKind::ReduceScatter;
     try {
-      if (auto gpu = device_path_gpu(e->tensor, reduces ? std::optional(reduce) : std::nullopt)) mine.gpu = *gpu;
+      if (auto gpu = device_path_gpu(e->tensor, reduces ? std::optional(reduce) : std::nullopt);
+          gpu && detail::device_collectives_usable(group.state(), e->tensor.device().index())) {
+        mine.gpu = *gpu;
+      }
     } catch (const Error&) {
       // Its GPU cannot be named: this member stages through host memory, and so do the others.
     }
   }
-  Tensor claim_rows = Tensor::empty({group.size(), 3}, kInt64);
+  Tensor claim_rows = Tensor::empty({group.size(), 4}, kInt64);
   group.all_gather(claim_rows, encode_claim(mine), options);
   const std::vector<MemberClaim> claims = decode_claims(claim_rows);
   if (poison) throw PoisonedInput{poison};
@@ -208,6 +228,14 @@ void run(ExecContext& ctx, const fb::Collective& op) {
   if (bad > 0) {
     THD_THROW(ValueError, ctx.op_name(), "node {} cannot take part: its input was poisoned by an earlier failure, "
               "or it refused the collective (node {}'s error says why)", bad - 1, bad - 1);
+  }
+  const CollectivePath path = choose_path(claims);
+  if (path == CollectivePath::Host) {
+    if (cannot_stage) THD_THROW(ValueError, ctx.op_name(), "staging through host memory: {}", *cannot_stage);
+    if (const int32_t node = unable_to_stage(claims); node > 0) {
+      THD_THROW(ValueError, ctx.op_name(), "node {} cannot stage its GPU tensor through host memory, and the members "
+                "cannot go device to device (node {}'s error says why)", node - 1, node - 1);
+    }
   }
   auto participate = [&](Tensor& t) {
     switch (op.kind()) {
@@ -231,7 +259,7 @@ void run(ExecContext& ctx, const fb::Collective& op) {
   // them to NCCL, on this stream's CUDA stream); otherwise a GPU tensor takes part
   // through a host copy, and so does a strided one.
   Tensor& t = const_cast<Tensor&>(e->tensor);
-  if (choose_path(claims) == CollectivePath::Device || !needs_host_copy(t)) {
+  if (path == CollectivePath::Device || !needs_host_copy(t)) {
     participate(t);
   } else {
     Tensor staged = host_contiguous(t);

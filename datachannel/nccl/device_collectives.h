@@ -63,6 +63,12 @@ class DeviceCollectives {
   // issue order; tags do not separate them, and kAnySource is not supported.
   virtual Request send(GroupState& g, const Tensor& tensor, int dst, const P2POptions& o) = 0;
   virtual Request recv(GroupState& g, Tensor& tensor, int src, const P2POptions& o) = 0;
+
+  // Whether a collective of group `g` on CUDA device `device` can go ahead: the
+  // group has no communicator yet (and no failed set-up), or a healthy one on that
+  // device. Lets a caller that has another way (staging through host memory) take
+  // it instead of an error.
+  virtual bool usable_on(GroupState& g, int device) = 0;
 };
 
 }  // namespace thd::detail

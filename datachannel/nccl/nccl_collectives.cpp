@@ -303,6 +303,8 @@ Request NcclCollectives::all_to_all(GroupState& g, Tensor& out, const Tensor& in
   return impl_->run(g, std::move(launch));
 }
 
+bool NcclCollectives::usable_on(GroupState& g, int device) { return impl_->usable_on(g, device); }
+
 Request NcclCollectives::barrier(GroupState& g, const CollectiveOptions& o) {
   const char* name = "barrier";
   check_call(g, o, name);

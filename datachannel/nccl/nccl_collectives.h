@@ -50,6 +50,7 @@ class NcclCollectives final : public DeviceCollectives {
   // their first message), so the rest of the group need not take part.
   Request send(GroupState& g, const Tensor& tensor, int dst, const P2POptions& o) override;
   Request recv(GroupState& g, Tensor& tensor, int src, const P2POptions& o) override;
+  bool usable_on(GroupState& g, int device) override;
 
   // Sends and receives issued as one NCCL group on the group's communicator
   // (torch's batch_isend_irecv): they progress together, so a rank may message

@@ -186,6 +186,19 @@ std::shared_ptr<Communicator> Runner::communicator(GroupState& g, const Launch& 
   }
 }
 
+bool Runner::usable_on(const GroupState& g, int device) {
+  std::shared_ptr<Slot> s;
+  {
+    std::lock_guard lock(slots_mu_);
+    const auto it = slots_.find(fmt::format("group{}", g.id));
+    if (it == slots_.end()) return true;
+    s = it->second;
+  }
+  std::lock_guard lock(s->mu);
+  if (s->setup_error) return false;
+  return !s->comm || (s->comm->device() == device && !s->comm->broken());
+}
+
 std::optional<int> Runner::group_device(const GroupState& g) {
   std::shared_ptr<Slot> s;
   {

@@ -57,6 +57,8 @@ class Runner {
 
   // The device of the group's communicator, when it has one.
   std::optional<int> group_device(const GroupState& g);
+  // DeviceCollectives::usable_on.
+  bool usable_on(const GroupState& g, int device);
   NcclCollectives::Stats stats() const noexcept;
 
   // For the requests' engine: Request::wait and Request::cancel (and its expiry).

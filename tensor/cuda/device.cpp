@@ -46,10 +46,11 @@ std::array<uint8_t, 16> device_uuid(int device) {
             device, n);
   // Read once per device: cudaGetDeviceProperties reads every attribute, and a
   // worker asks at each collective of GPU tensors.
-  static std::mutex mu;
-  static std::vector<std::optional<std::array<uint8_t, 16>>> known(static_cast<size_t>(n));
-  std::lock_guard lock(mu);
-  auto& uuid = known[static_cast<size_t>(device)];
+  // Never destroyed: a collective may still ask while the process exits.
+  static auto* mu = new std::mutex;
+  static auto* known = new std::vector<std::optional<std::array<uint8_t, 16>>>(static_cast<size_t>(n));
+  std::lock_guard lock(*mu);
+  auto& uuid = (*known)[static_cast<size_t>(device)];
   if (!uuid) {
     cudaDeviceProp prop{};
     THD_CUDA_CHECK(cudaGetDeviceProperties(&prop, device), "device_uuid");

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <thd/config.h>
 #include <thd/cuda.h>
 #include <thd/tensor.h>
 
@@ -12,6 +13,13 @@
 #define THD_REQUIRE_CUDA()                                              \
   do {                                                                  \
     if (!::thd::cuda::is_available()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)
+
+// A test of what NCCL does: a build with CUDA but without it (THD_WITH_NCCL found
+// no NCCL) stages every collective through host memory.
+#define THD_REQUIRE_NCCL()                                                                  \
+  do {                                                                                      \
+    if (!THD_WITH_NCCL) GTEST_SKIP() << "built without NCCL (THD_WITH_NCCL is off)"; \
   } while (0)
 
 namespace thd::testing {

@@ -32,7 +32,13 @@ int64_t host_peak(int node) {
   return -1;
 }
 
-class RuntimeNcclOneWorker : public CudaJobTest<1> {};
+class RuntimeNcclOneWorker : public CudaJobTest<1> {
+ protected:
+  void SetUp() override {
+    THD_REQUIRE_NCCL();
+    CudaJobTest<1>::SetUp();
+  }
+};
 
 TEST_F(RuntimeNcclOneWorker, ACollectiveOfOneGpuTensorRunsOnTheDevice) {
   const Device gpu = Device::cuda(0);
@@ -52,6 +58,7 @@ TEST_F(RuntimeNcclOneWorker, ACollectiveOfOneGpuTensorRunsOnTheDevice) {
 class RuntimeNcclTwoGpus : public CudaJobTest<2> {
  protected:
   void SetUp() override {
+    THD_REQUIRE_NCCL();
     if (cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs (NCCL runs one rank per GPU); this host has "
                                                << cuda::device_count();
     CudaJobTest<2>::SetUp();

@@ -12,7 +12,7 @@ namespace {
 GpuId gpu(uint8_t n) {
   GpuId id{};
   id[0] = 0xa0;
-  id[15] = n;  // the last byte: the claims' second word
+  id[15] = n;  // the last byte: the claim's third word
   return id;
 }
 
@@ -40,14 +40,30 @@ TEST(CollectivePath, AnyMemberWithoutAGpuMakesEveryMemberStage) {
 }
 
 TEST(CollectivePath, ClaimsSurviveTheExchangesEncoding) {
-  const std::vector<MemberClaim> claims = {offers(4), MemberClaim{.refused_node = 2}, offers(9)};
+  MemberClaim short_of_host_memory = offers(5);
+  short_of_host_memory.cannot_stage_node = 4;
+  const std::vector<MemberClaim> claims = {offers(4), MemberClaim{.refused_node = 2}, offers(9),
+                                           short_of_host_memory};
   std::vector<Tensor> rows;
   for (const MemberClaim& c : claims) rows.push_back(encode_claim(c));
   const Tensor gathered = stack(rows);
   EXPECT_EQ(decode_claims(gathered), claims);
-  // Only a [members, 3] int64 tensor is a set of claims.
-  EXPECT_THROW(decode_claims(Tensor::zeros({3, 2}, kInt64)), ValueError);
-  EXPECT_THROW(decode_claims(Tensor::zeros({3, 3}, kInt32)), ValueError);
+  // Only a [members, 4] int64 tensor is a set of claims.
+  EXPECT_THROW(decode_claims(Tensor::zeros({3, 3}, kInt64)), ValueError);
+  EXPECT_THROW(decode_claims(Tensor::zeros({3, 4}, kInt32)), ValueError);
+}
+
+TEST(CollectivePath, AMemberShortOfHostMemoryFailsTheCollectiveOnlyIfTheyStage) {
+  // A GPU tensor larger than its worker's host memory limit still goes device to
+  // device; staged, it cannot go at all, and every member says which node it is.
+  MemberClaim short_of_host_memory = offers(2);
+  short_of_host_memory.cannot_stage_node = 2;
+  const std::vector<MemberClaim> device = {offers(1), short_of_host_memory};
+  EXPECT_EQ(choose_path(device), CollectivePath::Device);
+  const std::vector<MemberClaim> staged = {MemberClaim{}, short_of_host_memory};
+  EXPECT_EQ(choose_path(staged), CollectivePath::Host);
+  EXPECT_EQ(unable_to_stage(staged), 2);
+  EXPECT_EQ(unable_to_stage(std::vector<MemberClaim>{offers(1), MemberClaim{}}), 0);
 }
 
 TEST(CollectivePath, CpuTensorsOfferNoGpu) {
