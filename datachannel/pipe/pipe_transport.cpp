@@ -25,6 +25,11 @@ constexpr std::chrono::microseconds kStandDown{1000};
 constexpr uint64_t kMaxDiscardBuffer = 64 * 1024;
 // A yielding waiter's spin on an oversubscribed host (make_pipe_transport).
 constexpr std::chrono::microseconds kOversubscribedSpin{500};
+// How often the progress thread looks for peer processes on this host that exited,
+// and how long after it saw one gone the peer is lost: what it sent before it died
+// (its last replies, its goodbye) is still in the library's hands for a moment.
+constexpr std::chrono::milliseconds kWatchInterval{50};
+constexpr std::chrono::milliseconds kExitGrace{200};
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(net::Clock::now().time_since_epoch()).count();
@@ -122,6 +127,7 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
       heartbeats_(!pipe_->detects_silent_peer_loss()),
       last_heard_(static_cast<size_t>(size()), net::Clock::now()),
       heartbeat_out_(static_cast<size_t>(size()), nullptr),
+      exited_at_(static_cast<size_t>(size())),
       lost_(static_cast<size_t>(size())),
       lost_why_(static_cast<size_t>(size())),
       departed_(static_cast<size_t>(size()), 0) {
@@ -144,10 +150,15 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
 // nonce, its own) as its first control message, and checks the one it gets back.
 // A rank without the job's token can neither make a proof the others accept nor
 // accept theirs, so both sides refuse before any message of the program moves.
+// Who the rank's process is (process_watch.h) travels after the nonce, so that
+// peers on one host can watch each other at no extra store round trip.
 void PipeTransport::prove_token(const PipeAuth& auth) {
   const std::string op = name_ + " backend";
   nonce_ = net::random_nonce();
-  auth.store->set(fmt::format("pipe/nonce/{}", rank()), std::vector<uint8_t>(nonce_.begin(), nonce_.end()));
+  std::vector<uint8_t> published(nonce_.begin(), nonce_.end());
+  const std::string identity = auth.identity.value_or(this_process()).encode();
+  published.insert(published.end(), identity.begin(), identity.end());
+  auth.store->set(fmt::format("pipe/nonce/{}", rank()), published);
   for (int p = 0; p < size(); ++p) {
     if (p == rank()) continue;
     std::vector<uint8_t> theirs;
@@ -156,8 +167,12 @@ void PipeTransport::prove_token(const PipeAuth& auth) {
     } catch (const TimeoutError&) {
       THD_THROW_AT(TimeoutError, op, rank(), p, "rank {} did not join within {} ms", p, auth.timeout.count());
     }
-    THD_CHECK(theirs.size() == net::kNonceBytes, ConnectionError, op, "rank {} published a malformed nonce", p);
-    std::copy(theirs.begin(), theirs.end(), peer_nonces_[static_cast<size_t>(p)].begin());
+    THD_CHECK(theirs.size() >= net::kNonceBytes, ConnectionError, op, "rank {} published a malformed nonce", p);
+    std::copy_n(theirs.begin(), net::kNonceBytes, peer_nonces_[static_cast<size_t>(p)].begin());
+    // A missing or malformed identity only means the peer is not watched.
+    const std::string_view identity(reinterpret_cast<const char*>(theirs.data()) + net::kNonceBytes,
+                                    theirs.size() - net::kNonceBytes);
+    if (auto peer = ProcessIdentity::decode(identity)) watching_ = process_watch_.watch(p, *peer) || watching_;
   }
   std::unique_lock lock(mu_);
   for (int p = 0; p < size(); ++p) {
@@ -778,6 +793,18 @@ void PipeTransport::keep_alive(net::Clock::time_point now) {
   settle();
 }
 
+void PipeTransport::watch_processes(net::Clock::time_point now) {
+  if (closing_) return;
+  for (int p : process_watch_.exited()) exited_at_[static_cast<size_t>(p)] = now;
+  for (int p = 0; p < size(); ++p) {
+    const auto& at = exited_at_[static_cast<size_t>(p)];
+    if (!at || now - *at < kExitGrace || peer_error(p)) continue;
+    lose_peer(p, make_error<PeerLost>(name_ + " backend", rank(), p, "rank {}'s process (pid {} on this host) exited",
+                                      p, process_watch_.pid_of(p)));
+  }
+  settle();
+}
+
 std::shared_ptr<const RequestState> PipeTransport::send_control(int peer, std::vector<uint8_t> bytes,
                                                                 const std::string& what) {
   auto request = std::make_shared<RequestState>(what + " to rank " + std::to_string(peer), net::Deadline::max(),
@@ -831,6 +858,13 @@ bool PipeTransport::stand_down() const noexcept {
 
 void PipeTransport::progress_loop() noexcept {
   net::name_this_thread(name_ + "-progress");
+  // The process watch's rounds, which only this thread runs.
+  net::Clock::time_point next_look{};
+  auto due = [&](net::Clock::time_point now) {
+    if (!watching_ || now < next_look) return false;
+    next_look = now + kWatchInterval;
+    return true;
+  };
   while (!stop_.load()) {
     bool armed = false;
     bool busy = false;
@@ -842,9 +876,14 @@ void PipeTransport::progress_loop() noexcept {
       // ping-ponging with one peer) must still be heard by the others, and this
       // rank must still notice the others going silent. keep_alive returns at once
       // when nothing is due.
-      if (heartbeats_) {
-        std::lock_guard lock(mu_);
-        keep_alive(net::Clock::now());
+      if (heartbeats_ || watching_) {
+        const auto now = net::Clock::now();
+        const bool look = due(now);
+        if (heartbeats_ || look) {
+          std::lock_guard lock(mu_);
+          if (heartbeats_) keep_alive(now);
+          if (look) watch_processes(now);
+        }
       }
       std::unique_lock park(park_mu_);
       park_cv_.wait_for(park, kStandDown, [&] { return !stand_down() || stop_.load(); });
@@ -855,7 +894,11 @@ void PipeTransport::progress_loop() noexcept {
       flush_reposts();
       const int n = pipe_->progress();
       settle();
-      if (heartbeats_) keep_alive(net::Clock::now());
+      if (heartbeats_ || watching_) {
+        const auto now = net::Clock::now();
+        if (heartbeats_) keep_alive(now);
+        if (due(now)) watch_processes(now);
+      }
       if (n > 0) continue;
       // Never asleep with a control receive left unposted: some libraries (a
       // libfabric completion queue) wake a sleeper only for posted receives.

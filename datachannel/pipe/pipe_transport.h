@@ -38,6 +38,7 @@
 
 #include "datachannel/net/auth.h"
 #include "datachannel/pipe/message_pipe.h"
+#include "datachannel/pipe/process_watch.h"
 #include "datachannel/tcp/matching.h"
 #include "datachannel/transport.h"
 
@@ -75,6 +76,9 @@ struct PipeAuth {
   net::AuthToken token;
   std::shared_ptr<Store> store;  // the channel's own (prefixed) store
   std::chrono::milliseconds timeout{30000};
+  // Who this rank's process is, as published to its peers (process_watch.h):
+  // this_process() unless a test stands another process in.
+  std::optional<ProcessIdentity> identity = std::nullopt;
 };
 
 // A backend's Transport: PipeTransport over its pipe, with the token and timeout
@@ -184,6 +188,9 @@ class PipeTransport final : public Transport {
   void progress_loop() noexcept;
   // Heartbeats out, silent peers lost; under mu_, from the progress thread.
   void keep_alive(net::Clock::time_point now);
+  // Peers on this host whose process exited are lost once what they sent before
+  // has had a moment to arrive; under mu_, from the progress thread.
+  void watch_processes(net::Clock::time_point now);
   // Sends a transport-level control message (token proof, heartbeat) under mu_;
   // returns its internal request.
   std::shared_ptr<const RequestState> send_control(int peer, std::vector<uint8_t> bytes, const std::string& what);
@@ -227,6 +234,11 @@ class PipeTransport final : public Transport {
   std::vector<net::Clock::time_point> last_heard_;  // by rank: its last control message
   std::vector<std::shared_ptr<const RequestState>> heartbeat_out_;  // by rank: the latest heartbeat
   net::Clock::time_point next_heartbeat_{};
+
+  // Peer processes on this host (process_watch.h), and when each was seen gone.
+  ProcessWatch process_watch_;
+  bool watching_ = false;  // some peer was watched: the progress thread looks
+  std::vector<std::optional<net::Clock::time_point>> exited_at_;  // by rank
 
   mutable std::mutex lost_mu_;
   std::vector<std::exception_ptr> lost_;  // by peer rank

@@ -19,6 +19,7 @@
 #include "datachannel/transport_test_util.h"
 #include "memory_pipe.h"
 #include "scoped_env.h"
+#include "stand_in_process.h"
 
 namespace thd::test {
 namespace {
@@ -201,6 +202,44 @@ TEST(PipeTransport, LostPeerFailsPendingAndLaterOperationsWithPeerLost) {
   EXPECT_THROW(std::rethrow_exception(e), PeerLost);
   auto later = isend(w[0], pattern(4, 1), 1, 2);
   EXPECT_NE(wait_error(w[0], *later), nullptr);
+}
+
+TEST(PipeTransport, APeerWhoseProcessOnThisHostExitsIsLostWithinASecond) {
+  // Rank 1 publishes a child process as its own; the pipes cannot tell a silent
+  // peer and send no heartbeats, so only the process watch can notice the child's
+  // death, which it must well before any heartbeat timeout would.
+  StandInProcess rank1_process;
+  MemoryFabric fabric(2, /*detects_silent_loss=*/true);
+  auto store = std::make_shared<HashStore>(std::chrono::milliseconds(5000));
+  std::vector<std::unique_ptr<PipeTransport>> t(2);
+  std::vector<std::thread> makers;
+  for (int r = 0; r < 2; ++r) {
+    makers.emplace_back([&, r] {
+      detail::pipe::PipeAuth auth = auth_for(store);
+      if (r == 1) auth.identity = rank1_process.identity();
+      t[static_cast<size_t>(r)] = std::make_unique<PipeTransport>(fabric.make_pipe(r), std::move(auth));
+    });
+  }
+  for (auto& m : makers) m.join();
+  std::vector<uint8_t> got(8);
+  auto first = irecv(*t[0], got, 1, 1);
+  auto s = isend(*t[1], pattern(8, 1), 0, 1);
+  ASSERT_TRUE(wait_ok(*t[0], *first));
+  ASSERT_TRUE(wait_ok(*t[1], *s));
+  auto pending = irecv(*t[0], got, 1, 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(pending->finished()) << "a live peer was counted lost";
+  const auto killed = std::chrono::steady_clock::now();
+  rank1_process.kill();
+  const auto e = wait_error(*t[0], *pending);
+  const auto took = std::chrono::steady_clock::now() - killed;
+  std::string message;
+  ASSERT_TRUE(holds<PeerLost>(e, &message)) << what(e);
+  EXPECT_NE(message.find(fmt::format("pid {} on this host) exited", rank1_process.pid())), std::string::npos)
+      << message;
+  EXPECT_LT(took, std::chrono::seconds(1));
+  // Rank 1's view of rank 0 (this process, alive) is untouched.
+  EXPECT_EQ(t[1]->peer_error(0), nullptr);
 }
 
 // Heartbeats that make a silent peer lost after 400 ms, sent every 100 ms.
