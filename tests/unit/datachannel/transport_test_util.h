@@ -2,6 +2,8 @@
 // waits with a verdict, and ranks run as threads.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -131,6 +133,15 @@ inline std::chrono::microseconds thread_cpu_time() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return std::chrono::seconds(ts.tv_sec) +
          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::nanoseconds(ts.tv_nsec));
+}
+
+// Times the calling thread gave its core up by blocking (getrusage's voluntary
+// context switches): a waiter that blocks adds at least one; one that only yields
+// adds none, however loaded the host (a yield is an involuntary switch).
+inline long thread_blocked_count() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_nvcsw;
 }
 
 }  // namespace thd::test

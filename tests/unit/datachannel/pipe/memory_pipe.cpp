@@ -119,6 +119,7 @@ bool MemoryPipe::cancel(detail::pipe::PipeOp* op) {
 }
 
 int MemoryPipe::progress() {
+  progress_calls_.fetch_add(1, std::memory_order_relaxed);
   std::vector<MemoryFabric::Done> done;
   {
     std::lock_guard lock(fabric_.mu_);

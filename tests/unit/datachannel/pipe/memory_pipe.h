@@ -96,6 +96,8 @@ class MemoryPipe final : public detail::pipe::MessagePipe {
   // How often interrupt() was called; how many threads are in sleep() now.
   int interrupts() const { return interrupts_.load(); }
   int sleepers() const { return sleepers_.load(); }
+  // How often progress() was called (by waiters and the progress thread).
+  int64_t progress_calls() const { return progress_calls_.load(); }
   // While held, an interrupt does not end a sleep (a sleeper the scheduler has
   // not run yet); its deadline still does.
   void hold_wakeups(bool held);
@@ -113,6 +115,7 @@ class MemoryPipe final : public detail::pipe::MessagePipe {
   std::vector<Call> calls_;  // under fabric_.mu_
   std::atomic<int> interrupts_{0};
   std::atomic<int> sleepers_{0};
+  std::atomic<int64_t> progress_calls_{0};
 };
 
 }  // namespace thd::test
