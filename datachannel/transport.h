@@ -39,6 +39,7 @@
 namespace thd::detail {
 
 class DeviceCollectives;  // datachannel/nccl/device_collectives.h
+class HostCollectives;    // datachannel/host_collectives.h
 
 class Transport {
  public:
@@ -85,6 +86,9 @@ class Transport {
   // backend's), nullptr when it has none: the DataChannel then uses the library
   // the build has for them (make_device_collectives, backends.h).
   virtual DeviceCollectives* device_collectives() noexcept { return nullptr; }
+  // The collectives this backend's library runs on host memory where they beat
+  // thd's own algorithms (the mpi backend's), nullptr when it has none.
+  virtual HostCollectives* host_collectives() noexcept { return nullptr; }
 
   // Counted by the callers of post_send/post_recv (thd::stats).
   void count_send(size_t bytes) noexcept {

@@ -36,6 +36,9 @@ class Comm {
   int size() const noexcept { return static_cast<int>(world_ranks_.size()); }
   const std::string& op() const noexcept { return op_; }
   net::Deadline deadline() const noexcept { return deadline_; }
+  const Envelope& envelope() const noexcept { return envelope_; }
+  const std::vector<int>& world_ranks() const noexcept { return world_ranks_; }
+  Transport& transport() const noexcept { return transport_; }
 
   // One message of this call to / from a group rank. Messages between two ranks
   // in one call match in the order they are posted.

@@ -9,6 +9,7 @@
 #include "datachannel/check.h"
 #include "datachannel/collectives/algorithms.h"
 #include "datachannel/collectives/reduce_kernels.h"
+#include "datachannel/host_collectives.h"
 
 namespace thd::detail {
 
@@ -70,6 +71,10 @@ void all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) 
   check_buffer(comm, data, nbytes, "the buffer");
   if (nbytes == 0) return;
   if (comm.size() == 1) return finish_reduce(data, count, dtype, op, 1);
+  if (HostCollectives* native = comm.transport().host_collectives();
+      native != nullptr && native->all_reduce(comm, data, count, dtype, op)) {
+    return;
+  }
   switch (choose_all_reduce(nbytes, count, comm.size())) {
     case AllReduceAlgorithm::RecursiveDoubling: return recursive_doubling_all_reduce(comm, data, count, dtype, op);
     case AllReduceAlgorithm::Ring: return ring_all_reduce(comm, data, count, dtype, op);

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include "datachannel/check.h"
+#include "datachannel/mpi/mpi_host_collectives.h"
 #include "datachannel/mpi/mpi_library.h"
 
 namespace thd::detail::mpi {
@@ -38,8 +39,8 @@ std::exception_ptr failure(int rank, int peer, std::string_view what, int code) 
 
 class MpiPipe final : public pipe::MessagePipe {
  public:
-  MpiPipe(int rank, int size, MPI_Comm comm, uint32_t max_tag)
-      : MessagePipe(rank, size), comm_(comm), max_tag_(max_tag) {
+  MpiPipe(int rank, int size, MPI_Comm comm, uint32_t max_tag, std::unique_ptr<MpiHostCollectives> collectives)
+      : MessagePipe(rank, size), comm_(comm), max_tag_(max_tag), collectives_(std::move(collectives)) {
     register_before_finalize(this, [this] {
       std::lock_guard lock(mpi_mu_);
       finalized_ = true;
@@ -63,6 +64,7 @@ class MpiPipe final : public pipe::MessagePipe {
   }
 
   std::string_view name() const noexcept override { return "mpi"; }
+  HostCollectives* host_collectives() noexcept override { return collectives_.get(); }
   uint32_t max_tag() const noexcept override { return max_tag_; }
 
   void send(int peer, uint32_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override {
@@ -101,6 +103,7 @@ class MpiPipe final : public pipe::MessagePipe {
   }
 
   int progress() override {
+    if (collectives_) collectives_->finish_abandoned();
     std::lock_guard lock(mpi_mu_);
     int completed = deliver_finished();
     if (finalized_) return completed;
@@ -248,6 +251,7 @@ class MpiPipe final : public pipe::MessagePipe {
   bool finalized_ = false;
   MPI_Comm comm_;
   const uint32_t max_tag_;
+  std::unique_ptr<MpiHostCollectives> collectives_;  // null when turned off
   std::unordered_map<pipe::PipeOp*, std::unique_ptr<OpState>> ops_;
   std::vector<MPI_Request> requests_;  // parallel to slots_, for MPI_Testsome
   std::vector<Slot> slots_;
@@ -269,6 +273,8 @@ std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options) 
   THD_CHECK(options.timeout.count() > 0, ValueError, kOp, "timeout must be positive, got {} ms",
             options.timeout.count());
   ensure_initialized(kOp);
+  // Read before any collective call: a malformed value throws on this rank alone.
+  unsigned long long max_bytes = native_all_reduce_max_bytes();
   int rank = -1;
   int size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -285,7 +291,22 @@ std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options) 
   // Collective over the world: every rank creates its channel together, as with tcp.
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), kOp, "MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  return std::make_unique<MpiPipe>(rank, size, comm, static_cast<uint32_t>(std::max(tag_ub, 2)));
+  // MPI's own small all_reduces run on a communicator of their own, so their
+  // sequence never meets the pipe's messages. The ranks agree on the largest size
+  // MPI takes (the smallest any asks for), so a call is MPI's on every member or
+  // on none.
+  MPI_Comm native = MPI_COMM_NULL;
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &native), kOp, "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(native, MPI_ERRORS_RETURN);
+  check(MPI_Allreduce(MPI_IN_PLACE, &max_bytes, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, native), kOp, "MPI_Allreduce");
+  std::unique_ptr<MpiHostCollectives> collectives;
+  if (max_bytes > 0) {
+    collectives = std::make_unique<MpiHostCollectives>(native, static_cast<size_t>(max_bytes));
+  } else {
+    MPI_Comm_free(&native);
+  }
+  return std::make_unique<MpiPipe>(rank, size, comm, static_cast<uint32_t>(std::max(tag_ub, 2)),
+                                   std::move(collectives));
 }
 
 }  // namespace thd::detail::mpi

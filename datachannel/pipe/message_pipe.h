@@ -26,6 +26,10 @@
 
 #include "datachannel/net/socket.h"
 
+namespace thd::detail {
+class HostCollectives;  // datachannel/host_collectives.h
+}
+
 namespace thd::detail::pipe {
 
 inline constexpr uint32_t kControlTag = 0;
@@ -95,6 +99,9 @@ class MessagePipe {
   // by itself. When it does not (libfabric's tcp and shm providers), PipeTransport
   // sends heartbeats and declares a silent peer lost.
   virtual bool detects_silent_peer_loss() const noexcept { return true; }
+  // The library's own host collectives (Transport::host_collectives), if it has
+  // some worth using. They are called outside PipeTransport's lock.
+  virtual HostCollectives* host_collectives() noexcept { return nullptr; }
 
  private:
   int rank_;

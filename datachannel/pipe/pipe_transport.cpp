@@ -118,6 +118,7 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
       tuning_(tuning),
       pipe_(std::move(pipe)),
       max_data_tag_(pipe_->max_tag()),
+      host_collectives_(pipe_->host_collectives()),
       inboxes_(static_cast<size_t>(size())),
       next_data_tag_(static_cast<size_t>(size()), 1),
       token_(std::move(auth.token)),

@@ -105,6 +105,7 @@ class PipeTransport final : public Transport {
   bool wait(RequestState& request, net::Deadline until) override;
   std::exception_ptr peer_error(int world_rank) const override;
   bool peer_departed(int world_rank) const override;
+  HostCollectives* host_collectives() noexcept override { return host_collectives_; }
 
  private:
   // What a completion belongs to; every PipeOp the engine hands out is one of these.
@@ -202,6 +203,7 @@ class PipeTransport final : public Transport {
   const PipeTuning tuning_;
   std::unique_ptr<MessagePipe> pipe_;
   const uint32_t max_data_tag_;
+  HostCollectives* const host_collectives_;  // the pipe's, or null
 
   mutable std::mutex mu_;  // the engine lock
   bool closing_ = false;

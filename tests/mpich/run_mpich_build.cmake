@@ -38,7 +38,7 @@ endif()
 # By default only what includes mpi.h is compiled against MPICH (a minute); the
 # whole build and the MPICH runs take several more minutes on a 2-core machine, so
 # they run when THD_TEST_MPICH_RUN=1 is set (docs/backends.md).
-set(mpi_sources backends.cpp mpi/mpi_library.cpp mpi/mpi_pipe.cpp mpi/mpi_rendezvous.cpp)
+set(mpi_sources backends.cpp mpi/mpi_host_collectives.cpp mpi/mpi_library.cpp mpi/mpi_pipe.cpp mpi/mpi_rendezvous.cpp)
 set(objects)
 foreach(src IN LISTS mpi_sources)
   list(APPEND objects datachannel/CMakeFiles/thd_datachannel.dir/${src}.o)

@@ -1,0 +1,30 @@
+// Collectives a backend's own library runs on host memory, for the calls where it
+// is faster than thd's algorithms over point-to-point (collectives/). The mpi
+// backend's are Open MPI's or MPICH's own (datachannel/mpi/mpi_host_collectives.h).
+//
+// A backend that has them returns them from Transport::host_collectives(); the
+// algorithm dispatch (collectives/select.cpp) offers each call to them first and
+// runs its own algorithm when they decline it.
+#pragma once
+
+#include <cstddef>
+
+#include <thd/datachannel.h>
+#include <thd/dtype.h>
+
+namespace thd::detail {
+
+class Comm;
+
+class HostCollectives {
+ public:
+  virtual ~HostCollectives() = default;
+  // all_reduce of `count` elements at `data`, in place, among comm's group: false
+  // when the library does not take this call (group, tag, dtype, op, size) and
+  // nothing was done; true when it ran it. Throws as thd's algorithms do:
+  // ValueError/TypeError naming both calls when the members disagree, TimeoutError
+  // at comm.deadline(); `data` is not written after it throws.
+  virtual bool all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) = 0;
+};
+
+}  // namespace thd::detail

@@ -1,0 +1,253 @@
+#include "datachannel/mpi/mpi_host_collectives.h"
+
+#include <sched.h>
+
+#include <array>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "datachannel/check.h"
+#include "datachannel/collectives/comm.h"
+#include "datachannel/collectives/reduce_kernels.h"
+#include "datachannel/envelope.h"
+#include "datachannel/mpi/mpi_library.h"
+#include "datachannel/net/auth.h"
+
+namespace thd::detail::mpi {
+
+namespace {
+
+constexpr const char* kOp = "mpi backend";
+
+// Up to this MPI's own all_reduce (with the agreement) beats thd's over the mpi
+// backend; from 16 KiB thd's is faster (docs/backends.md, "Collectives").
+constexpr size_t kDefaultMaxBytes = size_t{8} << 10;
+
+// How long an agreement is tested without pause, then yielding, before the waiter
+// naps between tests (MPI moves a collective only inside MPI calls).
+constexpr std::chrono::microseconds kSpin{200};
+constexpr std::chrono::milliseconds kYield{10};
+constexpr std::chrono::microseconds kNap{100};
+// How often the pipe's progress looks at a call this rank gave up on.
+constexpr std::chrono::milliseconds kFinisherInterval{1};
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::UInt8: return MPI_UINT8_T;
+    case DType::Int8: return MPI_INT8_T;
+    case DType::Int32: return MPI_INT32_T;
+    case DType::Int64: return MPI_INT64_T;
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    case DType::Bool:
+    case DType::Float16:
+    case DType::BFloat16: return MPI_DATATYPE_NULL;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+// MPI's op with thd's result for this dtype, MPI_OP_NULL where there is none: thd's
+// float min/max propagate NaN, which MPI leaves to the implementation.
+MPI_Op mpi_op(DType dtype, ReduceOp op) {
+  const bool floating = dtype == DType::Float32 || dtype == DType::Float64;
+  switch (op) {
+    case ReduceOp::Sum: return MPI_SUM;
+    case ReduceOp::Avg: return floating ? MPI_SUM : MPI_OP_NULL;  // then divided (finish_reduce)
+    case ReduceOp::Prod: return MPI_PROD;
+    case ReduceOp::Min: return floating ? MPI_OP_NULL : MPI_MIN;
+    case ReduceOp::Max: return floating ? MPI_OP_NULL : MPI_MAX;
+    case ReduceOp::BAnd: return floating ? MPI_OP_NULL : MPI_BAND;
+    case ReduceOp::BOr: return floating ? MPI_OP_NULL : MPI_BOR;
+    case ReduceOp::BXor: return floating ? MPI_OP_NULL : MPI_BXOR;
+  }
+  return MPI_OP_NULL;
+}
+
+// A call's kind in two words, and back.
+std::array<uint64_t, 2> encode(const MessageKind& k) {
+  return {static_cast<uint64_t>(k.op) | static_cast<uint64_t>(k.dtype) << 8 | static_cast<uint64_t>(k.reduce) << 16 |
+              static_cast<uint64_t>(static_cast<uint32_t>(k.root)) << 32,
+          k.count};
+}
+MessageKind decode(uint64_t w0, uint64_t w1) {
+  MessageKind k;
+  k.op = static_cast<MessageOp>(w0 & 0xff);
+  k.dtype = static_cast<uint8_t>((w0 >> 8) & 0xff);
+  k.reduce = static_cast<uint8_t>((w0 >> 16) & 0xff);
+  k.root = static_cast<int32_t>(static_cast<uint32_t>(w0 >> 32));
+  k.count = w1;
+  return k;
+}
+size_t bytes_of(const MessageKind& k) {
+  if (k.dtype == kRawBytes) return static_cast<size_t>(k.count);
+  if (k.dtype >= kNumDTypes) return 0;
+  return static_cast<size_t>(k.count) * element_size(static_cast<DType>(k.dtype));
+}
+
+}  // namespace
+
+size_t native_all_reduce_max_bytes() {
+  if (auto v = net::process_env("THD_MPI_NATIVE_MAX_BYTES"); v && !v->empty()) {
+    char* end = nullptr;
+    const long long n = std::strtoll(v->c_str(), &end, 10);
+    THD_CHECK(end && *end == '\0' && n >= 0, ValueError, kOp,
+              "THD_MPI_NATIVE_MAX_BYTES must be a number of bytes (0 turns MPI's own collectives off), got '{}'", *v);
+    return static_cast<size_t>(n);
+  }
+  return kDefaultMaxBytes;
+}
+
+MpiHostCollectives::MpiHostCollectives(MPI_Comm comm, size_t max_bytes) : comm_(comm), max_bytes_(max_bytes) {
+  MPI_Comm_size(comm_, &size_);
+  register_before_finalize(this, [this] {
+    std::lock_guard lock(mu_);
+    finalized_ = true;
+  });
+}
+
+MpiHostCollectives::~MpiHostCollectives() {
+  unregister_before_finalize(this);
+  std::lock_guard lock(mu_);
+  // A communicator with requests MPI still holds is left to MPI_Finalize.
+  if (!finalized_ && !abandoned_ && stuck_.empty()) MPI_Comm_free(&comm_);
+}
+
+void MpiHostCollectives::check(int code, const Comm& comm, const char* call) const {
+  if (code == MPI_SUCCESS) return;
+  THD_THROW_AT(ConnectionError, comm.op(), comm.transport().rank(), -1, "{} failed: {}", call, error_text(code));
+}
+
+bool MpiHostCollectives::await_agreement(Comm& comm, Call& call) {
+  const auto start = net::Clock::now();
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&call.request, &done, MPI_STATUS_IGNORE), comm, "MPI_Test");
+    if (done) return true;
+    const auto now = net::Clock::now();
+    if (now >= comm.deadline()) return false;
+    if (now - start < kSpin) continue;
+    if (now - start < kYield) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(kNap);
+    }
+  }
+}
+
+bool MpiHostCollectives::agreed(const Call& call) const {
+  const auto& a = call.agreement;
+  // After MPI_BAND, a word and its complement are both intact only if every
+  // member's matched this rank's bit for bit.
+  return a.size() == 4 && a[2] == ~a[0] && a[3] == ~a[1];
+}
+
+void MpiHostCollectives::name_the_mismatch(Comm& comm, size_t nbytes) {
+  const Envelope& env = comm.envelope();
+  const auto mine = encode(env.kind);
+  auto gather = std::make_unique<Call>();
+  gather->stage.resize(2 * static_cast<size_t>(size_));
+  check(MPI_Iallgather(mine.data(), 2, MPI_UINT64_T, gather->stage.data(), 2, MPI_UINT64_T, comm_, &gather->request),
+        comm, "MPI_Iallgather");
+  if (!await_agreement(comm, *gather)) {
+    off_.store(true);
+    stuck_.push_back(std::move(gather));
+    THD_THROW_AT(TimeoutError, comm.op(), comm.transport().rank(), -1,
+                 "the members disagree on this collective ({} here), and did not say how before its deadline",
+                 describe(env.kind));
+  }
+  for (int r = 0; r < size_; ++r) {
+    const auto i = 2 * static_cast<size_t>(r);
+    const MessageKind theirs = decode(gather->stage[i], gather->stage[i + 1]);
+    if (theirs == env.kind) continue;
+    Envelope got = env;
+    got.kind = theirs;
+    std::rethrow_exception(message_mismatch(comm.transport().rank(), comm.world_ranks()[static_cast<size_t>(r)], env,
+                                            nbytes, got, bytes_of(theirs)));
+  }
+  THD_THROW_AT(ValueError, comm.op(), comm.transport().rank(), -1,
+               "the members disagreed on this collective, yet every call gathered matches this rank's ({})",
+               describe(env.kind));
+}
+
+bool MpiHostCollectives::all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
+  const size_t nbytes = count * element_size(dtype);
+  const Envelope& env = comm.envelope();
+  // The world group (id 0) and tag 0 (a collective's tag is the user's << 32 | its sequence).
+  if (nbytes > max_bytes_ || env.context != collective_context(0) || (env.tag >> 32) != 0 || count > INT_MAX) {
+    return false;
+  }
+  const MPI_Datatype type = mpi_type(dtype);
+  const MPI_Op mop = mpi_op(dtype, op);
+  if (type == MPI_DATATYPE_NULL || mop == MPI_OP_NULL || off_.load(std::memory_order_acquire)) return false;
+  std::lock_guard lock(mu_);
+  if (finalized_ || off_.load() || size_ != comm.size()) return false;
+
+  auto call = std::make_unique<Call>();
+  call->descriptor = encode(env.kind);
+  const auto& mine = call->descriptor;
+  call->agreement = {mine[0], mine[1], ~mine[0], ~mine[1]};
+  // The data is staged before the agreement: a call given up at its deadline may
+  // still be finished later (finish_abandoned), and must not read the caller's
+  // memory then.
+  call->stage.resize((nbytes + 7) / 8);
+  std::memcpy(call->stage.data(), data, nbytes);
+  call->count = static_cast<int>(count);
+  call->type = type;
+  call->op = mop;
+  check(MPI_Iallreduce(MPI_IN_PLACE, call->agreement.data(), 4, MPI_UINT64_T, MPI_BAND, comm_, &call->request), comm,
+        "MPI_Iallreduce");
+  if (!await_agreement(comm, *call)) {
+    off_.store(true);
+    abandoned_ = std::move(call);
+    has_abandoned_.store(true, std::memory_order_release);
+    THD_THROW_AT(TimeoutError, comm.op(), comm.transport().rank(), -1,
+                 "{} did not finish before the collective's deadline: some rank never called it (is it running a "
+                 "different collective, or stuck?). MPI cannot withdraw a collective, so this channel runs its "
+                 "collectives with thd's own algorithms from now on",
+                 describe(env.kind));
+  }
+  if (!agreed(*call)) name_the_mismatch(comm, nbytes);
+  // Every member is in this call with this size: the data moves in one blocking call.
+  check(MPI_Allreduce(MPI_IN_PLACE, call->stage.data(), call->count, type, mop, comm_), comm, "MPI_Allreduce");
+  std::memcpy(data, call->stage.data(), nbytes);
+  if (op == ReduceOp::Avg) finish_reduce(data, count, dtype, op, size_);
+  return true;
+}
+
+void MpiHostCollectives::finish_abandoned() {
+  if (!has_abandoned_.load(std::memory_order_acquire)) return;
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || finalized_ || !abandoned_) return;
+  // Waiters call progress in tight loops; a call that may never complete (a rank
+  // that died or went elsewhere) is looked at once a millisecond.
+  const auto now = net::Clock::now();
+  if (now < next_look_) return;
+  next_look_ = now + kFinisherInterval;
+  Call& call = *abandoned_;
+  int done = 0;
+  if (MPI_Test(&call.request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+    stuck_.push_back(std::move(abandoned_));
+    has_abandoned_.store(false);
+    return;
+  }
+  if (!done) return;
+  // The others were only late: they are in the data's MPI_Allreduce now, or, when
+  // they disagreed, in the gather that names the difference. Join them.
+  if (agreed(call)) {
+    MPI_Allreduce(MPI_IN_PLACE, call.stage.data(), call.count, call.type, call.op, comm_);
+  } else {
+    std::vector<uint64_t> all(2 * static_cast<size_t>(size_));
+    MPI_Request gather = MPI_REQUEST_NULL;
+    if (MPI_Iallgather(call.descriptor.data(), 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm_, &gather) ==
+        MPI_SUCCESS) {
+      MPI_Wait(&gather, MPI_STATUS_IGNORE);
+    }
+  }
+  abandoned_.reset();
+  has_abandoned_.store(false);
+}
+
+}  // namespace thd::detail::mpi

@@ -1,0 +1,90 @@
+// The mpi backend's host collectives (host_collectives.h): small all_reduces of the
+// world group run as MPI's own MPI_Allreduce, which beats thd's algorithms over
+// point-to-point up to 8 KiB on one host (docs/backends.md, "Collectives");
+// larger ones stay with thd's, which are faster there.
+//
+// What MPI does not give, and thd promises, is kept:
+// - Mismatched calls are an error naming both, not undefined behaviour: the
+//   members first agree on a descriptor of the call (a 32-byte MPI_Iallreduce with
+//   MPI_BAND over the descriptor and its complement, so every member sees any
+//   difference), and only on disagreement gather them to name the other call.
+// - Deadlines: the agreement is nonblocking and tested until the call's deadline.
+//   Once it completes every member has entered the call with the same size, and
+//   the data moves in a blocking MPI_Allreduce (Open MPI's nonblocking one is no
+//   faster than thd's own). An MPI collective cannot be withdrawn: a member whose
+//   agreement times out keeps it, and should it complete later (the others were
+//   only late), the pipe's progress finishes the call with the staged copy of the
+//   data, so the others are not left blocked. That member's later calls use thd's
+//   algorithms: its sequence on the communicator is no longer the others'.
+// - Concurrency: only tag 0 of the world group is taken (one queue runs it in issue
+//   order on every member); other tags and groups are independent sequences that
+//   would need a communicator each.
+// - Results: only dtypes and ops whose MPI result is thd's exactly (no float
+//   min/max, whose NaN handling MPI leaves open; no float16, bfloat16 or bool).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include <mpi.h>
+
+#include "datachannel/host_collectives.h"
+
+namespace thd::detail::mpi {
+
+class MpiHostCollectives final : public HostCollectives {
+ public:
+  // Takes `comm`, a communicator of the whole world of its own (MPI_Comm_dup).
+  // `max_bytes`: the largest all_reduce taken, the same on every rank.
+  MpiHostCollectives(MPI_Comm comm, size_t max_bytes);
+  ~MpiHostCollectives() override;
+  MpiHostCollectives(const MpiHostCollectives&) = delete;
+  MpiHostCollectives& operator=(const MpiHostCollectives&) = delete;
+
+  bool all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) override;
+
+  // Finishes a call this rank gave up on whose agreement completed since (see
+  // above); cheap when there is none. The pipe calls it from progress().
+  void finish_abandoned();
+
+ private:
+  // A staged all_reduce: the agreement's words, the data's copy, how to reduce it.
+  struct Call {
+    std::array<uint64_t, 2> descriptor{};  // this rank's call (encode())
+    std::vector<uint64_t> agreement;       // descriptor and complement, then every member's ANDed
+    std::vector<uint64_t> stage;      // the data (8-byte words: every dtype fits)
+    int count = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_OP_NULL;
+    MPI_Request request = MPI_REQUEST_NULL;  // the agreement's
+  };
+
+  // Tests the agreement until it completes (true) or comm's deadline passes (false).
+  bool await_agreement(Comm& comm, Call& call);
+  bool agreed(const Call& call) const;
+  [[noreturn]] void name_the_mismatch(Comm& comm, size_t nbytes);
+  void check(int code, const Comm& comm, const char* call) const;
+
+  std::mutex mu_;  // one call at a time, and the finisher
+  MPI_Comm comm_;
+  int size_ = 0;
+  const size_t max_bytes_;
+  bool finalized_ = false;             // MPI_Finalize is coming: no more MPI calls
+  std::atomic<bool> off_{false};       // a call timed out here: thd's algorithms from now on
+  std::atomic<bool> has_abandoned_{false};
+  std::unique_ptr<Call> abandoned_;    // its agreement still pending in MPI
+  std::chrono::steady_clock::time_point next_look_{};
+  std::vector<std::unique_ptr<Call>> stuck_;  // requests MPI holds for good (never freed)
+};
+
+// The largest all_reduce the mpi backend hands to MPI: THD_MPI_NATIVE_MAX_BYTES
+// (0 turns MPI's own collectives off), else the measured crossover.
+size_t native_all_reduce_max_bytes();
+
+}  // namespace thd::detail::mpi
