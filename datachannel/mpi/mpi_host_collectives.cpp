@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <climits>
@@ -112,7 +113,7 @@ MpiHostCollectives::~MpiHostCollectives() {
   unregister_before_finalize(this);
   std::lock_guard lock(mu_);
   // A communicator with requests MPI still holds is left to MPI_Finalize.
-  if (!finalized_ && !abandoned_ && stuck_.empty()) MPI_Comm_free(&comm_);
+  if (!finalized_ && !abandoned_ && kept_.empty()) MPI_Comm_free(&comm_);
 }
 
 void MpiHostCollectives::check(int code, const Comm& comm, const char* call) const {
@@ -120,11 +121,11 @@ void MpiHostCollectives::check(int code, const Comm& comm, const char* call) con
   THD_THROW_AT(ConnectionError, comm.op(), comm.transport().rank(), -1, "{} failed: {}", call, error_text(code));
 }
 
-bool MpiHostCollectives::await_agreement(Comm& comm, Call& call) {
+bool MpiHostCollectives::await(Comm& comm, MPI_Request& request) {
   const auto start = net::Clock::now();
   for (;;) {
     int done = 0;
-    check(MPI_Test(&call.request, &done, MPI_STATUS_IGNORE), comm, "MPI_Test");
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), comm, "MPI_Test");
     if (done) return true;
     const auto now = net::Clock::now();
     if (now >= comm.deadline()) return false;
@@ -137,30 +138,33 @@ bool MpiHostCollectives::await_agreement(Comm& comm, Call& call) {
   }
 }
 
-bool MpiHostCollectives::agreed(const Call& call) const {
+bool MpiHostCollectives::agreed(const Call& call) {
   const auto& a = call.agreement;
   // After MPI_BAND, a word and its complement are both intact only if every
   // member's matched this rank's bit for bit.
-  return a.size() == 4 && a[2] == ~a[0] && a[3] == ~a[1];
+  return a[2] == ~a[0] && a[3] == ~a[1];
 }
 
-void MpiHostCollectives::name_the_mismatch(Comm& comm, size_t nbytes) {
+void MpiHostCollectives::name_the_mismatch(Comm& comm, const Call& call, size_t nbytes) {
   const Envelope& env = comm.envelope();
-  const auto mine = encode(env.kind);
-  auto gather = std::make_unique<Call>();
-  gather->stage.resize(2 * static_cast<size_t>(size_));
-  check(MPI_Iallgather(mine.data(), 2, MPI_UINT64_T, gather->stage.data(), 2, MPI_UINT64_T, comm_, &gather->request),
-        comm, "MPI_Iallgather");
-  if (!await_agreement(comm, *gather)) {
+  // Every member's descriptor, then this rank's own as the send buffer: one block
+  // to keep should the gather never finish.
+  const size_t n = 2 * static_cast<size_t>(size_);
+  auto all = std::make_shared<std::vector<uint64_t>>(n + 2);
+  std::copy(call.descriptor.begin(), call.descriptor.end(), all->begin() + static_cast<std::ptrdiff_t>(n));
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(all->data() + n, 2, MPI_UINT64_T, all->data(), 2, MPI_UINT64_T, comm_, &request), comm,
+        "MPI_Iallgather");
+  if (!await(comm, request)) {
     off_.store(true);
-    stuck_.push_back(std::move(gather));
+    kept_.push_back(std::move(all));
     THD_THROW_AT(TimeoutError, comm.op(), comm.transport().rank(), -1,
                  "the members disagree on this collective ({} here), and did not say how before its deadline",
                  describe(env.kind));
   }
   for (int r = 0; r < size_; ++r) {
     const auto i = 2 * static_cast<size_t>(r);
-    const MessageKind theirs = decode(gather->stage[i], gather->stage[i + 1]);
+    const MessageKind theirs = decode((*all)[i], (*all)[i + 1]);
     if (theirs == env.kind) continue;
     Envelope got = env;
     got.kind = theirs;
@@ -199,7 +203,7 @@ bool MpiHostCollectives::all_reduce(Comm& comm, void* data, size_t count, DType 
   call->op = mop;
   check(MPI_Iallreduce(MPI_IN_PLACE, call->agreement.data(), 4, MPI_UINT64_T, MPI_BAND, comm_, &call->request), comm,
         "MPI_Iallreduce");
-  if (!await_agreement(comm, *call)) {
+  if (!await(comm, call->request)) {
     off_.store(true);
     abandoned_ = std::move(call);
     has_abandoned_.store(true, std::memory_order_release);
@@ -209,7 +213,7 @@ bool MpiHostCollectives::all_reduce(Comm& comm, void* data, size_t count, DType 
                  "collectives with thd's own algorithms from now on",
                  describe(env.kind));
   }
-  if (!agreed(*call)) name_the_mismatch(comm, nbytes);
+  if (!agreed(*call)) name_the_mismatch(comm, *call, nbytes);
   // Every member is in this call with this size: the data moves in one blocking call.
   check(MPI_Allreduce(MPI_IN_PLACE, call->stage.data(), call->count, type, mop, comm_), comm, "MPI_Allreduce");
   std::memcpy(data, call->stage.data(), nbytes);
@@ -229,7 +233,7 @@ void MpiHostCollectives::finish_abandoned() {
   Call& call = *abandoned_;
   int done = 0;
   if (MPI_Test(&call.request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-    stuck_.push_back(std::move(abandoned_));
+    kept_.push_back(std::shared_ptr<const Call>(std::move(abandoned_)));
     has_abandoned_.store(false);
     return;
   }

@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <vector>
 
 #include <mpi.h>
@@ -57,18 +56,17 @@ class MpiHostCollectives final : public HostCollectives {
   // A staged all_reduce: the agreement's words, the data's copy, how to reduce it.
   struct Call {
     std::array<uint64_t, 2> descriptor{};  // this rank's call (encode())
-    std::vector<uint64_t> agreement;       // descriptor and complement, then every member's ANDed
-    std::vector<uint64_t> stage;      // the data (8-byte words: every dtype fits)
+    std::array<uint64_t, 4> agreement{};   // descriptor and complement, then every member's ANDed
+    std::vector<uint64_t> stage;           // the data (8-byte words: every dtype fits)
     int count = 0;
     MPI_Datatype type = MPI_DATATYPE_NULL;
     MPI_Op op = MPI_OP_NULL;
     MPI_Request request = MPI_REQUEST_NULL;  // the agreement's
   };
-
-  // Tests the agreement until it completes (true) or comm's deadline passes (false).
-  bool await_agreement(Comm& comm, Call& call);
-  bool agreed(const Call& call) const;
-  [[noreturn]] void name_the_mismatch(Comm& comm, size_t nbytes);
+  // Tests `request` until it completes (true) or comm's deadline passes (false).
+  bool await(Comm& comm, MPI_Request& request);
+  static bool agreed(const Call& call);
+  [[noreturn]] void name_the_mismatch(Comm& comm, const Call& call, size_t nbytes);
   void check(int code, const Comm& comm, const char* call) const;
 
   std::mutex mu_;  // one call at a time, and the finisher
@@ -80,7 +78,9 @@ class MpiHostCollectives final : public HostCollectives {
   std::atomic<bool> has_abandoned_{false};
   std::unique_ptr<Call> abandoned_;    // its agreement still pending in MPI
   std::chrono::steady_clock::time_point next_look_{};
-  std::vector<std::unique_ptr<Call>> stuck_;  // requests MPI holds for good (never freed)
+  // What collectives that will never finish may still write into: a collective's
+  // request cannot be freed, so its memory is kept for the channel's life.
+  std::vector<std::shared_ptr<const void>> kept_;
 };
 
 // The largest all_reduce the mpi backend hands to MPI: THD_MPI_NATIVE_MAX_BYTES

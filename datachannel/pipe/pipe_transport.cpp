@@ -794,6 +794,11 @@ void PipeTransport::keep_alive(net::Clock::time_point now) {
   settle();
 }
 
+void PipeTransport::tend_peers(net::Clock::time_point now, bool look_at_processes) {
+  if (heartbeats_) keep_alive(now);
+  if (look_at_processes) watch_processes(now);
+}
+
 void PipeTransport::watch_processes(net::Clock::time_point now) {
   if (closing_) return;
   for (int p : process_watch_.exited()) exited_at_[static_cast<size_t>(p)] = now;
@@ -879,11 +884,9 @@ void PipeTransport::progress_loop() noexcept {
       // when nothing is due.
       if (heartbeats_ || watching_) {
         const auto now = net::Clock::now();
-        const bool look = due(now);
-        if (heartbeats_ || look) {
+        if (const bool look = due(now); heartbeats_ || look) {
           std::lock_guard lock(mu_);
-          if (heartbeats_) keep_alive(now);
-          if (look) watch_processes(now);
+          tend_peers(now, look);
         }
       }
       std::unique_lock park(park_mu_);
@@ -897,8 +900,7 @@ void PipeTransport::progress_loop() noexcept {
       settle();
       if (heartbeats_ || watching_) {
         const auto now = net::Clock::now();
-        if (heartbeats_) keep_alive(now);
-        if (due(now)) watch_processes(now);
+        tend_peers(now, due(now));
       }
       if (n > 0) continue;
       // Never asleep with a control receive left unposted: some libraries (a

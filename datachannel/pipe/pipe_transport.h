@@ -192,6 +192,8 @@ class PipeTransport final : public Transport {
   // Peers on this host whose process exited are lost once what they sent before
   // has had a moment to arrive; under mu_, from the progress thread.
   void watch_processes(net::Clock::time_point now);
+  // Both of the above, as due; under mu_, from the progress thread.
+  void tend_peers(net::Clock::time_point now, bool look_at_processes);
   // Sends a transport-level control message (token proof, heartbeat) under mu_;
   // returns its internal request.
   std::shared_ptr<const RequestState> send_control(int peer, std::vector<uint8_t> bytes, const std::string& what);
