@@ -85,6 +85,10 @@ void broadcast(Comm& comm, void* data, size_t nbytes, int root) {
   check_root(comm, root);
   check_buffer(comm, data, nbytes, "the buffer");
   if (nbytes == 0 || comm.size() == 1) return;
+  if (HostCollectives* native = comm.transport().host_collectives();
+      native != nullptr && native->broadcast(comm, data, nbytes, root)) {
+    return;
+  }
   switch (choose_broadcast(nbytes, comm.size())) {
     case BroadcastAlgorithm::BinomialTree: return binomial_tree_broadcast(comm, data, nbytes, root);
     case BroadcastAlgorithm::PipelinedRing: return pipelined_ring_broadcast(comm, data, nbytes, root);
@@ -138,6 +142,12 @@ void all_to_all(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) {
   pairwise_all_to_all(comm, in, out, nbytes_per_rank);
 }
 
-void barrier(Comm& comm) { dissemination_barrier(comm); }
+void barrier(Comm& comm) {
+  if (HostCollectives* native = comm.transport().host_collectives();
+      native != nullptr && comm.size() > 1 && native->barrier(comm)) {
+    return;
+  }
+  dissemination_barrier(comm);
+}
 
 }  // namespace thd::detail

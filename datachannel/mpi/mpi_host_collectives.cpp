@@ -23,9 +23,13 @@ namespace {
 
 constexpr const char* kOp = "mpi backend";
 
-// Up to this MPI's own all_reduce (with the agreement) beats thd's over the mpi
-// backend; from 16 KiB thd's is faster (docs/backends.md, "Collectives").
-constexpr size_t kDefaultMaxBytes = size_t{8} << 10;
+// Up to these MPI's own calls (with the agreement) beat thd's over the mpi
+// backend; above them thd's are faster (docs/backends.md, "Collectives").
+constexpr size_t kDefaultAllReduceBytes = size_t{8} << 10;
+constexpr size_t kDefaultBroadcastBytes = size_t{64} << 10;
+// Below this thd's broadcast is the faster: its root's sends complete at once
+// (the payload rides in the control message), where MPI's costs the agreement.
+constexpr size_t kMinBroadcastBytes = 256;
 
 // How long an agreement is tested without pause, then yielding, before the waiter
 // naps between tests (MPI moves a collective only inside MPI calls).
@@ -90,18 +94,18 @@ size_t bytes_of(const MessageKind& k) {
 
 }  // namespace
 
-size_t native_all_reduce_max_bytes() {
+NativeLimits native_limits() {
   if (auto v = net::process_env("THD_MPI_NATIVE_MAX_BYTES"); v && !v->empty()) {
     char* end = nullptr;
     const long long n = std::strtoll(v->c_str(), &end, 10);
     THD_CHECK(end && *end == '\0' && n >= 0, ValueError, kOp,
               "THD_MPI_NATIVE_MAX_BYTES must be a number of bytes (0 turns MPI's own collectives off), got '{}'", *v);
-    return static_cast<size_t>(n);
+    return {static_cast<size_t>(n), static_cast<size_t>(n)};
   }
-  return kDefaultMaxBytes;
+  return {kDefaultAllReduceBytes, kDefaultBroadcastBytes};
 }
 
-MpiHostCollectives::MpiHostCollectives(MPI_Comm comm, size_t max_bytes) : comm_(comm), max_bytes_(max_bytes) {
+MpiHostCollectives::MpiHostCollectives(MPI_Comm comm, NativeLimits limits) : comm_(comm), limits_(limits) {
   MPI_Comm_size(comm_, &size_);
   register_before_finalize(this, [this] {
     std::lock_guard lock(mu_);
@@ -176,34 +180,66 @@ void MpiHostCollectives::name_the_mismatch(Comm& comm, const Call& call, size_t 
                describe(env.kind));
 }
 
-bool MpiHostCollectives::all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
-  const size_t nbytes = count * element_size(dtype);
+bool MpiHostCollectives::takes(const Comm& comm, size_t nbytes, size_t limit) const {
   const Envelope& env = comm.envelope();
   // The world group (id 0) and tag 0 (a collective's tag is the user's << 32 | its sequence).
-  if (nbytes > max_bytes_ || env.context != collective_context(0) || (env.tag >> 32) != 0 || count > INT_MAX) {
-    return false;
-  }
+  return nbytes <= limit && nbytes <= INT_MAX && env.context == collective_context(0) && (env.tag >> 32) == 0 &&
+         !off_.load(std::memory_order_acquire);
+}
+
+bool MpiHostCollectives::all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
+  const size_t nbytes = count * element_size(dtype);
+  if (!takes(comm, nbytes, limits_.all_reduce_bytes)) return false;
   const MPI_Datatype type = mpi_type(dtype);
   const MPI_Op mop = mpi_op(dtype, op);
-  if (type == MPI_DATATYPE_NULL || mop == MPI_OP_NULL || off_.load(std::memory_order_acquire)) return false;
+  if (type == MPI_DATATYPE_NULL || mop == MPI_OP_NULL) return false;
   std::lock_guard lock(mu_);
   if (finalized_ || off_.load() || size_ != comm.size()) return false;
-
   auto call = std::make_unique<Call>();
-  call->descriptor = encode(env.kind);
-  const auto& mine = call->descriptor;
-  call->agreement = {mine[0], mine[1], ~mine[0], ~mine[1]};
-  // The data is staged before the agreement: a call given up at its deadline may
-  // still be finished later (finish_abandoned), and must not read the caller's
-  // memory then.
-  call->stage.resize((nbytes + 7) / 8);
-  std::memcpy(call->stage.data(), data, nbytes);
+  call->kind = Kind::AllReduce;
   call->count = static_cast<int>(count);
   call->type = type;
   call->op = mop;
+  run(comm, std::move(call), data, nbytes);
+  if (op == ReduceOp::Avg) finish_reduce(data, count, dtype, op, size_);
+  return true;
+}
+
+bool MpiHostCollectives::broadcast(Comm& comm, void* data, size_t nbytes, int root) {
+  if (nbytes < kMinBroadcastBytes || !takes(comm, nbytes, limits_.broadcast_bytes)) return false;
+  std::lock_guard lock(mu_);
+  if (finalized_ || off_.load() || size_ != comm.size()) return false;
+  auto call = std::make_unique<Call>();
+  call->kind = Kind::Broadcast;
+  call->count = static_cast<int>(nbytes);
+  call->root = root;  // the world group's ranks are MPI's
+  run(comm, std::move(call), data, nbytes);
+  return true;
+}
+
+bool MpiHostCollectives::barrier(Comm& comm) {
+  if (!takes(comm, 0, 0)) return false;
+  std::lock_guard lock(mu_);
+  if (finalized_ || off_.load() || size_ != comm.size()) return false;
+  auto call = std::make_unique<Call>();
+  call->kind = Kind::Barrier;
+  run(comm, std::move(call), nullptr, 0);
+  return true;
+}
+
+void MpiHostCollectives::run(Comm& comm, std::unique_ptr<Call> call, void* data, size_t nbytes) {
+  const Envelope& env = comm.envelope();
+  call->descriptor = encode(env.kind);
+  const auto& mine = call->descriptor;
+  call->agreement = {mine[0], mine[1], ~mine[0], ~mine[1]};
   check(MPI_Iallreduce(MPI_IN_PLACE, call->agreement.data(), 4, MPI_UINT64_T, MPI_BAND, comm_, &call->request), comm,
         "MPI_Iallreduce");
   if (!await(comm, call->request)) {
+    // Kept with a copy of the data: should the others come, the call is finished
+    // after this one has returned (finish_abandoned), and the caller's memory is
+    // not touched then.
+    call->stage.resize((nbytes + 7) / 8);
+    if (nbytes > 0) std::memcpy(call->stage.data(), data, nbytes);
     off_.store(true);
     abandoned_ = std::move(call);
     has_abandoned_.store(true, std::memory_order_release);
@@ -215,10 +251,16 @@ bool MpiHostCollectives::all_reduce(Comm& comm, void* data, size_t count, DType 
   }
   if (!agreed(*call)) name_the_mismatch(comm, *call, nbytes);
   // Every member is in this call with this size: the data moves in one blocking call.
-  check(MPI_Allreduce(MPI_IN_PLACE, call->stage.data(), call->count, type, mop, comm_), comm, "MPI_Allreduce");
-  std::memcpy(data, call->stage.data(), nbytes);
-  if (op == ReduceOp::Avg) finish_reduce(data, count, dtype, op, size_);
-  return true;
+  check(move_data(*call, data), comm, call->kind == Kind::Broadcast ? "MPI_Bcast" : "MPI_Allreduce");
+}
+
+int MpiHostCollectives::move_data(const Call& call, void* buffer) {
+  switch (call.kind) {
+    case Kind::AllReduce: return MPI_Allreduce(MPI_IN_PLACE, buffer, call.count, call.type, call.op, comm_);
+    case Kind::Broadcast: return MPI_Bcast(buffer, call.count, MPI_BYTE, call.root, comm_);
+    case Kind::Barrier: return MPI_SUCCESS;  // the agreement was the barrier
+  }
+  return MPI_ERR_OTHER;
 }
 
 void MpiHostCollectives::finish_abandoned() {
@@ -241,7 +283,7 @@ void MpiHostCollectives::finish_abandoned() {
   // The others were only late: they are in the data's MPI_Allreduce now, or, when
   // they disagreed, in the gather that names the difference. Join them.
   if (agreed(call)) {
-    MPI_Allreduce(MPI_IN_PLACE, call.stage.data(), call.count, call.type, call.op, comm_);
+    (void)move_data(call, call.stage.data());
   } else {
     std::vector<uint64_t> all(2 * static_cast<size_t>(size_));
     MPI_Request gather = MPI_REQUEST_NULL;

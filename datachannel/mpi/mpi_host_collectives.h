@@ -1,21 +1,24 @@
-// The mpi backend's host collectives (host_collectives.h): small all_reduces of the
-// world group run as MPI's own MPI_Allreduce, which beats thd's algorithms over
-// point-to-point up to 8 KiB on one host (docs/backends.md, "Collectives");
-// larger ones stay with thd's, which are faster there.
+// The mpi backend's host collectives (host_collectives.h): small all_reduces and
+// broadcasts, and barriers, of the world group run as MPI's own MPI_Allreduce,
+// MPI_Bcast and (the agreement below being one) barrier, which beat thd's
+// algorithms over point-to-point on one host up to 8 KiB (all_reduce) and 64 KiB
+// (broadcast) (docs/backends.md, "Collectives"); larger ones stay with thd's,
+// which are faster there.
 //
 // What MPI does not give, and thd promises, is kept:
 // - Mismatched calls are an error naming both, not undefined behaviour: the
 //   members first agree on a descriptor of the call (a 32-byte MPI_Iallreduce with
 //   MPI_BAND over the descriptor and its complement, so every member sees any
 //   difference), and only on disagreement gather them to name the other call.
+//   The agreement is also what a barrier needs: a barrier is the agreement alone.
 // - Deadlines: the agreement is nonblocking and tested until the call's deadline.
 //   Once it completes every member has entered the call with the same size, and
-//   the data moves in a blocking MPI_Allreduce (Open MPI's nonblocking one is no
+//   the data moves in one blocking MPI call (Open MPI's nonblocking ones are no
 //   faster than thd's own). An MPI collective cannot be withdrawn: a member whose
-//   agreement times out keeps it, and should it complete later (the others were
-//   only late), the pipe's progress finishes the call with the staged copy of the
-//   data, so the others are not left blocked. That member's later calls use thd's
-//   algorithms: its sequence on the communicator is no longer the others'.
+//   agreement times out keeps it, with a copy of the data, and should it complete
+//   later (the others were only late), the pipe's progress finishes the call with
+//   that copy, so the others are not left blocked. That member's later calls use
+//   thd's algorithms: its sequence on the communicator is no longer the others'.
 // - Concurrency: only tag 0 of the world group is taken (one queue runs it in issue
 //   order on every member); other tags and groups are independent sequences that
 //   would need a communicator each.
@@ -37,32 +40,51 @@
 
 namespace thd::detail::mpi {
 
+// The largest calls MPI takes, the same on every rank.
+struct NativeLimits {
+  size_t all_reduce_bytes = 0;
+  size_t broadcast_bytes = 0;
+  // Whether MPI takes anything (barriers only when something else too).
+  bool any() const { return all_reduce_bytes > 0 || broadcast_bytes > 0; }
+};
+
 class MpiHostCollectives final : public HostCollectives {
  public:
   // Takes `comm`, a communicator of the whole world of its own (MPI_Comm_dup).
-  // `max_bytes`: the largest all_reduce taken, the same on every rank.
-  MpiHostCollectives(MPI_Comm comm, size_t max_bytes);
+  MpiHostCollectives(MPI_Comm comm, NativeLimits limits);
   ~MpiHostCollectives() override;
   MpiHostCollectives(const MpiHostCollectives&) = delete;
   MpiHostCollectives& operator=(const MpiHostCollectives&) = delete;
 
   bool all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) override;
+  bool broadcast(Comm& comm, void* data, size_t nbytes, int root) override;
+  bool barrier(Comm& comm) override;
 
   // Finishes a call this rank gave up on whose agreement completed since (see
   // above); cheap when there is none. The pipe calls it from progress().
   void finish_abandoned();
 
  private:
-  // A staged all_reduce: the agreement's words, the data's copy, how to reduce it.
+  enum class Kind : uint8_t { AllReduce, Broadcast, Barrier };
+  // One call: the agreement's words, then how its data moves.
   struct Call {
+    Kind kind = Kind::Barrier;
     std::array<uint64_t, 2> descriptor{};  // this rank's call (encode())
     std::array<uint64_t, 4> agreement{};   // descriptor and complement, then every member's ANDed
-    std::vector<uint64_t> stage;           // the data (8-byte words: every dtype fits)
-    int count = 0;
+    MPI_Request request = MPI_REQUEST_NULL;  // the agreement's
+    int count = 0;                           // elements (all_reduce), bytes (broadcast)
     MPI_Datatype type = MPI_DATATYPE_NULL;
     MPI_Op op = MPI_OP_NULL;
-    MPI_Request request = MPI_REQUEST_NULL;  // the agreement's
+    int root = 0;
+    std::vector<uint64_t> stage;  // a call given up on: its data (8-byte words: every dtype fits)
   };
+  // Whether this call is MPI's: the world group's tag 0, within `limit` bytes.
+  bool takes(const Comm& comm, size_t nbytes, size_t limit) const;
+  // Agrees on the call and moves its data in `data` (nbytes); under mu_. Throws
+  // as HostCollectives says.
+  void run(Comm& comm, std::unique_ptr<Call> call, void* data, size_t nbytes);
+  // The call's data step, once agreed, on `buffer`.
+  int move_data(const Call& call, void* buffer);
   // Tests `request` until it completes (true) or comm's deadline passes (false).
   bool await(Comm& comm, MPI_Request& request);
   static bool agreed(const Call& call);
@@ -72,7 +94,7 @@ class MpiHostCollectives final : public HostCollectives {
   std::mutex mu_;  // one call at a time, and the finisher
   MPI_Comm comm_;
   int size_ = 0;
-  const size_t max_bytes_;
+  const NativeLimits limits_;
   bool finalized_ = false;             // MPI_Finalize is coming: no more MPI calls
   std::atomic<bool> off_{false};       // a call timed out here: thd's algorithms from now on
   std::atomic<bool> has_abandoned_{false};
@@ -83,8 +105,9 @@ class MpiHostCollectives final : public HostCollectives {
   std::vector<std::shared_ptr<const void>> kept_;
 };
 
-// The largest all_reduce the mpi backend hands to MPI: THD_MPI_NATIVE_MAX_BYTES
-// (0 turns MPI's own collectives off), else the measured crossover.
-size_t native_all_reduce_max_bytes();
+// The largest calls the mpi backend hands to MPI: THD_MPI_NATIVE_MAX_BYTES for
+// every op (0 turns MPI's own collectives off, barriers too), else the measured
+// crossovers.
+NativeLimits native_limits();
 
 }  // namespace thd::detail::mpi

@@ -274,7 +274,7 @@ std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options) 
             options.timeout.count());
   ensure_initialized(kOp);
   // Read before any collective call: a malformed value throws on this rank alone.
-  unsigned long long max_bytes = native_all_reduce_max_bytes();
+  const NativeLimits asked = native_limits();
   int rank = -1;
   int size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -291,17 +291,19 @@ std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options) 
   // Collective over the world: every rank creates its channel together, as with tcp.
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), kOp, "MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  // MPI's own small all_reduces run on a communicator of their own, so their
-  // sequence never meets the pipe's messages. The ranks agree on the largest size
-  // MPI takes (the smallest any asks for), so a call is MPI's on every member or
-  // on none.
+  // MPI's own collectives run on a communicator of their own, so their sequence
+  // never meets the pipe's messages. The ranks agree on the largest sizes MPI
+  // takes (the smallest any asks for), so a call is MPI's on every member or on
+  // none.
   MPI_Comm native = MPI_COMM_NULL;
   check(MPI_Comm_dup(MPI_COMM_WORLD, &native), kOp, "MPI_Comm_dup");
   MPI_Comm_set_errhandler(native, MPI_ERRORS_RETURN);
-  check(MPI_Allreduce(MPI_IN_PLACE, &max_bytes, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, native), kOp, "MPI_Allreduce");
+  unsigned long long limits[2] = {asked.all_reduce_bytes, asked.broadcast_bytes};
+  check(MPI_Allreduce(MPI_IN_PLACE, limits, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, native), kOp, "MPI_Allreduce");
+  const NativeLimits agreed{static_cast<size_t>(limits[0]), static_cast<size_t>(limits[1])};
   std::unique_ptr<MpiHostCollectives> collectives;
-  if (max_bytes > 0) {
-    collectives = std::make_unique<MpiHostCollectives>(native, static_cast<size_t>(max_bytes));
+  if (agreed.any()) {
+    collectives = std::make_unique<MpiHostCollectives>(native, agreed);
   } else {
     MPI_Comm_free(&native);
   }

@@ -1,6 +1,6 @@
 // Collectives on the world group's default tag (0), the calls a backend may hand to
-// its library's own collectives (the mpi backend: small all_reduces go to
-// MPI_Allreduce, datachannel/mpi/mpi_host_collectives.h). Whoever runs them, the
+// its library's own collectives (the mpi backend: small all_reduces and
+// broadcasts, and barriers, go to MPI's, datachannel/mpi/mpi_host_collectives.h). Whoever runs them, the
 // contract holds: ranks that disagree get an error naming both calls, a rank that
 // never comes is a timeout, and a late rank is not left hanging.
 #include <gtest/gtest.h>
@@ -70,30 +70,72 @@ TEST_P(DefaultTag, SmallAllReducesGoToTheLibraryWhereItHasThem) {
   });
 }
 
-TEST_P(DefaultTag, MismatchedAllReducesNameBothCalls) {
+TEST_P(DefaultTag, SmallBroadcastsAndBarriersGoToTheLibraryWhereItHasThem) {
+  if (backend() != "mpi") GTEST_SKIP() << "only the mpi backend hands collectives to its library";
+  run_world(backend(), 2, [](RankEnv& env) {
+    const uint64_t before = env.dc.traffic().messages_sent;
+    // 4 KiB from rank 1: MPI_Bcast.
+    Tensor small = Tensor::full({1024}, env.rank == 1 ? 7 : 0, kInt32);
+    env.dc.broadcast(small, 1);
+    require_same(small, Tensor::full({1024}, 7, kInt32), "a 4 KiB broadcast by MPI");
+    env.dc.barrier();
+    require(env.dc.traffic().messages_sent == before,
+            "a 4 KiB broadcast or a barrier on the default tag went through thd's transport, not MPI's");
+    // 1 MiB: thd's own.
+    Tensor large = Tensor::full({1 << 18}, env.rank == 0 ? 5 : 0, kFloat32);
+    env.dc.broadcast(large, 0);
+    require(env.dc.traffic().messages_sent > before || env.rank != 0, "a 1 MiB broadcast did not use thd's own");
+    require_same(large, Tensor::full({1 << 18}, 5, kFloat32), "a 1 MiB broadcast");
+  });
+}
+
+TEST_P(DefaultTag, MismatchedCollectivesNameBothCalls) {
+  using Call = std::function<void(DataChannel&, int rank, const CollectiveOptions&)>;
   struct Case {
     std::string name;
-    std::function<Tensor(int rank)> tensor;
+    Call call;
     std::vector<std::string> needles;
     bool type_error;
+    bool mpi_only;
+  };
+  auto all_reduce_of = [](std::function<Tensor(int rank)> tensor) -> Call {
+    return [tensor](DataChannel& dc, int rank, const CollectiveOptions& o) {
+      Tensor t = tensor(rank);
+      dc.all_reduce(t, ReduceOp::Sum, o);
+    };
   };
   const std::vector<Case> cases = {
-      {"counts", [](int rank) { return Tensor::ones({rank == 0 ? 16 : 32}, kFloat32); },
-       {"16 elements", "32 elements"}, false},
-      {"dtypes", [](int rank) { return Tensor::ones({16}, rank == 0 ? kFloat32 : kInt32); }, {"float32", "int32"},
-       true},
+      {"counts", all_reduce_of([](int rank) { return Tensor::ones({rank == 0 ? 16 : 32}, kFloat32); }),
+       {"16 elements", "32 elements"}, false, false},
+      {"dtypes", all_reduce_of([](int rank) { return Tensor::ones({16}, rank == 0 ? kFloat32 : kInt32); }),
+       {"float32", "int32"}, true, false},
+      {"barrier and all_reduce",
+       [](DataChannel& dc, int rank, const CollectiveOptions& o) {
+         Tensor t = Tensor::ones({16}, kFloat32);
+         if (rank == 0) dc.barrier(o);
+         else dc.all_reduce(t, ReduceOp::Sum, o);
+       },
+       {"barrier", "all_reduce(float32, 16 elements"}, false, false},
+      // With thd's own algorithms two ranks that each think they are the root
+      // only send; the library's agreement catches it before any data moves.
+      {"roots",
+       [](DataChannel& dc, int rank, const CollectiveOptions& o) {
+         Tensor t = Tensor::ones({1024}, kFloat32);
+         dc.broadcast(t, rank, o);
+       },
+       {"root 0", "root 1"}, false, true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
+    if (c.mpi_only && backend() != "mpi") continue;
     // A world of its own per case: after a failed collective its tag may be unusable.
     std::vector<std::exception_ptr> outcome(2);
     bool collected = false;
     run_world(backend(), 2, [&](RankEnv& env) {
-      Tensor t = c.tensor(env.rank);
       std::exception_ptr mine;
       const milliseconds took =
-          outcome_of([&] { env.dc.all_reduce(t, ReduceOp::Sum, {.timeout = milliseconds(1500)}); }, &mine);
-      require(took < milliseconds(1500) + kSlack, "the mismatched all_reduce took " + std::to_string(took.count()) +
+          outcome_of([&] { c.call(env.dc, env.rank, {.timeout = milliseconds(1500)}); }, &mine);
+      require(took < milliseconds(1500) + kSlack, "the mismatched collective took " + std::to_string(took.count()) +
                                                       " ms to fail");
       auto all = share_outcomes(env, "default-tag/" + c.name, mine);
       if (env.rank == 0) {
@@ -115,28 +157,31 @@ TEST_P(DefaultTag, MismatchedAllReducesNameBothCalls) {
   }
 }
 
-TEST_P(DefaultTag, ALateRankTimesTheOtherOutAndIsNotLeftHanging) {
-  run_world(backend(), 2, [&](RankEnv& env) {
-    Tensor t = Tensor::full({256}, env.rank + 1, kFloat32);
+// Rank 0 calls `call` with a 300 ms deadline, rank 1 the same 800 ms later with a
+// long one: rank 0 times out, and rank 1 is not left hanging. Over mpi, whose
+// collective cannot be withdrawn, rank 0 finishes it once rank 1 comes, with the
+// data rank 0 was given: `check` then checks rank 1's result. thd's own
+// algorithms may fail the late call.
+void late_rank_case(const std::string& backend, const std::string& what,
+                    const std::function<void(DataChannel&, int rank, const CollectiveOptions&)>& call,
+                    const std::function<void(int rank)>& check) {
+  run_world(backend, 2, [&](RankEnv& env) {
     if (env.rank == 0) {
       const milliseconds took = time_of([&] {
-        require_throws<TimeoutError>([&] { env.dc.all_reduce(t, ReduceOp::Sum, {.timeout = milliseconds(300)}); },
-                                     {}, "an all_reduce rank 1 joins too late");
+        require_throws<TimeoutError>([&] { call(env.dc, 0, {.timeout = milliseconds(300)}); }, {},
+                                     "a " + what + " rank 1 joins too late");
       });
-      require(took < milliseconds(300) + kSlack, "the timed-out all_reduce took " + std::to_string(took.count()) +
+      require(took < milliseconds(300) + kSlack, "the timed-out " + what + " took " + std::to_string(took.count()) +
                                                      " ms to fail");
-      require_same(t, Tensor::full({256}, 1, kFloat32), "the tensor of an all_reduce that timed out");
+      check(0);
     } else {
       std::this_thread::sleep_for(milliseconds(800));
       std::exception_ptr late;
-      const milliseconds took =
-          outcome_of([&] { env.dc.all_reduce(t, ReduceOp::Sum, {.timeout = milliseconds(3000)}); }, &late);
-      require(took < milliseconds(3000) + kSlack, "the late all_reduce took " + std::to_string(took.count()) + " ms");
-      // MPI's collective cannot be withdrawn: rank 0 finishes it once rank 1 comes,
-      // with the data it was given. thd's own algorithms may fail the late call.
+      const milliseconds took = outcome_of([&] { call(env.dc, 1, {.timeout = milliseconds(3000)}); }, &late);
+      require(took < milliseconds(3000) + kSlack, "the late " + what + " took " + std::to_string(took.count()) + " ms");
       if (env.dc.backend() == "mpi") {
-        require(late == nullptr, "the late rank's all_reduce failed: " + describe(late));
-        require_same(t, Tensor::full({256}, 3, kFloat32), "the late rank's all_reduce");
+        require(late == nullptr, "the late rank's " + what + " failed: " + describe(late));
+        check(1);
       }
     }
     // Another tag still works for both.
@@ -144,6 +189,38 @@ TEST_P(DefaultTag, ALateRankTimesTheOtherOutAndIsNotLeftHanging) {
     env.dc.all_reduce(again, ReduceOp::Sum, {.tag = 9, .timeout = milliseconds(10000)});
     require_same(again, Tensor::full({8}, 2, kInt32), "an all_reduce on another tag after the timeout");
   });
+}
+
+TEST_P(DefaultTag, ALateRankTimesTheOtherOutAndIsNotLeftHanging) {
+  {
+    SCOPED_TRACE("all_reduce");
+    Tensor t[2] = {Tensor::full({256}, 1, kFloat32), Tensor::full({256}, 2, kFloat32)};
+    late_rank_case(
+        backend(), "all_reduce", [&](DataChannel& dc, int rank, const CollectiveOptions& o) {
+          dc.all_reduce(t[rank], ReduceOp::Sum, o);
+        },
+        [&](int rank) {
+          // The caller's tensor is never written after the error.
+          require_same(t[rank], Tensor::full({256}, rank == 0 ? 1 : 3, kFloat32), "the all_reduce's tensor");
+        });
+  }
+  {
+    SCOPED_TRACE("broadcast");
+    // From the late rank: the other waits for its data whoever runs the broadcast
+    // (thd's root would be done as soon as its sends are).
+    Tensor t[2] = {Tensor::full({1024}, 0, kInt32), Tensor::full({1024}, 4, kInt32)};
+    late_rank_case(
+        backend(), "broadcast", [&](DataChannel& dc, int rank, const CollectiveOptions& o) { dc.broadcast(t[rank], 1, o); },
+        [&](int rank) {
+          require_same(t[rank], Tensor::full({1024}, rank == 0 ? 0 : 4, kInt32), "the broadcast's tensor");
+        });
+  }
+  {
+    SCOPED_TRACE("barrier");
+    late_rank_case(
+        backend(), "barrier", [](DataChannel& dc, int, const CollectiveOptions& o) { dc.barrier(o); },
+        [](int) {});
+  }
 }
 
 }  // namespace
