@@ -25,8 +25,10 @@ class HostCollectives {
   // ValueError/TypeError naming both calls when the members disagree, TimeoutError
   // at comm.deadline(); `data` is not written after it throws.
   virtual bool all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) = 0;
-  // broadcast of `nbytes` at `data` from group rank `root`, and barrier: as above.
+  // broadcast of `nbytes` at `data` from group rank `root`; all_gather of
+  // `nbytes_per_rank` from `in` into `out` (group-rank order); barrier: as above.
   virtual bool broadcast(Comm& comm, void* data, size_t nbytes, int root) = 0;
+  virtual bool all_gather(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) = 0;
   virtual bool barrier(Comm& comm) = 0;
 };
 

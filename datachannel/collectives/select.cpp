@@ -111,6 +111,11 @@ void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int 
 void all_gather(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) {
   check_buffer(comm, in, nbytes_per_rank, "the input");
   check_buffer(comm, out, nbytes_per_rank, "the output");
+  if (nbytes_per_rank == 0) return;
+  if (HostCollectives* native = comm.transport().host_collectives();
+      native != nullptr && comm.size() > 1 && native->all_gather(comm, in, out, nbytes_per_rank)) {
+    return;
+  }
   ring_all_gather(comm, in, out, nbytes_per_rank);
 }
 

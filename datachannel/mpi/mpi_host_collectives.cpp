@@ -27,6 +27,7 @@ constexpr const char* kOp = "mpi backend";
 // backend; above them thd's are faster (docs/backends.md, "Collectives").
 constexpr size_t kDefaultAllReduceBytes = size_t{8} << 10;
 constexpr size_t kDefaultBroadcastBytes = size_t{64} << 10;
+constexpr size_t kDefaultAllGatherBytes = size_t{64} << 10;  // per rank
 // Below this thd's broadcast is the faster: its root's sends complete at once
 // (the payload rides in the control message), where MPI's costs the agreement.
 constexpr size_t kMinBroadcastBytes = 256;
@@ -100,9 +101,9 @@ NativeLimits native_limits() {
     const long long n = std::strtoll(v->c_str(), &end, 10);
     THD_CHECK(end && *end == '\0' && n >= 0, ValueError, kOp,
               "THD_MPI_NATIVE_MAX_BYTES must be a number of bytes (0 turns MPI's own collectives off), got '{}'", *v);
-    return {static_cast<size_t>(n), static_cast<size_t>(n)};
+    return {static_cast<size_t>(n), static_cast<size_t>(n), static_cast<size_t>(n)};
   }
-  return {kDefaultAllReduceBytes, kDefaultBroadcastBytes};
+  return {kDefaultAllReduceBytes, kDefaultBroadcastBytes, kDefaultAllGatherBytes};
 }
 
 MpiHostCollectives::MpiHostCollectives(MPI_Comm comm, NativeLimits limits) : comm_(comm), limits_(limits) {
@@ -200,7 +201,7 @@ bool MpiHostCollectives::all_reduce(Comm& comm, void* data, size_t count, DType 
   call->count = static_cast<int>(count);
   call->type = type;
   call->op = mop;
-  run(comm, std::move(call), data, nbytes);
+  run(comm, std::move(call), data, nbytes, data, nbytes);
   if (op == ReduceOp::Avg) finish_reduce(data, count, dtype, op, size_);
   return true;
 }
@@ -213,7 +214,25 @@ bool MpiHostCollectives::broadcast(Comm& comm, void* data, size_t nbytes, int ro
   call->kind = Kind::Broadcast;
   call->count = static_cast<int>(nbytes);
   call->root = root;  // the world group's ranks are MPI's
-  run(comm, std::move(call), data, nbytes);
+  run(comm, std::move(call), data, nbytes, data, nbytes);
+  return true;
+}
+
+bool MpiHostCollectives::all_gather(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) {
+  if (!takes(comm, nbytes_per_rank, limits_.all_gather_bytes)) return false;
+  const size_t out_bytes = nbytes_per_rank * static_cast<size_t>(comm.size());
+  const auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  const bool in_place = src == dst + nbytes_per_rank * static_cast<size_t>(comm.rank());
+  // MPI's send buffer may not overlap its receive buffer but as MPI_IN_PLACE.
+  if (!in_place && src < dst + out_bytes && dst < src + nbytes_per_rank) return false;
+  std::lock_guard lock(mu_);
+  if (finalized_ || off_.load() || size_ != comm.size()) return false;
+  auto call = std::make_unique<Call>();
+  call->kind = Kind::AllGather;
+  call->count = static_cast<int>(nbytes_per_rank);
+  call->in_place = in_place;
+  run(comm, std::move(call), in, nbytes_per_rank, out, out_bytes);
   return true;
 }
 
@@ -223,11 +242,12 @@ bool MpiHostCollectives::barrier(Comm& comm) {
   if (finalized_ || off_.load() || size_ != comm.size()) return false;
   auto call = std::make_unique<Call>();
   call->kind = Kind::Barrier;
-  run(comm, std::move(call), nullptr, 0);
+  run(comm, std::move(call), nullptr, 0, nullptr, 0);
   return true;
 }
 
-void MpiHostCollectives::run(Comm& comm, std::unique_ptr<Call> call, void* data, size_t nbytes) {
+void MpiHostCollectives::run(Comm& comm, std::unique_ptr<Call> call, const void* in, size_t in_bytes, void* out,
+                             size_t out_bytes) {
   const Envelope& env = comm.envelope();
   call->descriptor = encode(env.kind);
   const auto& mine = call->descriptor;
@@ -235,11 +255,16 @@ void MpiHostCollectives::run(Comm& comm, std::unique_ptr<Call> call, void* data,
   check(MPI_Iallreduce(MPI_IN_PLACE, call->agreement.data(), 4, MPI_UINT64_T, MPI_BAND, comm_, &call->request), comm,
         "MPI_Iallreduce");
   if (!await(comm, call->request)) {
-    // Kept with a copy of the data: should the others come, the call is finished
+    // Kept with a copy of the input: should the others come, the call is finished
     // after this one has returned (finish_abandoned), and the caller's memory is
     // not touched then.
-    call->stage.resize((nbytes + 7) / 8);
-    if (nbytes > 0) std::memcpy(call->stage.data(), data, nbytes);
+    call->stage.resize((out_bytes + 7) / 8);
+    auto* stage = reinterpret_cast<uint8_t*>(call->stage.data());
+    if (call->kind == Kind::AllGather) {
+      stage += in_bytes * static_cast<size_t>(comm.rank());
+      call->in_place = true;
+    }
+    if (in_bytes > 0) std::memcpy(stage, in, in_bytes);
     off_.store(true);
     abandoned_ = std::move(call);
     has_abandoned_.store(true, std::memory_order_release);
@@ -249,15 +274,27 @@ void MpiHostCollectives::run(Comm& comm, std::unique_ptr<Call> call, void* data,
                  "collectives with thd's own algorithms from now on",
                  describe(env.kind));
   }
-  if (!agreed(*call)) name_the_mismatch(comm, *call, nbytes);
+  if (!agreed(*call)) name_the_mismatch(comm, *call, in_bytes);
   // Every member is in this call with this size: the data moves in one blocking call.
-  check(move_data(*call, data), comm, call->kind == Kind::Broadcast ? "MPI_Bcast" : "MPI_Allreduce");
+  check(move_data(*call, in, out), comm, mpi_call_name(call->kind));
 }
 
-int MpiHostCollectives::move_data(const Call& call, void* buffer) {
+const char* MpiHostCollectives::mpi_call_name(Kind kind) {
+  switch (kind) {
+    case Kind::AllReduce: return "MPI_Allreduce";
+    case Kind::Broadcast: return "MPI_Bcast";
+    case Kind::AllGather: return "MPI_Allgather";
+    case Kind::Barrier: return "MPI_Iallreduce";
+  }
+  return "MPI";
+}
+
+int MpiHostCollectives::move_data(const Call& call, const void* in, void* out) {
   switch (call.kind) {
-    case Kind::AllReduce: return MPI_Allreduce(MPI_IN_PLACE, buffer, call.count, call.type, call.op, comm_);
-    case Kind::Broadcast: return MPI_Bcast(buffer, call.count, MPI_BYTE, call.root, comm_);
+    case Kind::AllReduce: return MPI_Allreduce(MPI_IN_PLACE, out, call.count, call.type, call.op, comm_);
+    case Kind::Broadcast: return MPI_Bcast(out, call.count, MPI_BYTE, call.root, comm_);
+    case Kind::AllGather:
+      return MPI_Allgather(call.in_place ? MPI_IN_PLACE : in, call.count, MPI_BYTE, out, call.count, MPI_BYTE, comm_);
     case Kind::Barrier: return MPI_SUCCESS;  // the agreement was the barrier
   }
   return MPI_ERR_OTHER;
@@ -283,7 +320,7 @@ void MpiHostCollectives::finish_abandoned() {
   // The others were only late: they are in the data's MPI_Allreduce now, or, when
   // they disagreed, in the gather that names the difference. Join them.
   if (agreed(call)) {
-    (void)move_data(call, call.stage.data());
+    (void)move_data(call, call.stage.data(), call.stage.data());
   } else {
     std::vector<uint64_t> all(2 * static_cast<size_t>(size_));
     MPI_Request gather = MPI_REQUEST_NULL;

@@ -1,9 +1,10 @@
-// The mpi backend's host collectives (host_collectives.h): small all_reduces and
-// broadcasts, and barriers, of the world group run as MPI's own MPI_Allreduce,
-// MPI_Bcast and (the agreement below being one) barrier, which beat thd's
-// algorithms over point-to-point on one host up to 8 KiB (all_reduce) and 64 KiB
-// (broadcast) (docs/backends.md, "Collectives"); larger ones stay with thd's,
-// which are faster there.
+// The mpi backend's host collectives (host_collectives.h): small all_reduces,
+// broadcasts and all_gathers, and barriers, of the world group run as MPI's own
+// MPI_Allreduce, MPI_Bcast, MPI_Allgather and (the agreement below being one)
+// barrier, which beat thd's algorithms over point-to-point on one host up to
+// 8 KiB (all_reduce) and 64 KiB (broadcast; all_gather, per rank)
+// (docs/backends.md, "Collectives"); larger ones stay with thd's, which are
+// faster there.
 //
 // What MPI does not give, and thd promises, is kept:
 // - Mismatched calls are an error naming both, not undefined behaviour: the
@@ -44,8 +45,9 @@ namespace thd::detail::mpi {
 struct NativeLimits {
   size_t all_reduce_bytes = 0;
   size_t broadcast_bytes = 0;
+  size_t all_gather_bytes = 0;  // per rank
   // Whether MPI takes anything (barriers only when something else too).
-  bool any() const { return all_reduce_bytes > 0 || broadcast_bytes > 0; }
+  bool any() const { return all_reduce_bytes > 0 || broadcast_bytes > 0 || all_gather_bytes > 0; }
 };
 
 class MpiHostCollectives final : public HostCollectives {
@@ -58,6 +60,7 @@ class MpiHostCollectives final : public HostCollectives {
 
   bool all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) override;
   bool broadcast(Comm& comm, void* data, size_t nbytes, int root) override;
+  bool all_gather(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) override;
   bool barrier(Comm& comm) override;
 
   // Finishes a call this rank gave up on whose agreement completed since (see
@@ -65,26 +68,31 @@ class MpiHostCollectives final : public HostCollectives {
   void finish_abandoned();
 
  private:
-  enum class Kind : uint8_t { AllReduce, Broadcast, Barrier };
+  enum class Kind : uint8_t { AllReduce, Broadcast, AllGather, Barrier };
   // One call: the agreement's words, then how its data moves.
   struct Call {
     Kind kind = Kind::Barrier;
     std::array<uint64_t, 2> descriptor{};  // this rank's call (encode())
     std::array<uint64_t, 4> agreement{};   // descriptor and complement, then every member's ANDed
     MPI_Request request = MPI_REQUEST_NULL;  // the agreement's
-    int count = 0;                           // elements (all_reduce), bytes (broadcast)
+    int count = 0;  // elements (all_reduce), bytes (broadcast; all_gather, per rank)
     MPI_Datatype type = MPI_DATATYPE_NULL;
     MPI_Op op = MPI_OP_NULL;
     int root = 0;
-    std::vector<uint64_t> stage;  // a call given up on: its data (8-byte words: every dtype fits)
+    bool in_place = false;  // all_gather: the input is already this rank's block of the output
+    // A call given up on: the buffer MPI works on (all_gather: the output, with
+    // this rank's block), in 8-byte words (every dtype fits).
+    std::vector<uint64_t> stage;
   };
   // Whether this call is MPI's: the world group's tag 0, within `limit` bytes.
   bool takes(const Comm& comm, size_t nbytes, size_t limit) const;
-  // Agrees on the call and moves its data in `data` (nbytes); under mu_. Throws
-  // as HostCollectives says.
-  void run(Comm& comm, std::unique_ptr<Call> call, void* data, size_t nbytes);
-  // The call's data step, once agreed, on `buffer`.
-  int move_data(const Call& call, void* buffer);
+  // Agrees on the call and moves its data from `in` (in_bytes) into `out`
+  // (out_bytes; the same buffer but for all_gather); under mu_. Throws as
+  // HostCollectives says.
+  void run(Comm& comm, std::unique_ptr<Call> call, const void* in, size_t in_bytes, void* out, size_t out_bytes);
+  // The call's data step, once agreed.
+  int move_data(const Call& call, const void* in, void* out);
+  static const char* mpi_call_name(Kind kind);
   // Tests `request` until it completes (true) or comm's deadline passes (false).
   bool await(Comm& comm, MPI_Request& request);
   static bool agreed(const Call& call);

@@ -70,7 +70,7 @@ TEST_P(DefaultTag, SmallAllReducesGoToTheLibraryWhereItHasThem) {
   });
 }
 
-TEST_P(DefaultTag, SmallBroadcastsAndBarriersGoToTheLibraryWhereItHasThem) {
+TEST_P(DefaultTag, SmallBroadcastsAllGathersAndBarriersGoToTheLibraryWhereItHasThem) {
   if (backend() != "mpi") GTEST_SKIP() << "only the mpi backend hands collectives to its library";
   run_world(backend(), 2, [](RankEnv& env) {
     const uint64_t before = env.dc.traffic().messages_sent;
@@ -79,8 +79,19 @@ TEST_P(DefaultTag, SmallBroadcastsAndBarriersGoToTheLibraryWhereItHasThem) {
     env.dc.broadcast(small, 1);
     require_same(small, Tensor::full({1024}, 7, kInt32), "a 4 KiB broadcast by MPI");
     env.dc.barrier();
+    // 4 KiB a rank: MPI_Allgather, also with the input already in the output.
+    Tensor gathered = Tensor::zeros({2048}, kInt32);
+    env.dc.all_gather(gathered, Tensor::full({1024}, env.rank + 1, kInt32));
+    Tensor expected = cat({Tensor::full({1024}, 1, kInt32), Tensor::full({1024}, 2, kInt32)});
+    require_same(gathered, expected, "a 4 KiB all_gather by MPI");
+    Tensor in_place = Tensor::zeros({2048}, kInt32);
+    Tensor mine = in_place.narrow(0, 1024 * env.rank, 1024);
+    mine.fill_(env.rank + 1);
+    env.dc.all_gather(in_place, mine);
+    require_same(in_place, expected, "a 4 KiB all_gather by MPI in place");
     require(env.dc.traffic().messages_sent == before,
-            "a 4 KiB broadcast or a barrier on the default tag went through thd's transport, not MPI's");
+            "a 4 KiB broadcast or all_gather, or a barrier, on the default tag went through thd's transport, not "
+            "MPI's");
     // 1 MiB: thd's own.
     Tensor large = Tensor::full({1 << 18}, env.rank == 0 ? 5 : 0, kFloat32);
     env.dc.broadcast(large, 0);
@@ -213,6 +224,26 @@ TEST_P(DefaultTag, ALateRankTimesTheOtherOutAndIsNotLeftHanging) {
         backend(), "broadcast", [&](DataChannel& dc, int rank, const CollectiveOptions& o) { dc.broadcast(t[rank], 1, o); },
         [&](int rank) {
           require_same(t[rank], Tensor::full({1024}, rank == 0 ? 0 : 4, kInt32), "the broadcast's tensor");
+        });
+  }
+  {
+    SCOPED_TRACE("all_gather");
+    Tensor out[2] = {Tensor::full({512}, -1, kInt32), Tensor::full({512}, -1, kInt32)};
+    late_rank_case(
+        backend(), "all_gather",
+        [&](DataChannel& dc, int rank, const CollectiveOptions& o) {
+          dc.all_gather(out[rank], Tensor::full({256}, rank + 1, kInt32), o);
+        },
+        [&](int rank) {
+          // thd's own ring writes this rank's block before it waits; MPI's path
+          // writes nothing before the others have come.
+          if (rank == 0 && backend() == "mpi") {
+            require_same(out[0], Tensor::full({512}, -1, kInt32), "the timed-out all_gather's output");
+          }
+          if (rank == 1) {
+            require_same(out[1], cat({Tensor::full({256}, 1, kInt32), Tensor::full({256}, 2, kInt32)}),
+                         "the late all_gather's output");
+          }
         });
   }
   {
