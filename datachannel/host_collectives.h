@@ -29,6 +29,11 @@ class HostCollectives {
   // `nbytes_per_rank` from `in` into `out` (group-rank order); barrier: as above.
   virtual bool broadcast(Comm& comm, void* data, size_t nbytes, int root) = 0;
   virtual bool all_gather(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) = 0;
+  // all_to_all of `nbytes_per_rank` blocks; reduce_scatter of `count_per_rank`
+  // elements a rank (`in` holds the group's size times that): as above.
+  virtual bool all_to_all(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) = 0;
+  virtual bool reduce_scatter(Comm& comm, const void* in, void* out, size_t count_per_rank, DType dtype,
+                              ReduceOp op) = 0;
   virtual bool barrier(Comm& comm) = 0;
 };
 

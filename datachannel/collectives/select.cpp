@@ -124,6 +124,11 @@ void reduce_scatter(Comm& comm, const void* in, void* out, size_t count_per_rank
   const size_t nbytes = count_per_rank * element_size(dtype);
   check_buffer(comm, in, nbytes, "the input");
   check_buffer(comm, out, nbytes, "the output");
+  if (HostCollectives* native = comm.transport().host_collectives();
+      native != nullptr && nbytes > 0 && comm.size() > 1 &&
+      native->reduce_scatter(comm, in, out, count_per_rank, dtype, op)) {
+    return;
+  }
   ring_reduce_scatter(comm, in, out, count_per_rank, dtype, op);
 }
 
@@ -144,6 +149,11 @@ void scatter(Comm& comm, const void* in, void* out, size_t nbytes_per_rank, int 
 void all_to_all(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) {
   check_buffer(comm, in, nbytes_per_rank, "the input");
   check_buffer(comm, out, nbytes_per_rank, "the output");
+  if (HostCollectives* native = comm.transport().host_collectives();
+      native != nullptr && nbytes_per_rank > 0 && comm.size() > 1 &&
+      native->all_to_all(comm, in, out, nbytes_per_rank)) {
+    return;
+  }
   pairwise_all_to_all(comm, in, out, nbytes_per_rank);
 }
 

@@ -27,7 +27,9 @@ constexpr const char* kOp = "mpi backend";
 // backend; above them thd's are faster (docs/backends.md, "Collectives").
 constexpr size_t kDefaultAllReduceBytes = size_t{8} << 10;
 constexpr size_t kDefaultBroadcastBytes = size_t{64} << 10;
-constexpr size_t kDefaultAllGatherBytes = size_t{64} << 10;  // per rank
+constexpr size_t kDefaultAllGatherBytes = size_t{64} << 10;       // per rank
+constexpr size_t kDefaultAllToAllBytes = size_t{256} << 10;       // per rank
+constexpr size_t kDefaultReduceScatterBytes = size_t{4} << 10;    // per rank
 // Below this thd's broadcast is the faster: its root's sends complete at once
 // (the payload rides in the control message), where MPI's costs the agreement.
 constexpr size_t kMinBroadcastBytes = 256;
@@ -93,6 +95,12 @@ size_t bytes_of(const MessageKind& k) {
   return static_cast<size_t>(k.count) * element_size(static_cast<DType>(k.dtype));
 }
 
+bool overlap(const void* a, const void* b, size_t a_bytes, size_t b_bytes) {
+  const auto* x = static_cast<const uint8_t*>(a);
+  const auto* y = static_cast<const uint8_t*>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
 }  // namespace
 
 NativeLimits native_limits() {
@@ -101,9 +109,11 @@ NativeLimits native_limits() {
     const long long n = std::strtoll(v->c_str(), &end, 10);
     THD_CHECK(end && *end == '\0' && n >= 0, ValueError, kOp,
               "THD_MPI_NATIVE_MAX_BYTES must be a number of bytes (0 turns MPI's own collectives off), got '{}'", *v);
-    return {static_cast<size_t>(n), static_cast<size_t>(n), static_cast<size_t>(n)};
+    const auto all = static_cast<size_t>(n);
+    return {all, all, all, all, all};
   }
-  return {kDefaultAllReduceBytes, kDefaultBroadcastBytes, kDefaultAllGatherBytes};
+  return {kDefaultAllReduceBytes, kDefaultBroadcastBytes, kDefaultAllGatherBytes, kDefaultAllToAllBytes,
+          kDefaultReduceScatterBytes};
 }
 
 MpiHostCollectives::MpiHostCollectives(MPI_Comm comm, NativeLimits limits) : comm_(comm), limits_(limits) {
@@ -225,7 +235,7 @@ bool MpiHostCollectives::all_gather(Comm& comm, const void* in, void* out, size_
   auto* dst = static_cast<uint8_t*>(out);
   const bool in_place = src == dst + nbytes_per_rank * static_cast<size_t>(comm.rank());
   // MPI's send buffer may not overlap its receive buffer but as MPI_IN_PLACE.
-  if (!in_place && src < dst + out_bytes && dst < src + nbytes_per_rank) return false;
+  if (!in_place && overlap(src, dst, nbytes_per_rank, out_bytes)) return false;
   std::lock_guard lock(mu_);
   if (finalized_ || off_.load() || size_ != comm.size()) return false;
   auto call = std::make_unique<Call>();
@@ -233,6 +243,39 @@ bool MpiHostCollectives::all_gather(Comm& comm, const void* in, void* out, size_
   call->count = static_cast<int>(nbytes_per_rank);
   call->in_place = in_place;
   run(comm, std::move(call), in, nbytes_per_rank, out, out_bytes);
+  return true;
+}
+
+bool MpiHostCollectives::all_to_all(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) {
+  if (!takes(comm, nbytes_per_rank, limits_.all_to_all_bytes)) return false;
+  const size_t bytes = nbytes_per_rank * static_cast<size_t>(comm.size());
+  if (overlap(in, out, bytes, bytes)) return false;  // MPI's buffers may not overlap
+  std::lock_guard lock(mu_);
+  if (finalized_ || off_.load() || size_ != comm.size()) return false;
+  auto call = std::make_unique<Call>();
+  call->kind = Kind::AllToAll;
+  call->count = static_cast<int>(nbytes_per_rank);
+  run(comm, std::move(call), in, bytes, out, bytes);
+  return true;
+}
+
+bool MpiHostCollectives::reduce_scatter(Comm& comm, const void* in, void* out, size_t count_per_rank, DType dtype,
+                                        ReduceOp op) {
+  const size_t nbytes = count_per_rank * element_size(dtype);
+  if (!takes(comm, nbytes, limits_.reduce_scatter_bytes)) return false;
+  const MPI_Datatype type = mpi_type(dtype);
+  const MPI_Op mop = mpi_op(dtype, op);
+  const size_t in_bytes = nbytes * static_cast<size_t>(comm.size());
+  if (type == MPI_DATATYPE_NULL || mop == MPI_OP_NULL || overlap(in, out, in_bytes, nbytes)) return false;
+  std::lock_guard lock(mu_);
+  if (finalized_ || off_.load() || size_ != comm.size()) return false;
+  auto call = std::make_unique<Call>();
+  call->kind = Kind::ReduceScatter;
+  call->count = static_cast<int>(count_per_rank);
+  call->type = type;
+  call->op = mop;
+  run(comm, std::move(call), in, in_bytes, out, nbytes);
+  if (op == ReduceOp::Avg) finish_reduce(out, count_per_rank, dtype, op, size_);
   return true;
 }
 
@@ -258,13 +301,12 @@ void MpiHostCollectives::run(Comm& comm, std::unique_ptr<Call> call, const void*
     // Kept with a copy of the input: should the others come, the call is finished
     // after this one has returned (finish_abandoned), and the caller's memory is
     // not touched then.
-    call->stage.resize((out_bytes + 7) / 8);
+    const bool gather = call->kind == Kind::AllGather;
+    call->stage.resize(((gather ? out_bytes : in_bytes) + 7) / 8);
     auto* stage = reinterpret_cast<uint8_t*>(call->stage.data());
-    if (call->kind == Kind::AllGather) {
-      stage += in_bytes * static_cast<size_t>(comm.rank());
-      call->in_place = true;
-    }
+    if (gather) stage += in_bytes * static_cast<size_t>(comm.rank());
     if (in_bytes > 0) std::memcpy(stage, in, in_bytes);
+    call->in_place = true;
     off_.store(true);
     abandoned_ = std::move(call);
     has_abandoned_.store(true, std::memory_order_release);
@@ -284,6 +326,8 @@ const char* MpiHostCollectives::mpi_call_name(Kind kind) {
     case Kind::AllReduce: return "MPI_Allreduce";
     case Kind::Broadcast: return "MPI_Bcast";
     case Kind::AllGather: return "MPI_Allgather";
+    case Kind::AllToAll: return "MPI_Alltoall";
+    case Kind::ReduceScatter: return "MPI_Reduce_scatter_block";
     case Kind::Barrier: return "MPI_Iallreduce";
   }
   return "MPI";
@@ -295,6 +339,10 @@ int MpiHostCollectives::move_data(const Call& call, const void* in, void* out) {
     case Kind::Broadcast: return MPI_Bcast(out, call.count, MPI_BYTE, call.root, comm_);
     case Kind::AllGather:
       return MPI_Allgather(call.in_place ? MPI_IN_PLACE : in, call.count, MPI_BYTE, out, call.count, MPI_BYTE, comm_);
+    case Kind::AllToAll:
+      return MPI_Alltoall(call.in_place ? MPI_IN_PLACE : in, call.count, MPI_BYTE, out, call.count, MPI_BYTE, comm_);
+    case Kind::ReduceScatter:
+      return MPI_Reduce_scatter_block(call.in_place ? MPI_IN_PLACE : in, out, call.count, call.type, call.op, comm_);
     case Kind::Barrier: return MPI_SUCCESS;  // the agreement was the barrier
   }
   return MPI_ERR_OTHER;

@@ -1,10 +1,9 @@
-// The mpi backend's host collectives (host_collectives.h): small all_reduces,
-// broadcasts and all_gathers, and barriers, of the world group run as MPI's own
-// MPI_Allreduce, MPI_Bcast, MPI_Allgather and (the agreement below being one)
-// barrier, which beat thd's algorithms over point-to-point on one host up to
-// 8 KiB (all_reduce) and 64 KiB (broadcast; all_gather, per rank)
-// (docs/backends.md, "Collectives"); larger ones stay with thd's, which are
-// faster there.
+// The mpi backend's host collectives (host_collectives.h): on the world group,
+// all_reduces, broadcasts, all_gathers, all_to_alls and reduce_scatters up to
+// the sizes where MPI's own beat thd's algorithms over point-to-point on one host
+// (NativeLimits; docs/backends.md, "Collectives"), and barriers (the agreement
+// below being one), run as MPI's; larger ones stay with thd's, which are faster
+// there.
 //
 // What MPI does not give, and thd promises, is kept:
 // - Mismatched calls are an error naming both, not undefined behaviour: the
@@ -45,9 +44,14 @@ namespace thd::detail::mpi {
 struct NativeLimits {
   size_t all_reduce_bytes = 0;
   size_t broadcast_bytes = 0;
-  size_t all_gather_bytes = 0;  // per rank
+  size_t all_gather_bytes = 0;      // per rank
+  size_t all_to_all_bytes = 0;      // per rank
+  size_t reduce_scatter_bytes = 0;  // per rank
   // Whether MPI takes anything (barriers only when something else too).
-  bool any() const { return all_reduce_bytes > 0 || broadcast_bytes > 0 || all_gather_bytes > 0; }
+  bool any() const {
+    return all_reduce_bytes > 0 || broadcast_bytes > 0 || all_gather_bytes > 0 || all_to_all_bytes > 0 ||
+           reduce_scatter_bytes > 0;
+  }
 };
 
 class MpiHostCollectives final : public HostCollectives {
@@ -61,6 +65,9 @@ class MpiHostCollectives final : public HostCollectives {
   bool all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) override;
   bool broadcast(Comm& comm, void* data, size_t nbytes, int root) override;
   bool all_gather(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) override;
+  bool all_to_all(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) override;
+  bool reduce_scatter(Comm& comm, const void* in, void* out, size_t count_per_rank, DType dtype,
+                      ReduceOp op) override;
   bool barrier(Comm& comm) override;
 
   // Finishes a call this rank gave up on whose agreement completed since (see
@@ -68,20 +75,23 @@ class MpiHostCollectives final : public HostCollectives {
   void finish_abandoned();
 
  private:
-  enum class Kind : uint8_t { AllReduce, Broadcast, AllGather, Barrier };
+  enum class Kind : uint8_t { AllReduce, Broadcast, AllGather, AllToAll, ReduceScatter, Barrier };
   // One call: the agreement's words, then how its data moves.
   struct Call {
     Kind kind = Kind::Barrier;
     std::array<uint64_t, 2> descriptor{};  // this rank's call (encode())
     std::array<uint64_t, 4> agreement{};   // descriptor and complement, then every member's ANDed
     MPI_Request request = MPI_REQUEST_NULL;  // the agreement's
-    int count = 0;  // elements (all_reduce), bytes (broadcast; all_gather, per rank)
+    int count = 0;  // elements (all_reduce; reduce_scatter, per rank), bytes (the others; per rank)
     MPI_Datatype type = MPI_DATATYPE_NULL;
     MPI_Op op = MPI_OP_NULL;
     int root = 0;
-    bool in_place = false;  // all_gather: the input is already this rank's block of the output
-    // A call given up on: the buffer MPI works on (all_gather: the output, with
-    // this rank's block), in 8-byte words (every dtype fits).
+    // MPI_IN_PLACE: all_gather's input is already this rank's block of the
+    // output; a call given up on works in its stage.
+    bool in_place = false;
+    // A call given up on: the buffer MPI works on in place (all_gather: the
+    // output, with this rank's block; the others: the input), in 8-byte words
+    // (every dtype fits).
     std::vector<uint64_t> stage;
   };
   // Whether this call is MPI's: the world group's tag 0, within `limit` bytes.

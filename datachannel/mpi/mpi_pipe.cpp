@@ -298,10 +298,12 @@ std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options) 
   MPI_Comm native = MPI_COMM_NULL;
   check(MPI_Comm_dup(MPI_COMM_WORLD, &native), kOp, "MPI_Comm_dup");
   MPI_Comm_set_errhandler(native, MPI_ERRORS_RETURN);
-  unsigned long long limits[3] = {asked.all_reduce_bytes, asked.broadcast_bytes, asked.all_gather_bytes};
-  check(MPI_Allreduce(MPI_IN_PLACE, limits, 3, MPI_UNSIGNED_LONG_LONG, MPI_MIN, native), kOp, "MPI_Allreduce");
+  unsigned long long limits[5] = {asked.all_reduce_bytes, asked.broadcast_bytes, asked.all_gather_bytes,
+                                  asked.all_to_all_bytes, asked.reduce_scatter_bytes};
+  check(MPI_Allreduce(MPI_IN_PLACE, limits, 5, MPI_UNSIGNED_LONG_LONG, MPI_MIN, native), kOp, "MPI_Allreduce");
   const NativeLimits agreed{static_cast<size_t>(limits[0]), static_cast<size_t>(limits[1]),
-                            static_cast<size_t>(limits[2])};
+                            static_cast<size_t>(limits[2]), static_cast<size_t>(limits[3]),
+                            static_cast<size_t>(limits[4])};
   std::unique_ptr<MpiHostCollectives> collectives;
   if (agreed.any()) {
     collectives = std::make_unique<MpiHostCollectives>(native, agreed);

@@ -70,7 +70,7 @@ TEST_P(DefaultTag, SmallAllReducesGoToTheLibraryWhereItHasThem) {
   });
 }
 
-TEST_P(DefaultTag, SmallBroadcastsAllGathersAndBarriersGoToTheLibraryWhereItHasThem) {
+TEST_P(DefaultTag, SmallBroadcastsGathersExchangesAndBarriersGoToTheLibraryWhereItHasThem) {
   if (backend() != "mpi") GTEST_SKIP() << "only the mpi backend hands collectives to its library";
   run_world(backend(), 2, [](RankEnv& env) {
     const uint64_t before = env.dc.traffic().messages_sent;
@@ -89,9 +89,21 @@ TEST_P(DefaultTag, SmallBroadcastsAllGathersAndBarriersGoToTheLibraryWhereItHasT
     mine.fill_(env.rank + 1);
     env.dc.all_gather(in_place, mine);
     require_same(in_place, expected, "a 4 KiB all_gather by MPI in place");
+    // all_to_all, 4 KiB a rank: block j of rank r holds 10 r + j, and goes to rank j.
+    Tensor blocks = cat({Tensor::full({1024}, 10 * env.rank, kInt32), Tensor::full({1024}, 10 * env.rank + 1, kInt32)});
+    Tensor exchanged = Tensor::zeros({2048}, kInt32);
+    env.dc.all_to_all(exchanged, blocks);
+    require_same(exchanged,
+                 cat({Tensor::full({1024}, env.rank, kInt32), Tensor::full({1024}, 10 + env.rank, kInt32)}),
+                 "a 4 KiB all_to_all by MPI");
+    // reduce_scatter, 1 KiB a rank, and its average as MPI's sum divided here.
+    Tensor parts = cat({Tensor::full({256}, env.rank + 1, kFloat32), Tensor::full({256}, 4 * (env.rank + 1), kFloat32)});
+    Tensor part = Tensor::zeros({256}, kFloat32);
+    env.dc.reduce_scatter(part, parts, ReduceOp::Avg);
+    require_same(part, Tensor::full({256}, env.rank == 0 ? 1.5 : 6.0, kFloat32), "a 1 KiB reduce_scatter by MPI");
     require(env.dc.traffic().messages_sent == before,
-            "a 4 KiB broadcast or all_gather, or a barrier, on the default tag went through thd's transport, not "
-            "MPI's");
+            "a small broadcast, all_gather, all_to_all or reduce_scatter, or a barrier, on the default tag went "
+            "through thd's transport, not MPI's");
     // 1 MiB: thd's own.
     Tensor large = Tensor::full({1 << 18}, env.rank == 0 ? 5 : 0, kFloat32);
     env.dc.broadcast(large, 0);
@@ -244,6 +256,42 @@ TEST_P(DefaultTag, ALateRankTimesTheOtherOutAndIsNotLeftHanging) {
             require_same(out[1], cat({Tensor::full({256}, 1, kInt32), Tensor::full({256}, 2, kInt32)}),
                          "the late all_gather's output");
           }
+        });
+  }
+  {
+    // Given up on, these finish in place in their stage (MPI_IN_PLACE).
+    SCOPED_TRACE("all_to_all");
+    Tensor out[2] = {Tensor::full({512}, -1, kInt32), Tensor::full({512}, -1, kInt32)};
+    late_rank_case(
+        backend(), "all_to_all",
+        [&](DataChannel& dc, int rank, const CollectiveOptions& o) {
+          dc.all_to_all(out[rank], cat({Tensor::full({256}, 10 * rank, kInt32), Tensor::full({256}, 10 * rank + 1,
+                                                                                               kInt32)}),
+                        o);
+        },
+        [&](int rank) {
+          if (rank == 0 && backend() == "mpi") {
+            require_same(out[0], Tensor::full({512}, -1, kInt32), "the timed-out all_to_all's output");
+          }
+          if (rank == 1) {
+            require_same(out[1], cat({Tensor::full({256}, 1, kInt32), Tensor::full({256}, 11, kInt32)}),
+                         "the late all_to_all's output");
+          }
+        });
+  }
+  {
+    SCOPED_TRACE("reduce_scatter");
+    Tensor out[2] = {Tensor::full({64}, -1, kInt64), Tensor::full({64}, -1, kInt64)};
+    late_rank_case(
+        backend(), "reduce_scatter",
+        [&](DataChannel& dc, int rank, const CollectiveOptions& o) {
+          dc.reduce_scatter(out[rank], Tensor::full({128}, rank + 1, kInt64), ReduceOp::Sum, o);
+        },
+        [&](int rank) {
+          if (rank == 0 && backend() == "mpi") {
+            require_same(out[0], Tensor::full({64}, -1, kInt64), "the timed-out reduce_scatter's output");
+          }
+          if (rank == 1) require_same(out[1], Tensor::full({64}, 3, kInt64), "the late reduce_scatter's output");
         });
   }
   {
