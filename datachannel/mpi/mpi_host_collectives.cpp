@@ -204,28 +204,17 @@ bool MpiHostCollectives::all_reduce(Comm& comm, void* data, size_t count, DType 
   const MPI_Datatype type = mpi_type(dtype);
   const MPI_Op mop = mpi_op(dtype, op);
   if (type == MPI_DATATYPE_NULL || mop == MPI_OP_NULL) return false;
-  std::lock_guard lock(mu_);
-  if (finalized_ || off_.load() || size_ != comm.size()) return false;
-  auto call = std::make_unique<Call>();
-  call->kind = Kind::AllReduce;
-  call->count = static_cast<int>(count);
-  call->type = type;
-  call->op = mop;
-  run(comm, std::move(call), data, nbytes, data, nbytes);
+  Call call{.kind = Kind::AllReduce, .count = static_cast<int>(count), .type = type, .op = mop};
+  if (!run(comm, call, data, nbytes, data, nbytes)) return false;
   if (op == ReduceOp::Avg) finish_reduce(data, count, dtype, op, size_);
   return true;
 }
 
 bool MpiHostCollectives::broadcast(Comm& comm, void* data, size_t nbytes, int root) {
   if (nbytes < kMinBroadcastBytes || !takes(comm, nbytes, limits_.broadcast_bytes)) return false;
-  std::lock_guard lock(mu_);
-  if (finalized_ || off_.load() || size_ != comm.size()) return false;
-  auto call = std::make_unique<Call>();
-  call->kind = Kind::Broadcast;
-  call->count = static_cast<int>(nbytes);
-  call->root = root;  // the world group's ranks are MPI's
-  run(comm, std::move(call), data, nbytes, data, nbytes);
-  return true;
+  // The world group's ranks are MPI's.
+  Call call{.kind = Kind::Broadcast, .count = static_cast<int>(nbytes), .root = root};
+  return run(comm, call, data, nbytes, data, nbytes);
 }
 
 bool MpiHostCollectives::all_gather(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) {
@@ -236,27 +225,16 @@ bool MpiHostCollectives::all_gather(Comm& comm, const void* in, void* out, size_
   const bool in_place = src == dst + nbytes_per_rank * static_cast<size_t>(comm.rank());
   // MPI's send buffer may not overlap its receive buffer but as MPI_IN_PLACE.
   if (!in_place && overlap(src, dst, nbytes_per_rank, out_bytes)) return false;
-  std::lock_guard lock(mu_);
-  if (finalized_ || off_.load() || size_ != comm.size()) return false;
-  auto call = std::make_unique<Call>();
-  call->kind = Kind::AllGather;
-  call->count = static_cast<int>(nbytes_per_rank);
-  call->in_place = in_place;
-  run(comm, std::move(call), in, nbytes_per_rank, out, out_bytes);
-  return true;
+  Call call{.kind = Kind::AllGather, .count = static_cast<int>(nbytes_per_rank), .in_place = in_place};
+  return run(comm, call, in, nbytes_per_rank, out, out_bytes);
 }
 
 bool MpiHostCollectives::all_to_all(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) {
   if (!takes(comm, nbytes_per_rank, limits_.all_to_all_bytes)) return false;
   const size_t bytes = nbytes_per_rank * static_cast<size_t>(comm.size());
   if (overlap(in, out, bytes, bytes)) return false;  // MPI's buffers may not overlap
-  std::lock_guard lock(mu_);
-  if (finalized_ || off_.load() || size_ != comm.size()) return false;
-  auto call = std::make_unique<Call>();
-  call->kind = Kind::AllToAll;
-  call->count = static_cast<int>(nbytes_per_rank);
-  run(comm, std::move(call), in, bytes, out, bytes);
-  return true;
+  Call call{.kind = Kind::AllToAll, .count = static_cast<int>(nbytes_per_rank)};
+  return run(comm, call, in, bytes, out, bytes);
 }
 
 bool MpiHostCollectives::reduce_scatter(Comm& comm, const void* in, void* out, size_t count_per_rank, DType dtype,
@@ -267,30 +245,23 @@ bool MpiHostCollectives::reduce_scatter(Comm& comm, const void* in, void* out, s
   const MPI_Op mop = mpi_op(dtype, op);
   const size_t in_bytes = nbytes * static_cast<size_t>(comm.size());
   if (type == MPI_DATATYPE_NULL || mop == MPI_OP_NULL || overlap(in, out, in_bytes, nbytes)) return false;
-  std::lock_guard lock(mu_);
-  if (finalized_ || off_.load() || size_ != comm.size()) return false;
-  auto call = std::make_unique<Call>();
-  call->kind = Kind::ReduceScatter;
-  call->count = static_cast<int>(count_per_rank);
-  call->type = type;
-  call->op = mop;
-  run(comm, std::move(call), in, in_bytes, out, nbytes);
+  Call call{.kind = Kind::ReduceScatter, .count = static_cast<int>(count_per_rank), .type = type, .op = mop};
+  if (!run(comm, call, in, in_bytes, out, nbytes)) return false;
   if (op == ReduceOp::Avg) finish_reduce(out, count_per_rank, dtype, op, size_);
   return true;
 }
 
 bool MpiHostCollectives::barrier(Comm& comm) {
   if (!takes(comm, 0, 0)) return false;
-  std::lock_guard lock(mu_);
-  if (finalized_ || off_.load() || size_ != comm.size()) return false;
-  auto call = std::make_unique<Call>();
-  call->kind = Kind::Barrier;
-  run(comm, std::move(call), nullptr, 0, nullptr, 0);
-  return true;
+  Call call{.kind = Kind::Barrier};
+  return run(comm, call, nullptr, 0, nullptr, 0);
 }
 
-void MpiHostCollectives::run(Comm& comm, std::unique_ptr<Call> call, const void* in, size_t in_bytes, void* out,
+bool MpiHostCollectives::run(Comm& comm, const Call& how, const void* in, size_t in_bytes, void* out,
                              size_t out_bytes) {
+  std::lock_guard lock(mu_);
+  if (finalized_ || off_.load() || size_ != comm.size()) return false;
+  auto call = std::make_unique<Call>(how);
   const Envelope& env = comm.envelope();
   call->descriptor = encode(env.kind);
   const auto& mine = call->descriptor;
@@ -319,6 +290,7 @@ void MpiHostCollectives::run(Comm& comm, std::unique_ptr<Call> call, const void*
   if (!agreed(*call)) name_the_mismatch(comm, *call, in_bytes);
   // Every member is in this call with this size: the data moves in one blocking call.
   check(move_data(*call, in, out), comm, mpi_call_name(call->kind));
+  return true;
 }
 
 const char* MpiHostCollectives::mpi_call_name(Kind kind) {
@@ -365,7 +337,7 @@ void MpiHostCollectives::finish_abandoned() {
     return;
   }
   if (!done) return;
-  // The others were only late: they are in the data's MPI_Allreduce now, or, when
+  // The others were only late: they are in the data's MPI call now, or, when
   // they disagreed, in the gather that names the difference. Join them.
   if (agreed(call)) {
     (void)move_data(call, call.stage.data(), call.stage.data());

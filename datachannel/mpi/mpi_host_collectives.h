@@ -92,14 +92,15 @@ class MpiHostCollectives final : public HostCollectives {
     // A call given up on: the buffer MPI works on in place (all_gather: the
     // output, with this rank's block; the others: the input), in 8-byte words
     // (every dtype fits).
-    std::vector<uint64_t> stage;
+    std::vector<uint64_t> stage{};
   };
   // Whether this call is MPI's: the world group's tag 0, within `limit` bytes.
   bool takes(const Comm& comm, size_t nbytes, size_t limit) const;
-  // Agrees on the call and moves its data from `in` (in_bytes) into `out`
-  // (out_bytes; the same buffer but for all_gather); under mu_. Throws as
-  // HostCollectives says.
-  void run(Comm& comm, std::unique_ptr<Call> call, const void* in, size_t in_bytes, void* out, size_t out_bytes);
+  // Agrees on the call `how` and moves its data from `in` (in_bytes) into `out`
+  // (out_bytes; the same buffer for all_reduce and broadcast): false when this
+  // channel no longer takes calls (MPI finalizing, a call given up on). Throws
+  // as HostCollectives says.
+  bool run(Comm& comm, const Call& how, const void* in, size_t in_bytes, void* out, size_t out_bytes);
   // The call's data step, once agreed.
   int move_data(const Call& call, const void* in, void* out);
   static const char* mpi_call_name(Kind kind);
