@@ -220,12 +220,16 @@ bool MpiHostCollectives::broadcast(Comm& comm, void* data, size_t nbytes, int ro
 bool MpiHostCollectives::all_gather(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) {
   if (!takes(comm, nbytes_per_rank, limits_.all_gather_bytes)) return false;
   const size_t out_bytes = nbytes_per_rank * static_cast<size_t>(comm.size());
-  const auto* src = static_cast<const uint8_t*>(in);
-  auto* dst = static_cast<uint8_t*>(out);
-  const bool in_place = src == dst + nbytes_per_rank * static_cast<size_t>(comm.rank());
-  // MPI's send buffer may not overlap its receive buffer but as MPI_IN_PLACE.
-  if (!in_place && overlap(src, dst, nbytes_per_rank, out_bytes)) return false;
-  Call call{.kind = Kind::AllGather, .count = static_cast<int>(nbytes_per_rank), .in_place = in_place};
+  // MPI's send buffer may not overlap its receive buffer (but as MPI_IN_PLACE,
+  // which every member would have to use): an input already in the output is
+  // sent from a copy.
+  std::vector<uint8_t> copy;
+  if (overlap(in, out, nbytes_per_rank, out_bytes)) {
+    const auto* src = static_cast<const uint8_t*>(in);
+    copy.assign(src, src + nbytes_per_rank);
+    in = copy.data();
+  }
+  Call call{.kind = Kind::AllGather, .count = static_cast<int>(nbytes_per_rank)};
   return run(comm, call, in, nbytes_per_rank, out, out_bytes);
 }
 
@@ -272,12 +276,10 @@ bool MpiHostCollectives::run(Comm& comm, const Call& how, const void* in, size_t
     // Kept with a copy of the input: should the others come, the call is finished
     // after this one has returned (finish_abandoned), and the caller's memory is
     // not touched then.
-    const bool gather = call->kind == Kind::AllGather;
-    call->stage.resize(((gather ? out_bytes : in_bytes) + 7) / 8);
-    auto* stage = reinterpret_cast<uint8_t*>(call->stage.data());
-    if (gather) stage += in_bytes * static_cast<size_t>(comm.rank());
-    if (in_bytes > 0) std::memcpy(stage, in, in_bytes);
-    call->in_place = true;
+    const bool one_buffer = call->kind == Kind::AllReduce || call->kind == Kind::Broadcast;
+    call->stage_out = one_buffer ? 0 : (in_bytes + 7) / 8;
+    call->stage.resize(call->stage_out + (out_bytes + 7) / 8);
+    if (in_bytes > 0) std::memcpy(call->stage.data(), in, in_bytes);
     off_.store(true);
     abandoned_ = std::move(call);
     has_abandoned_.store(true, std::memory_order_release);
@@ -309,12 +311,9 @@ int MpiHostCollectives::move_data(const Call& call, const void* in, void* out) {
   switch (call.kind) {
     case Kind::AllReduce: return MPI_Allreduce(MPI_IN_PLACE, out, call.count, call.type, call.op, comm_);
     case Kind::Broadcast: return MPI_Bcast(out, call.count, MPI_BYTE, call.root, comm_);
-    case Kind::AllGather:
-      return MPI_Allgather(call.in_place ? MPI_IN_PLACE : in, call.count, MPI_BYTE, out, call.count, MPI_BYTE, comm_);
-    case Kind::AllToAll:
-      return MPI_Alltoall(call.in_place ? MPI_IN_PLACE : in, call.count, MPI_BYTE, out, call.count, MPI_BYTE, comm_);
-    case Kind::ReduceScatter:
-      return MPI_Reduce_scatter_block(call.in_place ? MPI_IN_PLACE : in, out, call.count, call.type, call.op, comm_);
+    case Kind::AllGather: return MPI_Allgather(in, call.count, MPI_BYTE, out, call.count, MPI_BYTE, comm_);
+    case Kind::AllToAll: return MPI_Alltoall(in, call.count, MPI_BYTE, out, call.count, MPI_BYTE, comm_);
+    case Kind::ReduceScatter: return MPI_Reduce_scatter_block(in, out, call.count, call.type, call.op, comm_);
     case Kind::Barrier: return MPI_SUCCESS;  // the agreement was the barrier
   }
   return MPI_ERR_OTHER;
@@ -340,7 +339,7 @@ void MpiHostCollectives::finish_abandoned() {
   // The others were only late: they are in the data's MPI call now, or, when
   // they disagreed, in the gather that names the difference. Join them.
   if (agreed(call)) {
-    (void)move_data(call, call.stage.data(), call.stage.data());
+    (void)move_data(call, call.stage.data(), call.stage.data() + call.stage_out);
   } else {
     std::vector<uint64_t> all(2 * static_cast<size_t>(size_));
     MPI_Request gather = MPI_REQUEST_NULL;

@@ -19,6 +19,9 @@
 //   later (the others were only late), the pipe's progress finishes the call with
 //   that copy, so the others are not left blocked. That member's later calls use
 //   thd's algorithms: its sequence on the communicator is no longer the others'.
+// - One form on every member: MPI wants MPI_IN_PLACE on all members or none, so
+//   all_reduce is always in place and the others never are (an all_gather whose
+//   input is already in its output sends from a copy).
 // - Concurrency: only tag 0 of the world group is taken (one queue runs it in issue
 //   order on every member); other tags and groups are independent sequences that
 //   would need a communicator each.
@@ -86,13 +89,11 @@ class MpiHostCollectives final : public HostCollectives {
     MPI_Datatype type = MPI_DATATYPE_NULL;
     MPI_Op op = MPI_OP_NULL;
     int root = 0;
-    // MPI_IN_PLACE: all_gather's input is already this rank's block of the
-    // output; a call given up on works in its stage.
-    bool in_place = false;
-    // A call given up on: the buffer MPI works on in place (all_gather: the
-    // output, with this rank's block; the others: the input), in 8-byte words
-    // (every dtype fits).
+    // A call given up on: a copy of its input, then (but for all_reduce and
+    // broadcast, which work in one buffer) room for its output, starting at word
+    // `stage_out`; in 8-byte words (every dtype fits).
     std::vector<uint64_t> stage{};
+    size_t stage_out = 0;
   };
   // Whether this call is MPI's: the world group's tag 0, within `limit` bytes.
   bool takes(const Comm& comm, size_t nbytes, size_t limit) const;
