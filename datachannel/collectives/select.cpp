@@ -36,6 +36,12 @@ void check_buffer(const Comm& comm, const void* p, size_t nbytes, const char* wh
   THD_THROW(ValueError, comm.op(), "{} is null but must hold {} bytes", what, nbytes);
 }
 
+// The backend's own collectives, when it has them and the group has others to
+// meet (they may still decline the call).
+HostCollectives* native_for(Comm& comm) {
+  return comm.size() > 1 ? comm.transport().host_collectives() : nullptr;
+}
+
 }  // namespace
 
 AllReduceAlgorithm choose_all_reduce(size_t nbytes, size_t count, int group_size) {
@@ -71,10 +77,7 @@ void all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) 
   check_buffer(comm, data, nbytes, "the buffer");
   if (nbytes == 0) return;
   if (comm.size() == 1) return finish_reduce(data, count, dtype, op, 1);
-  if (HostCollectives* native = comm.transport().host_collectives();
-      native != nullptr && native->all_reduce(comm, data, count, dtype, op)) {
-    return;
-  }
+  if (HostCollectives* native = native_for(comm); native && native->all_reduce(comm, data, count, dtype, op)) return;
   switch (choose_all_reduce(nbytes, count, comm.size())) {
     case AllReduceAlgorithm::RecursiveDoubling: return recursive_doubling_all_reduce(comm, data, count, dtype, op);
     case AllReduceAlgorithm::Ring: return ring_all_reduce(comm, data, count, dtype, op);
@@ -85,10 +88,7 @@ void broadcast(Comm& comm, void* data, size_t nbytes, int root) {
   check_root(comm, root);
   check_buffer(comm, data, nbytes, "the buffer");
   if (nbytes == 0 || comm.size() == 1) return;
-  if (HostCollectives* native = comm.transport().host_collectives();
-      native != nullptr && native->broadcast(comm, data, nbytes, root)) {
-    return;
-  }
+  if (HostCollectives* native = native_for(comm); native && native->broadcast(comm, data, nbytes, root)) return;
   switch (choose_broadcast(nbytes, comm.size())) {
     case BroadcastAlgorithm::BinomialTree: return binomial_tree_broadcast(comm, data, nbytes, root);
     case BroadcastAlgorithm::PipelinedRing: return pipelined_ring_broadcast(comm, data, nbytes, root);
@@ -112,8 +112,7 @@ void all_gather(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) {
   check_buffer(comm, in, nbytes_per_rank, "the input");
   check_buffer(comm, out, nbytes_per_rank, "the output");
   if (nbytes_per_rank == 0) return;
-  if (HostCollectives* native = comm.transport().host_collectives();
-      native != nullptr && comm.size() > 1 && native->all_gather(comm, in, out, nbytes_per_rank)) {
+  if (HostCollectives* native = native_for(comm); native && native->all_gather(comm, in, out, nbytes_per_rank)) {
     return;
   }
   ring_all_gather(comm, in, out, nbytes_per_rank);
@@ -124,9 +123,9 @@ void reduce_scatter(Comm& comm, const void* in, void* out, size_t count_per_rank
   const size_t nbytes = count_per_rank * element_size(dtype);
   check_buffer(comm, in, nbytes, "the input");
   check_buffer(comm, out, nbytes, "the output");
-  if (HostCollectives* native = comm.transport().host_collectives();
-      native != nullptr && nbytes > 0 && comm.size() > 1 &&
-      native->reduce_scatter(comm, in, out, count_per_rank, dtype, op)) {
+  if (nbytes == 0) return;
+  if (HostCollectives* native = native_for(comm);
+      native && native->reduce_scatter(comm, in, out, count_per_rank, dtype, op)) {
     return;
   }
   ring_reduce_scatter(comm, in, out, count_per_rank, dtype, op);
@@ -149,19 +148,15 @@ void scatter(Comm& comm, const void* in, void* out, size_t nbytes_per_rank, int 
 void all_to_all(Comm& comm, const void* in, void* out, size_t nbytes_per_rank) {
   check_buffer(comm, in, nbytes_per_rank, "the input");
   check_buffer(comm, out, nbytes_per_rank, "the output");
-  if (HostCollectives* native = comm.transport().host_collectives();
-      native != nullptr && nbytes_per_rank > 0 && comm.size() > 1 &&
-      native->all_to_all(comm, in, out, nbytes_per_rank)) {
+  if (nbytes_per_rank == 0) return;
+  if (HostCollectives* native = native_for(comm); native && native->all_to_all(comm, in, out, nbytes_per_rank)) {
     return;
   }
   pairwise_all_to_all(comm, in, out, nbytes_per_rank);
 }
 
 void barrier(Comm& comm) {
-  if (HostCollectives* native = comm.transport().host_collectives();
-      native != nullptr && comm.size() > 1 && native->barrier(comm)) {
-    return;
-  }
+  if (HostCollectives* native = native_for(comm); native && native->barrier(comm)) return;
   dissemination_barrier(comm);
 }
 
