@@ -61,11 +61,14 @@ uint32_t head_length(const uint8_t* head, int src, size_t max_bytes) {
 
 }  // namespace
 
-std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
-                                  std::chrono::milliseconds timeout, std::chrono::microseconds yield_spin) {
-  uint8_t head[kHeadFrameBytes];
+namespace {
+
+// A failed head receive: the channel's own errors as they are, a message that is
+// not a head frame (wrong size or dtype) as the ProtocolError it is here.
+template <typename Receive>
+void receive_head(Receive&& receive, int src) {
   try {
-    channel.recv_bytes({head, sizeof head}, src, {.tag = tag, .timeout = timeout, .yield_spin = yield_spin});
+    receive();
   } catch (const TimeoutError&) {
     throw;
   } catch (const ValueError& e) {
@@ -73,11 +76,34 @@ std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, si
   } catch (const TypeError& e) {  // a typed message where the head belongs
     THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", src, e.what());
   }
+}
+
+std::vector<uint8_t> message_after_head(DataChannel& channel, const uint8_t* head, int src, int64_t tag,
+                                        size_t max_bytes, std::chrono::milliseconds timeout) {
   const uint32_t length = head_length(head, src, max_bytes);
   if (length <= kInlineBytes) return {head + kHeadPrefixBytes, head + kHeadPrefixBytes + length};
   std::vector<uint8_t> body(length);
   channel.recv_bytes(body, src, {.tag = tag, .timeout = timeout});
   return body;
+}
+
+}  // namespace
+
+std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
+                                  std::chrono::milliseconds timeout, std::chrono::microseconds yield_spin) {
+  uint8_t head[kHeadFrameBytes];
+  receive_head(
+      [&] {
+        channel.recv_bytes({head, sizeof head}, src, {.tag = tag, .timeout = timeout, .yield_spin = yield_spin});
+      },
+      src);
+  return message_after_head(channel, head, src, tag, max_bytes, timeout);
+}
+
+std::vector<uint8_t> finish_message(DataChannel& channel, const Request& head_receive, const uint8_t* head, int src,
+                                    int64_t tag, size_t max_bytes, std::chrono::milliseconds timeout) {
+  receive_head([&] { head_receive.wait(); }, src);
+  return message_after_head(channel, head, src, tag, max_bytes, timeout);
 }
 
 InlineMessageReceive::InlineMessageReceive(DataChannel& channel, int source, int64_t tag,
@@ -92,15 +118,7 @@ InlineMessageReceive::~InlineMessageReceive() {
 }
 
 std::span<const uint8_t> InlineMessageReceive::wait() {
-  try {
-    request_.wait();
-  } catch (const TimeoutError&) {
-    throw;
-  } catch (const ValueError& e) {
-    THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", source_, e.what());
-  } catch (const TypeError& e) {  // a typed message where the head belongs
-    THD_THROW(protocol::ProtocolError, "receive", "malformed message head from rank {}: {}", source_, e.what());
-  }
+  receive_head([&] { request_.wait(); }, source_);
   const uint32_t length = head_length(head_, source_, kInlineBytes);
   return {head_ + kHeadPrefixBytes, length};
 }

@@ -36,6 +36,13 @@ struct Received {
 std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
                                   std::chrono::milliseconds timeout, std::chrono::microseconds yield_spin = {});
 
+// recv_message in two steps, for a caller that watches something else while the
+// head's receive is posted (a stream that also polls a notice board): `head_receive`
+// is an irecv_bytes of kHeadFrameBytes into `head` from `src` on `tag`. Waits for
+// it (its own deadline), then receives the body the head announces, if any.
+std::vector<uint8_t> finish_message(DataChannel& channel, const Request& head_receive, const uint8_t* head, int src,
+                                    int64_t tag, size_t max_bytes, std::chrono::milliseconds timeout);
+
 // One small message (it fits the head frame) expected on a tag of its own, e.g. a
 // sync's answer: the receive is posted before the command that triggers it leaves,
 // and the thread that needs the answer waits on it directly.

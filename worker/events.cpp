@@ -13,6 +13,18 @@ int64_t now_ns() {
 // How often a waiter looks at its stop condition.
 constexpr std::chrono::milliseconds kStopCheck{20};
 
+void take_due(std::vector<std::pair<uint64_t, EventState::Callback>>& from, uint64_t generation,
+              std::vector<std::pair<uint64_t, EventState::Callback>>& into) {
+  for (auto it = from.begin(); it != from.end();) {
+    if (it->first <= generation) {
+      into.push_back(std::move(*it));
+      it = from.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 }  // namespace
 
 uint64_t EventState::issue() {
@@ -30,21 +42,17 @@ std::vector<std::function<void()>> EventState::complete(uint64_t generation, uin
                                                         std::shared_ptr<const streams::VectorClock> clock,
                                                         int64_t time_ns) {
   std::vector<std::pair<uint64_t, Callback>> due;
+  std::vector<std::pair<uint64_t, Callback>> now;
   Record record;
   {
     std::lock_guard lock(mu_);
     if (generation <= latest_.generation) return {};  // a later record completed first
     latest_ = Record{generation, time_ns != 0 ? time_ns : now_ns(), std::move(poison), std::move(clock), stream};
     record = latest_;
-    for (auto it = callbacks_.begin(); it != callbacks_.end();) {
-      if (it->first <= generation) {
-        due.push_back(std::move(*it));
-        it = callbacks_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    take_due(callbacks_, generation, due);
+    take_due(at_record_, generation, now);
   }
+  for (auto& [g, fn] : now) fn(record);
   cv_.notify_all();
   std::vector<std::function<void()>> calls;
   calls.reserve(due.size());
@@ -74,6 +82,19 @@ void EventState::when_complete(uint64_t generation, Callback fn) {
     std::lock_guard lock(mu_);
     if (latest_.generation < generation) {
       callbacks_.emplace_back(generation, std::move(fn));
+      return;
+    }
+    record = latest_;
+  }
+  fn(record);
+}
+
+void EventState::at_record(uint64_t generation, Callback fn) {
+  Record record;
+  {
+    std::lock_guard lock(mu_);
+    if (latest_.generation < generation) {
+      at_record_.emplace_back(generation, std::move(fn));
       return;
     }
     record = latest_;

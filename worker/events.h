@@ -54,6 +54,11 @@ class EventState {
   // Runs `fn` once record `generation` completed: at once (on this thread) when it
   // has, else on the thread that completes it.
   void when_complete(uint64_t generation, Callback fn);
+  // As when_complete, but inside complete() itself, before its caller counts the
+  // record's task as done: for what needs only that the record ran, not that its
+  // stream is past it (a same-host doorbell, notice_board.h). `fn` must be quick
+  // and must not throw.
+  void at_record(uint64_t generation, Callback fn);
 
  private:
   mutable std::mutex mu_;
@@ -61,6 +66,7 @@ class EventState {
   uint64_t issued_ = 0;
   Record latest_;
   std::vector<std::pair<uint64_t, Callback>> callbacks_;
+  std::vector<std::pair<uint64_t, Callback>> at_record_;
 };
 
 class EventTable {

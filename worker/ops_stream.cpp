@@ -4,10 +4,17 @@
 
 #include <thd/memory.h>
 
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "tensor/log.h"
 #include "worker/devices.h"
+#include "worker/notice_board.h"
 #include "worker/ops.h"
 #include "worker/session.h"
 
@@ -21,6 +28,10 @@ constexpr size_t kMaxNoticeBytes = size_t{64} << 10;
 // round trip or two), short enough that a long wait costs at most this much of a
 // core, which it gives away whenever another thread wants it.
 constexpr std::chrono::microseconds kRemoteEventYieldSpin{1000};
+// A waiter asleep on its notice board looks at the message this often (a bell
+// wakes it at once): only a bell overwritten by another wait sharing the slot
+// leaves it to find the message this way.
+constexpr std::chrono::microseconds kBoardNap{2000};
 
 flatbuffers::Offset<flatbuffers::String> text(flatbuffers::FlatBufferBuilder& b, const Poison* p, bool message) {
   if (p == nullptr) return b.CreateString("");
@@ -36,6 +47,44 @@ void send_status(Session& session, uint64_t event, int64_t reply_tag, uint64_t a
                                     p != nullptr ? p->node : -1);
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::EventStatus, body.Union()));
   protocol::send_message(session.channel(), 0, reply_tag, {b.GetBufferPointer(), b.GetSize()}, session.timeout());
+}
+
+// The notice of another node's event (a stream waiting on it), or nullopt when
+// the waiting node's notice board said the record ran and did not fail first.
+// The notice is one small message that the record sends the moment it completes:
+// poll for it (yielding) for a while before blocking, as a CUDA stream's wait
+// with cudaDeviceScheduleYield would. A blocked waiter costs this VM 20-50 us of
+// wake-ups on the latency path (docs/performance.md, "Streams suite").
+std::optional<std::vector<uint8_t>> await_notice(ExecContext& ctx, int peer, int64_t tag) {
+  Session& session = ctx.session();
+  NoticeBoard* board = session.notice_board();
+  if (board == nullptr || session.peer_notice_board(peer) == nullptr) {  // another host: the message alone
+    return protocol::recv_message(ctx.channel(), peer + 1, tag, kMaxNoticeBytes, ctx.timeout(),
+                                  kRemoteEventYieldSpin);
+  }
+  auto notice = std::make_unique<Session::LateNotice>();
+  notice->receive = ctx.channel().irecv_bytes({notice->head, sizeof notice->head}, peer + 1,
+                                              {.tag = tag, .timeout = ctx.timeout()});
+  // The message lands by itself (the channel's poller or progress thread): these
+  // loops only look. First polling, giving the core away between looks; then
+  // asleep on the slot, which the ring wakes (looking at the message between naps,
+  // in case the bell was overwritten by a wait whose tag shares the slot).
+  const auto spin_end = std::chrono::steady_clock::now() + kRemoteEventYieldSpin;
+  NoticeBoard::Doorbell bell = NoticeBoard::Doorbell::Silent;
+  while (bell == NoticeBoard::Doorbell::Silent && !notice->receive.test() && !session.stopping()) {
+    if (std::chrono::steady_clock::now() < spin_end) {
+      bell = board->look(tag);
+      if (bell == NoticeBoard::Doorbell::Silent) std::this_thread::yield();
+    } else {
+      bell = board->wait_for(tag, kBoardNap);
+    }
+  }
+  if (bell == NoticeBoard::Doorbell::Done) {
+    session.keep_late_notice(std::move(notice));
+    return std::nullopt;
+  }
+  return protocol::finish_message(ctx.channel(), notice->receive, notice->head, peer + 1, tag, kMaxNoticeBytes,
+                                  ctx.timeout());
 }
 
 }  // namespace
@@ -86,7 +135,10 @@ void run(ExecContext& ctx, const fb::EventRecord&) {
   }
   // After this task counts as done: whoever the callbacks tell (a master waiting in
   // Stream::synchronize, say) then finds the stream past the record.
-  streams::Executor& executor = ctx.session().streams().get(ctx.stream()).executor;
+  // running(), not get(): the master may have destroyed the stream since it
+  // queued the record, which still runs (and the record's completion may yield
+  // the core to the command loop that handles the destroy).
+  streams::Executor& executor = ctx.session().streams().running(ctx).executor;
   executor.when_completed(executor.completed() + 1, std::move(run_all));
 }
 
@@ -120,16 +172,29 @@ void run(ExecContext& ctx, const fb::EventNotify& op) {
   const int peer = op.peer_node();
   const int64_t tag = op.tag();
   const uint64_t id = op.event();
+  const uint64_t awaited = event->issued();
+  if (NoticeBoard* board = session.peer_notice_board(peer)) {
+    // The moment the record ran, before its stream's task ends and long before the
+    // message: a waiter on this host goes on at the bell.
+    event->at_record(awaited, [board, tag](const EventState::Record& r) {
+      board->ring(tag, !r.poison && !r.clock ? NoticeBoard::Doorbell::Done : NoticeBoard::Doorbell::ReadNotice);
+      // The waiting stream may be queued on this very core, yielding.
+      std::this_thread::yield();
+    });
+  }
   // Sent by whichever thread completes the record (or now, when it has run): the
   // waiting node hears from this one directly, not through the master.
-  event->when_complete(event->issued(), [&session, peer, tag, id](const EventState::Record& r) {
+  event->when_complete(awaited, [&session, peer, tag, id](const EventState::Record& r) {
     if (trace::Recorder* rec = session.recorder(); rec != nullptr && r.generation > 0) {
       // The arrow to the waiting node starts inside the record's slice.
       rec->flow(static_cast<uint64_t>(tag), session.trace_pid(), static_cast<int32_t>(r.stream), r.time_ns,
                 trace::FlowPhase::Begin);
     }
-    flatbuffers::FlatBufferBuilder b(256);
+    if (const uint64_t hold = session.notice_hold_latch(); hold != 0 && !session.wait_latch(hold, session.timeout())) {
+      THD_LOG_WARN("worker node {}: the notice of event {} was held past the latch's timeout", session.node(), id);
+    }
     const Poison* p = r.poison.get();
+    flatbuffers::FlatBufferBuilder b(256);
     flatbuffers::Offset<flatbuffers::Vector<uint8_t>> clock;
     if (r.clock) clock = b.CreateVector(r.clock->serialize());
     auto body = fb::CreateEventNotice(b, id, p != nullptr, p != nullptr ? p->op_id : 0, text(b, p, false),
@@ -149,13 +214,12 @@ void run(ExecContext& ctx, const fb::EventNotify& op) {
 void run(ExecContext& ctx, const fb::EventWaitRemote& op) {
   check_peer(ctx, op.peer_node(), "Stream::wait");
   check_transfer_tag(op.tag(), "Stream::wait");
-  // The notice is one small message that the record sends the moment it completes:
-  // poll for it (yielding) for a while before blocking, as a CUDA stream's wait
-  // with cudaDeviceScheduleYield would. A blocked waiter costs this VM 20-50 us of
-  // wake-ups on the latency path (docs/performance.md, "Streams suite").
-  const std::vector<uint8_t> bytes = protocol::recv_message(ctx.channel(), op.peer_node() + 1, op.tag(),
-                                                            kMaxNoticeBytes, ctx.timeout(), kRemoteEventYieldSpin);
-  const fb::Message& m = protocol::verify_message(bytes, "worker");
+  const std::optional<std::vector<uint8_t>> bytes = await_notice(ctx, op.peer_node(), op.tag());
+  if (!bytes) {  // the board's bell: the record ran and did not fail
+    ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/false);
+    return;
+  }
+  const fb::Message& m = protocol::verify_message(*bytes, "worker");
   ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/false);
   const fb::EventNotice* notice = m.body_as_EventNotice();
   if (notice == nullptr) {

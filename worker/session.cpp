@@ -25,6 +25,16 @@ size_t physical_memory() {
   return static_cast<size_t>(pages) * static_cast<size_t>(page);
 }
 
+// A test hook's latch key from the environment; 0 (no hook) when unset or not a
+// positive number.
+uint64_t env_latch(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const unsigned long long key = std::strtoull(v, &end, 10);
+  return *end == '\0' ? key : 0;
+}
+
 }  // namespace
 
 Session::Session(std::shared_ptr<DataChannel> channel, const SessionLimits& limits)
@@ -34,6 +44,7 @@ Session::Session(std::shared_ptr<DataChannel> channel, const SessionLimits& limi
       device_memory_limit_(limits.device_memory_bytes),
       check_(StreamCheck::from_env(node_)),
       test_hooks_(std::getenv("THD_TEST_HOOKS") != nullptr && std::string(std::getenv("THD_TEST_HOOKS")) == "1"),
+      notice_hold_latch_(test_hooks_ ? env_latch("THD_TEST_HOLD_EVENT_NOTICES") : 0),
       streams_(*this) {
   // thd::stats() reports the peak of this session (a pool process serves many).
   reset_peak_memory_stats();
@@ -182,6 +193,37 @@ bool Session::wait_latch(uint64_t key, std::chrono::milliseconds timeout) {
   std::unique_lock lock(latch_mu_);
   return latch_cv_.wait_for(lock, timeout, [&] { return open_latches_.count(key) != 0 || stopping_.load(); }) &&
          open_latches_.count(key) != 0;
+}
+
+void Session::open_notice_board(uint64_t session_id) {
+  std::lock_guard lock(notices_mu_);
+  if (!peer_boards_.empty()) return;  // a second Hello: the first one's boards stand
+  session_id_ = session_id;
+  notice_board_ = NoticeBoard::create(session_id, node_);
+  peer_boards_.clear();
+  peer_boards_.resize(static_cast<size_t>(channel_->size() - 1));
+}
+
+NoticeBoard* Session::peer_notice_board(int node) {
+  std::lock_guard lock(notices_mu_);
+  if (!notice_board_ || node < 0 || node >= static_cast<int>(peer_boards_.size()) || node == node_) return nullptr;
+  auto& board = peer_boards_[static_cast<size_t>(node)];
+  if (!board) board = NoticeBoard::open(session_id_, node);
+  return board->get();
+}
+
+Session::LateNotice::~LateNotice() {
+  try {
+    receive.cancel();  // no-op once finished; otherwise the channel must let go of head
+  } catch (const std::exception&) {
+  }
+}
+
+void Session::keep_late_notice(std::unique_ptr<LateNotice> notice) {
+  std::lock_guard lock(notices_mu_);
+  // The ones whose message has come since are done with.
+  std::erase_if(late_notices_, [](const std::unique_ptr<LateNotice>& n) { return n->receive.test(); });
+  late_notices_.push_back(std::move(notice));
 }
 
 void Session::seed_all(uint64_t seed) {

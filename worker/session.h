@@ -18,10 +18,12 @@
 
 #include <thd/datachannel.h>
 
+#include "protocol/framing.h"
 #include "streams/trace.h"
 #include "worker/events.h"
 #include "worker/exec_context.h"
 #include "worker/handle_table.h"
+#include "worker/notice_board.h"
 #include "worker/stream_check.h"
 #include "worker/streams.h"
 #include "worker/worker.h"
@@ -79,6 +81,25 @@ class Session {
   void seed_all(uint64_t seed);
   void seed_stream(ExecContext& ctx);
 
+  // ---- event notices between nodes of this host (worker/notice_board.h) ----
+  // Makes this node's board for the master's session (its Hello): before the node
+  // answers the Hello, so every board of the job exists before any wait is issued.
+  // Once per session: the boards stay until it ends (records not yet run hold them).
+  void open_notice_board(uint64_t session_id);
+  // This node's board, null when it has none.
+  NoticeBoard* notice_board() { return notice_board_.get(); }
+  // `node`'s board, opened on first use; null when that node runs on another host
+  // (or this node has no board: a peer never rings a board nobody polls).
+  NoticeBoard* peer_notice_board(int node);
+  // A notice whose receive is still posted after its doorbell let the wait go on:
+  // kept until the message has come, and withdrawn if the session ends first.
+  struct LateNotice {
+    uint8_t head[protocol::kHeadFrameBytes];
+    Request receive;
+    ~LateNotice();
+  };
+  void keep_late_notice(std::unique_ptr<LateNotice> notice);
+
   // The hazard checker (THD_STREAM_CHECK=1); null when off.
   StreamCheck* check() { return check_.get(); }
 
@@ -91,6 +112,10 @@ class Session {
 
   // ---- test support (THD_TEST_HOOKS=1) ----
   bool test_hooks() const { return test_hooks_; }
+  // THD_TEST_HOLD_EVENT_NOTICES=K (with the hooks): this node sends the message of
+  // each event notice only once latch K is open (its doorbell rings as usual), so a
+  // test sees a waiter on this host go on at the bell alone. 0: no hold.
+  uint64_t notice_hold_latch() const { return notice_hold_latch_; }
   void open_latch(uint64_t key);
   // False at the timeout or when the session ends.
   bool wait_latch(uint64_t key, std::chrono::milliseconds timeout);
@@ -127,6 +152,7 @@ class Session {
   std::atomic<uint64_t> ops_executed_{0};
   std::unique_ptr<trace::Recorder> recorder_;
   const bool test_hooks_;
+  const uint64_t notice_hold_latch_;
   std::mutex latch_mu_;
   std::condition_variable latch_cv_;
   std::set<uint64_t> open_latches_;
@@ -146,6 +172,11 @@ class Session {
   std::map<std::vector<int>, std::shared_ptr<DataChannel>> groups_;
 
   std::atomic<uint64_t> seed_{0};
+  uint64_t session_id_ = 0;
+  std::unique_ptr<NoticeBoard> notice_board_;
+  std::mutex notices_mu_;
+  std::vector<std::optional<std::unique_ptr<NoticeBoard>>> peer_boards_;  // by node; nullopt: not looked for yet
+  std::vector<std::unique_ptr<LateNotice>> late_notices_;
   uint8_t master_watch_byte_ = 0;
   Request master_watch_;
   StreamSet streams_;  // last: its executors stop before the rest goes

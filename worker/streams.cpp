@@ -52,6 +52,16 @@ StreamEntry& StreamSet::get(uint32_t id) {
   return *it->second;
 }
 
+StreamEntry& StreamSet::running(const ExecContext& ctx) {
+  std::lock_guard lock(mu_);
+  if (auto it = live_.find(ctx.stream()); it != live_.end() && &it->second->ctx == &ctx) return *it->second;
+  for (const auto& s : retired_) {
+    if (&s->ctx == &ctx) return *s;
+  }
+  THD_THROW(ValueError, "stream", "stream {} of node {} is not running (the default stream, or finished)",
+            ctx.stream(), session_.node());
+}
+
 bool StreamSet::idle() const {
   std::lock_guard lock(mu_);
   for (const auto& [id, s] : live_) {

@@ -35,6 +35,9 @@ class StreamSet {
   void destroy(uint32_t id);
   // ValueError naming the stream when it is not a live stream of this node.
   StreamEntry& get(uint32_t id);
+  // The stream whose context `ctx` is, live or destroyed since the op running in
+  // it was queued (a destroyed stream still runs what it holds): for that op.
+  StreamEntry& running(const ExecContext& ctx);
   // True when no stream other than the default one holds work.
   bool idle() const;
   // Waits until every stream other than the default one has run what it holds;

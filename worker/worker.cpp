@@ -243,6 +243,7 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel, const SessionLimit
             return SessionEnd::Refused;
           }
           session.seed_all(h->seed());
+          session.open_notice_board(h->session());
           if (h->trace()) session.enable_trace();
           reply_hello(ctx, true, "");
           break;

@@ -191,6 +191,22 @@ TEST_F(Streams, AStreamWaitsForAnEventOfAnotherNode) {
   EXPECT_EQ(second.node(), 1);
 }
 
+// The master may destroy a stream (its last handle going) the moment another
+// node's stream has gone on past one of its records, while the record's own task
+// is still finishing on the destroyed stream: the record must neither fail nor
+// lose its callbacks (it once looked its stream up among the live ones).
+TEST_F(Streams, AStreamDestroyedJustAfterARecordOthersWaitedOnLeavesNoError) {
+  for (int i = 0; i < 30; ++i) {
+    Stream on0 = Stream::create(0);
+    Stream on1 = Stream::create(1);
+    Event first = on0.record();
+    on1.wait(first);
+    Event second = on1.record();
+    second.synchronize();
+  }  // on0 and on1 destroyed each round
+  EXPECT_NO_THROW(synchronize());
+}
+
 TEST_F(Streams, AFailureReachesTheStreamsThatWaitOnIt) {
   const Tensor data = Tensor::arange(0, 12, 1, kFloat32).view({4, 3});
   const Tensor bad_index = Tensor::arange(8, 10, 1, kInt64);  // out of range for 4 rows
@@ -339,6 +355,128 @@ TEST_F(Streams, CollectivesOnStreamsOfEveryNode) {
   }
   EXPECT_TRUE(same_tensor(t[0].get(), Tensor::full({64}, 3.0f)));
   EXPECT_TRUE(same_tensor(t[1].get(), Tensor::full({64}, 3.0f)));
+}
+
+// Nodes on one host: node 0 holds each event notice's message until a latch
+// opens (the suite's own), so only the notice board's doorbell
+// (worker/notice_board.h) can end node 1's wait before then.
+template <uint64_t HoldLatch>
+class HeldEventNoticesJob : public JobTest<2> {
+ protected:
+  static constexpr uint64_t kHoldLatch = HoldLatch;
+  static void SetUpTestSuite() {
+    ::setenv("THD_TEST_HOOKS", "1", 1);
+    ::setenv("THD_TEST_HOLD_EVENT_NOTICES", std::to_string(HoldLatch).c_str(), 1);
+    JobTest<2>::SetUpTestSuite();
+    ::unsetenv("THD_TEST_HOOKS");
+    ::unsetenv("THD_TEST_HOLD_EVENT_NOTICES");
+  }
+};
+// The record comes at once: node 1's stream is most likely polling its board.
+using HeldEventNotices = HeldEventNoticesJob<1101>;
+// The record comes well after node 1's stream has stopped polling and sleeps on
+// its board.
+using HeldEventNoticesAsleep = HeldEventNoticesJob<1103>;
+
+// True once `e` has run, false if it has not within `limit`.
+bool completes_within(const Event& e, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!e.query()) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// Node 1's stream waits for an event of node 0 recorded `delay` after the wait is
+// in place, then adds 1 to `x` (on node 1); node 0 holds the notice's message
+// until latch `hold`.
+void expect_a_wait_ended_by_the_bell(DistributedTensor& x, std::chrono::milliseconds delay, uint64_t hold) {
+  constexpr uint64_t kRecordLatch = 1102;  // opened each time: reused
+  Stream on0 = Stream::create(0);
+  Stream opener = Stream::create(0);
+  Stream on1 = Stream::create(1);
+  Event first;
+  {
+    // The record runs only after node 0 has the notify (issued below), so the
+    // notice goes from on0's executor, which the hold then blocks (not node 0's
+    // command loop, which must go on to read the latches' opening).
+    StreamScope in(on0);
+    detail::test_latch_wait(kRecordLatch + hold, std::chrono::seconds(20));
+    first.record();
+  }
+  on1.wait(first);
+  Event second;
+  {
+    StreamScope in(on1);
+    x.add_(1);
+    second.record();
+  }
+  (void)on1.query();  // node 1 has the wait
+  std::this_thread::sleep_for(delay);
+  {
+    StreamScope in(opener);
+    detail::test_latch_open(kRecordLatch + hold);
+  }
+  const bool went_on = completes_within(second, std::chrono::seconds(15));
+  {
+    StreamScope in(opener);
+    detail::test_latch_open(hold);  // the held notices go now, whatever happened
+  }
+  EXPECT_TRUE(went_on) << "node 1's stream waited for the notice message, not the doorbell";
+  synchronize();
+}
+
+TEST_F(HeldEventNotices, AStreamOnTheSameHostGoesOnAtTheDoorbellBeforeTheNoticeMessage) {
+  DistributedTensor x;
+  {
+    NodeScope on(1);
+    x = DistributedTensor::zeros({4});
+  }
+  expect_a_wait_ended_by_the_bell(x, 0ms, kHoldLatch);
+  EXPECT_TRUE(same_tensor(x.get(), Tensor::full({4}, 1.0f)));
+
+  // The notice messages that came late were taken off the channel: further waits
+  // across the nodes, and a failure carried through one, still work.
+  Stream on0 = Stream::create(0);
+  Stream on1 = Stream::create(1);
+  for (int i = 0; i < 20; ++i) {
+    Event e;
+    {
+      StreamScope in(on0);
+      e.record();
+    }
+    on1.wait(e);
+    StreamScope in(on1);
+    x.add_(1);
+  }
+  EXPECT_TRUE(same_tensor(x.get(), Tensor::full({4}, 21.0f)));
+  Event after_failure;
+  {
+    StreamScope in(on0);
+    DistributedTensor bad = DistributedTensor::zeros({4}).index_select(0, DistributedTensor::full({1}, 9, kInt64));
+    after_failure.record();
+  }
+  on1.wait(after_failure);
+  DistributedTensor unrelated;
+  {
+    StreamScope in(on1);
+    unrelated = DistributedTensor::ones({3}) * 2;
+  }
+  EXPECT_THROW(unrelated.get(), RemoteError) << "a failure on node 0 did not reach node 1's waiting stream";
+  EXPECT_THROW(after_failure.synchronize(), RemoteError);
+  EXPECT_NO_THROW(synchronize());
+}
+
+TEST_F(HeldEventNoticesAsleep, AStreamAsleepOnItsBoardIsWokenByTheDoorbell) {
+  DistributedTensor x;
+  {
+    NodeScope on(1);
+    x = DistributedTensor::zeros({4});
+  }
+  // Past the 1 ms a waiting stream polls (ops_stream.cpp, kRemoteEventYieldSpin).
+  expect_a_wait_ended_by_the_bell(x, 50ms, kHoldLatch);
+  EXPECT_TRUE(same_tensor(x.get(), Tensor::full({4}, 1.0f)));
 }
 
 }  // namespace

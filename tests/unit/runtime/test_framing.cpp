@@ -6,11 +6,13 @@
 #include <atomic>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include <thd/datachannel.h>
 #include <thd/store.h>
 
 #include "datachannel/test_util.h"
+#include "protocol/codec.h"
 #include "protocol/framing.h"
 
 namespace thd {
@@ -53,6 +55,41 @@ TEST(MessageReceiver, MessagesArrivingAsAPollTimesOutAreDelivered) {
   }
   sender.join();
   EXPECT_EQ(got, kMessages);
+  ch[0]->shutdown();
+  ch[1]->shutdown();
+}
+
+// finish_message: the head's receive posted by the caller (who watched something
+// else meanwhile), then the body the head announces, if any.
+TEST(FinishMessage, TakesAPostedHeadAndTheBodyItAnnounces) {
+  auto store = std::make_shared<HashStore>();
+  std::shared_ptr<DataChannel> ch[2];
+  auto errors = test::run_rank_threads(2, [&](int rank) {
+    ch[rank] = DataChannel::create("tcp", {.store = store, .rank = rank, .world_size = 2, .timeout = seconds(10),
+                                           .token = test::kToken});
+  });
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  auto receive = [&](int64_t tag, size_t max_bytes) {
+    uint8_t head[protocol::kHeadFrameBytes];
+    Request r = ch[0]->irecv_bytes({head, sizeof head}, 1, {.tag = tag});
+    return protocol::finish_message(*ch[0], r, head, 1, tag, max_bytes, seconds(10));
+  };
+  const std::vector<uint8_t> small = {1, 2, 3};
+  protocol::send_message(*ch[1], 0, 3, small, seconds(10));
+  EXPECT_EQ(receive(3, 1 << 20), small);
+  std::vector<uint8_t> large(protocol::kInlineBytes + 100);
+  for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<uint8_t>(i * 7);
+  protocol::send_message(*ch[1], 0, 4, large, seconds(10));
+  EXPECT_EQ(receive(4, 1 << 20), large);
+  // Over the caller's limit: refused before its body is received.
+  protocol::send_message(*ch[1], 0, 5, large, seconds(10));
+  EXPECT_THROW(receive(5, protocol::kInlineBytes), protocol::ProtocolError);
+  // Not a head frame at all (another size): a ProtocolError, not the channel's ValueError.
+  const uint8_t stray[8] = {};
+  ch[1]->send_bytes(stray, 0, {.tag = 6});
+  EXPECT_THROW(receive(6, 1 << 20), protocol::ProtocolError);
   ch[0]->shutdown();
   ch[1]->shutdown();
 }
