@@ -76,25 +76,16 @@ EventState::Record EventState::latest() const {
   return latest_;
 }
 
-void EventState::when_complete(uint64_t generation, Callback fn) {
-  Record record;
-  {
-    std::lock_guard lock(mu_);
-    if (latest_.generation < generation) {
-      callbacks_.emplace_back(generation, std::move(fn));
-      return;
-    }
-    record = latest_;
-  }
-  fn(record);
-}
+void EventState::when_complete(uint64_t generation, Callback fn) { call_or_keep(callbacks_, generation, std::move(fn)); }
 
-void EventState::at_record(uint64_t generation, Callback fn) {
+void EventState::at_record(uint64_t generation, Callback fn) { call_or_keep(at_record_, generation, std::move(fn)); }
+
+void EventState::call_or_keep(std::vector<std::pair<uint64_t, Callback>>& into, uint64_t generation, Callback fn) {
   Record record;
   {
     std::lock_guard lock(mu_);
     if (latest_.generation < generation) {
-      at_record_.emplace_back(generation, std::move(fn));
+      into.emplace_back(generation, std::move(fn));
       return;
     }
     record = latest_;

@@ -61,6 +61,9 @@ class EventState {
   void at_record(uint64_t generation, Callback fn);
 
  private:
+  // Runs `fn` now when record `generation` completed, else keeps it in `into`.
+  void call_or_keep(std::vector<std::pair<uint64_t, Callback>>& into, uint64_t generation, Callback fn);
+
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   uint64_t issued_ = 0;

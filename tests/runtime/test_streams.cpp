@@ -389,9 +389,14 @@ bool completes_within(const Event& e, std::chrono::milliseconds limit) {
 }
 
 // Node 1's stream waits for an event of node 0 recorded `delay` after the wait is
-// in place, then adds 1 to `x` (on node 1); node 0 holds the notice's message
-// until latch `hold`.
-void expect_a_wait_ended_by_the_bell(DistributedTensor& x, std::chrono::milliseconds delay, uint64_t hold) {
+// in place, then adds 1 to the zeros it returns (on node 1); node 0 holds the
+// notice's message until latch `hold`.
+DistributedTensor a_wait_ended_by_the_bell(std::chrono::milliseconds delay, uint64_t hold) {
+  DistributedTensor x;
+  {
+    NodeScope on(1);
+    x = DistributedTensor::zeros({4});
+  }
   constexpr uint64_t kRecordLatch = 1102;  // opened each time: reused
   Stream on0 = Stream::create(0);
   Stream opener = Stream::create(0);
@@ -425,15 +430,11 @@ void expect_a_wait_ended_by_the_bell(DistributedTensor& x, std::chrono::millisec
   }
   EXPECT_TRUE(went_on) << "node 1's stream waited for the notice message, not the doorbell";
   synchronize();
+  return x;
 }
 
 TEST_F(HeldEventNotices, AStreamOnTheSameHostGoesOnAtTheDoorbellBeforeTheNoticeMessage) {
-  DistributedTensor x;
-  {
-    NodeScope on(1);
-    x = DistributedTensor::zeros({4});
-  }
-  expect_a_wait_ended_by_the_bell(x, 0ms, kHoldLatch);
+  DistributedTensor x = a_wait_ended_by_the_bell(0ms, kHoldLatch);
   EXPECT_TRUE(same_tensor(x.get(), Tensor::full({4}, 1.0f)));
 
   // The notice messages that came late were taken off the channel: further waits
@@ -469,13 +470,8 @@ TEST_F(HeldEventNotices, AStreamOnTheSameHostGoesOnAtTheDoorbellBeforeTheNoticeM
 }
 
 TEST_F(HeldEventNoticesAsleep, AStreamAsleepOnItsBoardIsWokenByTheDoorbell) {
-  DistributedTensor x;
-  {
-    NodeScope on(1);
-    x = DistributedTensor::zeros({4});
-  }
   // Past the 1 ms a waiting stream polls (ops_stream.cpp, kRemoteEventYieldSpin).
-  expect_a_wait_ended_by_the_bell(x, 50ms, kHoldLatch);
+  DistributedTensor x = a_wait_ended_by_the_bell(50ms, kHoldLatch);
   EXPECT_TRUE(same_tensor(x.get(), Tensor::full({4}, 1.0f)));
 }
 

@@ -3,6 +3,7 @@
 // master's reply thread).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -22,9 +23,10 @@ using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-TEST(MessageReceiver, MessagesArrivingAsAPollTimesOutAreDelivered) {
+// Ranks 0 and 1 of a tcp channel in this process.
+std::array<std::shared_ptr<DataChannel>, 2> two_tcp_ranks() {
   auto store = std::make_shared<HashStore>();
-  std::shared_ptr<DataChannel> ch[2];
+  std::array<std::shared_ptr<DataChannel>, 2> ch;
   auto errors = test::run_rank_threads(2, [&](int rank) {
     ch[rank] = DataChannel::create("tcp", {.store = store, .rank = rank, .world_size = 2, .timeout = seconds(10),
                                            .token = test::kToken});
@@ -32,6 +34,11 @@ TEST(MessageReceiver, MessagesArrivingAsAPollTimesOutAreDelivered) {
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+  return ch;
+}
+
+TEST(MessageReceiver, MessagesArrivingAsAPollTimesOutAreDelivered) {
+  std::array<std::shared_ptr<DataChannel>, 2> ch = two_tcp_ranks();
   // Sends spaced about one poll apart, so arrivals keep landing at poll timeouts.
   constexpr int kMessages = 2500;
   std::thread sender([&] {
@@ -62,15 +69,7 @@ TEST(MessageReceiver, MessagesArrivingAsAPollTimesOutAreDelivered) {
 // finish_message: the head's receive posted by the caller (who watched something
 // else meanwhile), then the body the head announces, if any.
 TEST(FinishMessage, TakesAPostedHeadAndTheBodyItAnnounces) {
-  auto store = std::make_shared<HashStore>();
-  std::shared_ptr<DataChannel> ch[2];
-  auto errors = test::run_rank_threads(2, [&](int rank) {
-    ch[rank] = DataChannel::create("tcp", {.store = store, .rank = rank, .world_size = 2, .timeout = seconds(10),
-                                           .token = test::kToken});
-  });
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  std::array<std::shared_ptr<DataChannel>, 2> ch = two_tcp_ranks();
   auto receive = [&](int64_t tag, size_t max_bytes) {
     uint8_t head[protocol::kHeadFrameBytes];
     Request r = ch[0]->irecv_bytes({head, sizeof head}, 1, {.tag = tag});
