@@ -25,8 +25,6 @@ namespace thd::worker {
 
 namespace {
 
-constexpr size_t kBytes = NoticeBoard::kBytes;
-
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "a board is shared between processes");
 
