@@ -367,7 +367,7 @@ Tensor Session::fetch(const Handle& h) {
   return out;
 }
 
-uint64_t Session::await_sync(int node, protocol::InlineMessageReceive& answer, uint64_t sync_id) {
+uint64_t Session::await_sync(int node, protocol::PostedMessage& answer, uint64_t sync_id) {
   NodeLink& l = *links_[node];
   const fb::Message* m = nullptr;
   try {
@@ -436,14 +436,14 @@ void Session::synchronize() {
   struct Pending {
     int node;
     uint64_t id;
-    std::unique_ptr<protocol::InlineMessageReceive> answer;
+    std::unique_ptr<protocol::PostedMessage> answer;
   };
   std::vector<Pending> pending;
   for (int n = 0; n < num_nodes(); ++n) {
     if (links_[n]->lost()) continue;
     const uint64_t id = ++next_sync_;
     const int64_t tag = next_fetch_tag();
-    auto answer = std::make_unique<protocol::InlineMessageReceive>(*channel_, links_[n]->rank(), tag, options_.timeout);
+    auto answer = std::make_unique<protocol::PostedMessage>(*channel_, links_[n]->rank(), tag, options_.timeout);
     try {
       links_[n]->append(fb::Op::Sync, [&](auto& b) { return fb::CreateSync(b, id, tag).Union(); });
       links_[n]->flush();

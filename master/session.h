@@ -114,7 +114,7 @@ class Session : public std::enable_shared_from_this<Session> {
   int64_t next_fetch_tag();
   // The SyncDone of `sync_id` from `node` (0 if the node was lost meanwhile): the
   // number of replies the node sent before it.
-  uint64_t await_sync(int node, protocol::InlineMessageReceive& answer, uint64_t sync_id);
+  uint64_t await_sync(int node, protocol::PostedMessage& answer, uint64_t sync_id);
   // Until the reply thread of `node` has handled `count` replies (or the node is lost).
   void wait_for_replies(int node, uint64_t count);
 

@@ -13,7 +13,7 @@ NodeStats Session::node_stats(int node) {
   NodeLink& l = link(node, "stats");
   l.throw_if_lost();
   const int64_t tag = next_fetch_tag();
-  protocol::InlineMessageReceive answer(*channel_, l.rank(), tag, options_.timeout);
+  protocol::PostedMessage answer(*channel_, l.rank(), tag, options_.timeout);
   l.append_on(0, fb::Op::StatsQuery, [&](auto& b) { return fb::CreateStatsQuery(b, tag).Union(); });
   l.flush();
   const fb::Message* m = nullptr;

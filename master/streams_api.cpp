@@ -87,7 +87,7 @@ namespace {
 // Sends a query built by `build` on its own fetch tag and returns the node's
 // EventStatus (a round trip; WorkerLost for a lost node).
 template <typename Build>
-const fb::EventStatus& ask(Session& s, NodeLink& l, int64_t tag, const char* op, protocol::InlineMessageReceive& answer,
+const fb::EventStatus& ask(Session& s, NodeLink& l, int64_t tag, const char* op, protocol::PostedMessage& answer,
                            fb::Op type, Build&& build, std::chrono::milliseconds timeout) {
   l.append_on(0, type, [&](auto& b) { return build(b, tag).Union(); });
   l.flush();
@@ -116,7 +116,7 @@ Session::EventReport Session::query_event(int node, uint64_t event, bool wait, c
   NodeLink& l = link(node, op);
   l.throw_if_lost();
   const int64_t tag = next_fetch_tag();
-  protocol::InlineMessageReceive answer(*channel_, l.rank(), tag, options_.timeout);
+  protocol::PostedMessage answer(*channel_, l.rank(), tag, options_.timeout);
   const fb::EventStatus& status = ask(*this, l, tag, op, answer, fb::Op::EventQuery,
                                       [&](auto& b, int64_t t) { return fb::CreateEventQuery(b, event, t, wait); },
                                       options_.timeout);
@@ -139,7 +139,7 @@ bool Session::query_stream(int node, uint32_t stream) {
   NodeLink& l = link(node, "Stream::query");
   l.throw_if_lost();
   const int64_t tag = next_fetch_tag();
-  protocol::InlineMessageReceive answer(*channel_, l.rank(), tag, options_.timeout);
+  protocol::PostedMessage answer(*channel_, l.rank(), tag, options_.timeout);
   return ask(*this, l, tag, "Stream::query", answer, fb::Op::StreamQuery,
              [&](auto& b, int64_t t) { return fb::CreateStreamQuery(b, stream, t); }, options_.timeout)
       .complete();

@@ -43,7 +43,7 @@ void Session::measure_clock_offsets() {
     try {
       for (int i = 0; i < kClockSamples; ++i) {
         const int64_t tag = next_fetch_tag();
-        protocol::InlineMessageReceive answer(*channel_, l.rank(), tag, options_.timeout);
+        protocol::PostedMessage answer(*channel_, l.rank(), tag, options_.timeout);
         const int64_t sent = trace::now_ns();
         l.append_on(0, fb::Op::ClockQuery, [&](auto& b) { return fb::CreateClockQuery(b, tag).Union(); });
         l.flush();

@@ -100,27 +100,29 @@ std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, si
   return message_after_head(channel, head, src, tag, max_bytes, timeout);
 }
 
-std::vector<uint8_t> finish_message(DataChannel& channel, const Request& head_receive, const uint8_t* head, int src,
-                                    int64_t tag, size_t max_bytes, std::chrono::milliseconds timeout) {
-  receive_head([&] { head_receive.wait(); }, src);
-  return message_after_head(channel, head, src, tag, max_bytes, timeout);
-}
+PostedMessage::PostedMessage(DataChannel& channel, int source, int64_t tag, std::chrono::milliseconds timeout)
+    : channel_(channel),
+      source_(source),
+      tag_(tag),
+      timeout_(timeout),
+      request_(channel.irecv_bytes({head_, sizeof head_}, source, {.tag = tag, .timeout = timeout})) {}
 
-InlineMessageReceive::InlineMessageReceive(DataChannel& channel, int source, int64_t tag,
-                                           std::chrono::milliseconds timeout)
-    : source_(source), request_(channel.irecv_bytes({head_, sizeof head_}, source, {.tag = tag, .timeout = timeout})) {}
-
-InlineMessageReceive::~InlineMessageReceive() {
+PostedMessage::~PostedMessage() {
   try {
     request_.cancel();  // no-op once finished; otherwise the channel must let go of head_
   } catch (...) {
   }
 }
 
-std::span<const uint8_t> InlineMessageReceive::wait() {
+std::span<const uint8_t> PostedMessage::wait() {
   receive_head([&] { request_.wait(); }, source_);
   const uint32_t length = head_length(head_, source_, kInlineBytes);
   return {head_ + kHeadPrefixBytes, length};
+}
+
+std::vector<uint8_t> PostedMessage::wait_message(size_t max_bytes) {
+  receive_head([&] { request_.wait(); }, source_);
+  return message_after_head(channel_, head_, source_, tag_, max_bytes, timeout_);
 }
 
 MessageReceiver::MessageReceiver(std::shared_ptr<DataChannel> channel, int source, int64_t tag, size_t max_bytes,

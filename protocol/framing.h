@@ -36,29 +36,32 @@ struct Received {
 std::vector<uint8_t> recv_message(DataChannel& channel, int src, int64_t tag, size_t max_bytes,
                                   std::chrono::milliseconds timeout, std::chrono::microseconds yield_spin = {});
 
-// recv_message in two steps, for a caller that watches something else while the
-// head's receive is posted (a stream that also polls a notice board): `head_receive`
-// is an irecv_bytes of kHeadFrameBytes into `head` from `src` on `tag`. Waits for
-// it (its own deadline), then receives the body the head announces, if any.
-std::vector<uint8_t> finish_message(DataChannel& channel, const Request& head_receive, const uint8_t* head, int src,
-                                    int64_t tag, size_t max_bytes, std::chrono::milliseconds timeout);
-
-// One small message (it fits the head frame) expected on a tag of its own, e.g. a
-// sync's answer: the receive is posted before the command that triggers it leaves,
-// and the thread that needs the answer waits on it directly.
-class InlineMessageReceive {
+// One message expected on a tag of its own, e.g. a sync's answer: the head's
+// receive is posted when this is made (before the command that triggers the
+// message leaves), and the thread that needs the message waits on it directly,
+// or looks at something else meanwhile (a stream that also polls a notice board).
+// Destroying it withdraws a receive still posted.
+class PostedMessage {
  public:
-  InlineMessageReceive(DataChannel& channel, int source, int64_t tag, std::chrono::milliseconds timeout);
-  ~InlineMessageReceive();
-  InlineMessageReceive(const InlineMessageReceive&) = delete;
-  InlineMessageReceive& operator=(const InlineMessageReceive&) = delete;
+  PostedMessage(DataChannel& channel, int source, int64_t tag, std::chrono::milliseconds timeout);
+  ~PostedMessage();
+  PostedMessage(const PostedMessage&) = delete;
+  PostedMessage& operator=(const PostedMessage&) = delete;
 
-  // The message; the channel's errors (PeerLost, TimeoutError), ProtocolError for
-  // a malformed head or a message too long to travel inline.
+  // True once the head's receive has finished, well or not. Never blocks.
+  bool test() const { return request_.test(); }
+  // A message that fits the head frame; the channel's errors (PeerLost,
+  // TimeoutError), ProtocolError for a malformed head or a longer message.
   std::span<const uint8_t> wait();
+  // A message of up to `max_bytes`: its body, if the head announces one, is
+  // received now. Errors as wait(); ProtocolError for a message over `max_bytes`.
+  std::vector<uint8_t> wait_message(size_t max_bytes);
 
  private:
+  DataChannel& channel_;
   int source_;
+  int64_t tag_;
+  std::chrono::milliseconds timeout_;
   uint8_t head_[kHeadFrameBytes];
   Request request_;
 };

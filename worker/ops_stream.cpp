@@ -62,16 +62,14 @@ std::optional<std::vector<uint8_t>> await_notice(ExecContext& ctx, int peer, int
     return protocol::recv_message(ctx.channel(), peer + 1, tag, kMaxNoticeBytes, ctx.timeout(),
                                   kRemoteEventYieldSpin);
   }
-  auto notice = std::make_unique<Session::LateNotice>();
-  notice->receive = ctx.channel().irecv_bytes({notice->head, sizeof notice->head}, peer + 1,
-                                              {.tag = tag, .timeout = ctx.timeout()});
+  auto notice = std::make_unique<protocol::PostedMessage>(ctx.channel(), peer + 1, tag, ctx.timeout());
   // The message lands by itself (the channel's poller or progress thread): these
   // loops only look. First polling, giving the core away between looks; then
   // asleep on the slot, which the ring wakes (looking at the message between naps,
   // in case the bell was overwritten by a wait whose tag shares the slot).
   const auto spin_end = std::chrono::steady_clock::now() + kRemoteEventYieldSpin;
   NoticeBoard::Doorbell bell = NoticeBoard::Doorbell::Silent;
-  while (bell == NoticeBoard::Doorbell::Silent && !notice->receive.test() && !session.stopping()) {
+  while (bell == NoticeBoard::Doorbell::Silent && !notice->test() && !session.stopping()) {
     if (std::chrono::steady_clock::now() < spin_end) {
       bell = board->look(tag);
       if (bell == NoticeBoard::Doorbell::Silent) std::this_thread::yield();
@@ -83,8 +81,7 @@ std::optional<std::vector<uint8_t>> await_notice(ExecContext& ctx, int peer, int
     session.keep_late_notice(std::move(notice));
     return std::nullopt;
   }
-  return protocol::finish_message(ctx.channel(), notice->receive, notice->head, peer + 1, tag, kMaxNoticeBytes,
-                                  ctx.timeout());
+  return notice->wait_message(kMaxNoticeBytes);
 }
 
 }  // namespace

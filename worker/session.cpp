@@ -200,7 +200,6 @@ void Session::open_notice_board(uint64_t session_id) {
   if (!peer_boards_.empty()) return;  // a second Hello: the first one's boards stand
   session_id_ = session_id;
   notice_board_ = NoticeBoard::create(session_id, node_);
-  peer_boards_.clear();
   peer_boards_.resize(static_cast<size_t>(channel_->size() - 1));
 }
 
@@ -212,17 +211,10 @@ NoticeBoard* Session::peer_notice_board(int node) {
   return board->get();
 }
 
-Session::LateNotice::~LateNotice() {
-  try {
-    receive.cancel();  // no-op once finished; otherwise the channel must let go of head
-  } catch (const std::exception&) {
-  }
-}
-
-void Session::keep_late_notice(std::unique_ptr<LateNotice> notice) {
+void Session::keep_late_notice(std::unique_ptr<protocol::PostedMessage> notice) {
   std::lock_guard lock(notices_mu_);
   // The ones whose message has come since are done with.
-  std::erase_if(late_notices_, [](const std::unique_ptr<LateNotice>& n) { return n->receive.test(); });
+  std::erase_if(late_notices_, [](const std::unique_ptr<protocol::PostedMessage>& n) { return n->test(); });
   late_notices_.push_back(std::move(notice));
 }
 

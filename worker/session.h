@@ -93,12 +93,7 @@ class Session {
   NoticeBoard* peer_notice_board(int node);
   // A notice whose receive is still posted after its doorbell let the wait go on:
   // kept until the message has come, and withdrawn if the session ends first.
-  struct LateNotice {
-    uint8_t head[protocol::kHeadFrameBytes];
-    Request receive;
-    ~LateNotice();
-  };
-  void keep_late_notice(std::unique_ptr<LateNotice> notice);
+  void keep_late_notice(std::unique_ptr<protocol::PostedMessage> notice);
 
   // The hazard checker (THD_STREAM_CHECK=1); null when off.
   StreamCheck* check() { return check_.get(); }
@@ -176,7 +171,7 @@ class Session {
   std::unique_ptr<NoticeBoard> notice_board_;
   std::mutex notices_mu_;
   std::vector<std::optional<std::unique_ptr<NoticeBoard>>> peer_boards_;  // by node; nullopt: not looked for yet
-  std::vector<std::unique_ptr<LateNotice>> late_notices_;
+  std::vector<std::unique_ptr<protocol::PostedMessage>> late_notices_;
   uint8_t master_watch_byte_ = 0;
   Request master_watch_;
   StreamSet streams_;  // last: its executors stop before the rest goes

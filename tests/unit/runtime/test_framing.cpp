@@ -66,14 +66,13 @@ TEST(MessageReceiver, MessagesArrivingAsAPollTimesOutAreDelivered) {
   ch[1]->shutdown();
 }
 
-// finish_message: the head's receive posted by the caller (who watched something
-// else meanwhile), then the body the head announces, if any.
-TEST(FinishMessage, TakesAPostedHeadAndTheBodyItAnnounces) {
+// PostedMessage::wait_message: the head's receive posted first (its owner may
+// watch something else meanwhile), then the body the head announces, if any.
+TEST(PostedMessage, WaitMessageTakesThePostedHeadAndTheBodyItAnnounces) {
   std::array<std::shared_ptr<DataChannel>, 2> ch = two_tcp_ranks();
   auto receive = [&](int64_t tag, size_t max_bytes) {
-    uint8_t head[protocol::kHeadFrameBytes];
-    Request r = ch[0]->irecv_bytes({head, sizeof head}, 1, {.tag = tag});
-    return protocol::finish_message(*ch[0], r, head, 1, tag, max_bytes, seconds(10));
+    protocol::PostedMessage posted(*ch[0], 1, tag, seconds(10));
+    return posted.wait_message(max_bytes);
   };
   const std::vector<uint8_t> small = {1, 2, 3};
   protocol::send_message(*ch[1], 0, 3, small, seconds(10));

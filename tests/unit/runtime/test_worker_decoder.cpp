@@ -350,7 +350,7 @@ TEST_F(WorkerDecoder, RandomlyMutatedBatchesNeverStopTheWorker) {
 
 TEST_F(WorkerDecoder, SyncAnswersOnItsOwnTagCountingTheRepliesSentBeforeIt) {
   const int64_t tag = protocol::kFetchTagBase + 77;
-  protocol::InlineMessageReceive answer(*master_, 1, tag, seconds(5));
+  protocol::PostedMessage answer(*master_, 1, tag, seconds(5));
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {
     return std::vector{
         fb::CreateCommand(b, 1, fb::Op::Unary, fb::CreateUnary(b, 60, fb::UnaryOp::Neg, 998).Union()),
