@@ -14,16 +14,31 @@
 
 namespace thd::detail {
 
-// ValueError unless this rank belongs to the group.
-void check_member(const GroupState& g, std::string_view op);
+// The checks run on every message, so their passing case is inline; the errors
+// are made out of line.
+[[noreturn]] void throw_not_member(const GroupState& g, std::string_view op);
+[[noreturn]] void throw_bad_rank(const GroupState& g, int r, std::string_view op, std::string_view what, bool any_ok);
+[[noreturn]] void throw_bad_tag(const GroupState& g, int64_t tag, std::string_view op, int64_t max);
+
+// ValueError unless this rank belongs to the group (and it was not shut down).
+inline void check_member(const GroupState& g, std::string_view op) {
+  if (g.rank >= 0 && !g.shut_down->load(std::memory_order_acquire)) [[likely]] return;
+  throw_not_member(g, op);
+}
 // IndexError unless 0 <= r < size (kAnySource allowed when any_ok); `what` is
 // "destination", "source" or "root".
-void check_rank(const GroupState& g, int r, std::string_view op, std::string_view what, bool any_ok = false);
+inline void check_rank(const GroupState& g, int r, std::string_view op, std::string_view what, bool any_ok = false) {
+  if ((r >= 0 && r < g.size()) || (any_ok && r == kAnySource)) [[likely]] return;
+  throw_bad_rank(g, r, op, what, any_ok);
+}
 // ValueError for an undefined or non-CPU tensor; with must_be_contiguous, also
 // for a strided one (outputs are written in place).
 void check_tensor(const GroupState& g, const Tensor& t, std::string_view op, std::string_view what,
                   bool must_be_contiguous);
-void check_tag(const GroupState& g, int64_t tag, std::string_view op, int64_t max);
+inline void check_tag(const GroupState& g, int64_t tag, std::string_view op, int64_t max) {
+  if (tag >= 0 && tag <= max) [[likely]] return;
+  throw_bad_tag(g, tag, op, max);
+}
 
 std::chrono::milliseconds resolve_timeout(const GroupState& g, std::chrono::milliseconds requested);
 

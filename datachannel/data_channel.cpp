@@ -11,6 +11,7 @@
 #include "datachannel/backends.h"
 #include "datachannel/check.h"
 #include "datachannel/net/auth.h"
+#include "datachannel/recycling_allocator.h"
 #include "datachannel/registry.h"
 
 namespace thd {
@@ -48,22 +49,19 @@ int GroupState::count_creation(const std::vector<int>& members) {
   return creations_[members]++;
 }
 
-void check_member(const GroupState& g, std::string_view op) {
+void throw_not_member(const GroupState& g, std::string_view op) {
   if (g.shut_down->load(std::memory_order_acquire)) {
     THD_THROW_AT(ValueError, std::string(op), g.world_rank(), -1,
                  "the channel was shut down (DataChannel::shutdown or thd::destroy_process_group); create a new "
                  "one");
   }
-  if (g.rank >= 0) return;
   THD_THROW_AT(ValueError, std::string(op), g.world_rank(), -1,
                "this rank (world rank {}) is not a member of the group (world ranks {}); only members may "
                "call its operations",
                g.world_rank(), *g.world_ranks);
 }
 
-void check_rank(const GroupState& g, int r, std::string_view op, std::string_view what, bool any_ok) {
-  if (any_ok && r == kAnySource) return;
-  if (r >= 0 && r < g.size()) return;
+void throw_bad_rank(const GroupState& g, int r, std::string_view op, std::string_view what, bool any_ok) {
   THD_THROW_AT(IndexError, std::string(op), g.world_rank(), -1, "{} rank {} is out of range for a group of size {}{}",
                what, r, g.size(), any_ok ? " (or kAnySource)" : "");
 }
@@ -86,8 +84,7 @@ void check_tensor(const GroupState& g, const Tensor& t, std::string_view op, std
   }
 }
 
-void check_tag(const GroupState& g, int64_t tag, std::string_view op, int64_t max) {
-  if (tag >= 0 && tag <= max) return;
+void throw_bad_tag(const GroupState& g, int64_t tag, std::string_view op, int64_t max) {
   THD_THROW_AT(ValueError, std::string(op), g.world_rank(), -1, "tag {} is out of range [0, {}]", tag, max);
 }
 
@@ -119,7 +116,8 @@ bool device_collectives_usable(GroupState& g, int device) {
 
 std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std::chrono::milliseconds timeout,
                                            Transport* engine) {
-  auto s = std::make_shared<RequestState>(std::move(op), net::deadline_after(timeout), engine, g.world_rank());
+  auto s = std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>(), std::move(op),
+                                             net::coarse_deadline_after(timeout), engine, g.world_rank());
   if (g.id != 0) s->group_ranks = g.world_ranks;
   return s;
 }

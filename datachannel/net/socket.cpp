@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <climits>
 #include <memory>
 #include <system_error>
@@ -136,6 +137,23 @@ UniqueFd connect_once(const addrinfo& ai, Deadline deadline, int* err) {
 
 Deadline deadline_after(milliseconds timeout) {
   const auto now = Clock::now();
+  if (timeout.count() < 0) return now;
+  if (timeout >= std::chrono::duration_cast<milliseconds>(Deadline::max() - now)) return Deadline::max();
+  return now + timeout;
+}
+
+Deadline coarse_deadline_after(milliseconds timeout) {
+  // steady_clock is CLOCK_MONOTONIC; its coarse reading is the same clock as of
+  // the last tick. Two ticks of margin: the tick that updates it may come late.
+  static const std::chrono::nanoseconds margin = [] {
+    timespec res{};
+    if (::clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) return std::chrono::nanoseconds(-1);
+    return 2 * (std::chrono::seconds(res.tv_sec) + std::chrono::nanoseconds(res.tv_nsec));
+  }();
+  timespec ts{};
+  if (margin.count() < 0 || ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return deadline_after(timeout);
+  const Deadline now{std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(ts.tv_sec) +
+                                                                 std::chrono::nanoseconds(ts.tv_nsec) + margin)};
   if (timeout.count() < 0) return now;
   if (timeout >= std::chrono::duration_cast<milliseconds>(Deadline::max() - now)) return Deadline::max();
   return now + timeout;

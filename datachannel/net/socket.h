@@ -27,6 +27,11 @@ using Deadline = Clock::time_point;
 
 // now + timeout, saturating: a timeout of milliseconds::max() means "never".
 Deadline deadline_after(std::chrono::milliseconds timeout);
+// The same, read from the kernel's coarse clock (a few ns instead of a clock read
+// that is a measurable part of a small message's round trip), rounded up by two
+// of its ticks: never earlier than deadline_after, at most 2-8 ms later.
+// For deadlines made once per message.
+Deadline coarse_deadline_after(std::chrono::milliseconds timeout);
 // What is left until `deadline` as a poll() timeout: rounded up to whole
 // milliseconds (so a poll never returns just before the deadline and spins), 0 once
 // passed, -1 (forever) for a saturated deadline.

@@ -148,5 +148,20 @@ TEST(Socket, DeadlineHelpers) {
   EXPECT_EQ(net::format_endpoint("localhost", 80), "localhost:80");
 }
 
+// Requests take their deadlines from the coarse clock: never before the precise
+// one, and late by at most its tick.
+TEST(Socket, CoarseDeadlinesAreNeverEarlyAndAtMostATickLate) {
+  EXPECT_EQ(net::coarse_deadline_after(std::chrono::milliseconds::max()), net::Deadline::max());
+  for (int i = 0; i < 1000; ++i) {
+    const net::Deadline precise_before = net::deadline_after(100ms);
+    const net::Deadline coarse = net::coarse_deadline_after(100ms);
+    const net::Deadline precise_after = net::deadline_after(100ms);
+    EXPECT_GE(coarse, precise_before);
+    EXPECT_LE(coarse, precise_after + 20ms);
+  }
+  const net::Deadline now_ish = net::coarse_deadline_after(-1ms);
+  EXPECT_LE(now_ish, net::Clock::now() + 20ms);
+}
+
 }  // namespace
 }  // namespace thd

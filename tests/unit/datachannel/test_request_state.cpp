@@ -1,0 +1,146 @@
+// RequestState's finishing without a lock: one winner, fields published with the
+// status, and blocked waiters (sleeping on shared stripes) always woken. And the
+// per-thread recycling of the memory requests are made in.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <thd/error.h>
+
+#include "datachannel/recycling_allocator.h"
+#include "datachannel/request_state.h"
+
+namespace thd::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::shared_ptr<RequestState> request() {
+  return std::make_shared<RequestState>("test", net::Deadline::max(), nullptr, 0);
+}
+
+TEST(RequestState, TheFirstOfCompleteAndFailWinsAndItsFieldsAreSeen) {
+  for (int round = 0; round < 200; ++round) {
+    auto r = request();
+    std::atomic<int> winners{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> racers;
+    for (int i = 0; i < 4; ++i) {
+      racers.emplace_back([&, i] {
+        while (!go.load()) {
+        }
+        const bool won = i % 2 == 0 ? r->complete(i, 100 + static_cast<size_t>(i))
+                                    : r->fail(std::make_exception_ptr(ValueError("racer " + std::to_string(i))));
+        if (won) winners.fetch_add(1);
+      });
+    }
+    go.store(true);
+    for (auto& t : racers) t.join();
+    EXPECT_EQ(winners.load(), 1);
+    ASSERT_TRUE(r->finished());
+    if (r->status() == RequestState::Done) {
+      EXPECT_EQ(r->bytes, 100 + static_cast<size_t>(r->source));
+      EXPECT_EQ(r->error, nullptr);
+    } else {
+      EXPECT_NE(r->error, nullptr);
+      EXPECT_EQ(r->source, -1);
+    }
+  }
+}
+
+TEST(RequestState, ABlockedWaiterWakesWhenAnotherThreadFinishesIt) {
+  for (int round = 0; round < 50; ++round) {
+    auto r = request();
+    std::atomic<bool> woke{false};
+    const auto start = std::chrono::steady_clock::now();
+    std::thread waiter([&] { woke.store(r->block_until(net::Clock::now() + 30s)); });
+    if (round % 2 == 0) std::this_thread::sleep_for(1ms);  // the waiter asleep, or just arriving
+    r->complete(3, 8);
+    waiter.join();
+    EXPECT_TRUE(woke.load());
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  }
+}
+
+// Requests share the stripes their waiters sleep on: finishing one must not lose
+// the wake-up of another, and a waiter woken for a neighbour sleeps on.
+TEST(RequestState, WaitersOfManyRequestsAreEachWokenByTheirOwn) {
+  constexpr int kRequests = 200;
+  std::vector<std::shared_ptr<RequestState>> requests;
+  for (int i = 0; i < kRequests; ++i) requests.push_back(request());
+  std::atomic<int> woken{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kRequests; ++i) {
+    waiters.emplace_back([&, i] {
+      if (requests[static_cast<size_t>(i)]->block_until(net::Clock::now() + 30s)) woken.fetch_add(1);
+    });
+  }
+  std::this_thread::sleep_for(20ms);
+  // Every other one first: their neighbours' waiters are woken and must sleep again.
+  for (int i = 0; i < kRequests; i += 2) requests[static_cast<size_t>(i)]->complete(i, 0);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(woken.load(), kRequests / 2);
+  for (int i = 1; i < kRequests; i += 2) requests[static_cast<size_t>(i)]->fail(std::make_exception_ptr(Error("x")));
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(woken.load(), kRequests);
+}
+
+TEST(RequestState, BlockingOnAnUnfinishedRequestEndsAtTheDeadline) {
+  auto r = request();
+  const auto start = net::Clock::now();
+  EXPECT_FALSE(r->block_until(start + 30ms));
+  EXPECT_GE(net::Clock::now() - start, 30ms);
+  EXPECT_FALSE(r->finished());
+}
+
+struct Block {
+  alignas(16) char bytes[200];
+};
+
+TEST(RecyclingAllocator, AFreedBlockServesTheNextAllocationOnItsThread) {
+  RecyclingAllocator<Block> alloc;
+  Block* a = alloc.allocate(1);
+  alloc.deallocate(a, 1);
+  Block* b = alloc.allocate(1);
+  EXPECT_EQ(a, b);
+  alloc.deallocate(b, 1);
+  // Arrays go to the heap both ways.
+  Block* many = alloc.allocate(3);
+  alloc.deallocate(many, 3);
+}
+
+TEST(RecyclingAllocator, AThreadKeepsAFewSparesAndReturnsTheRest) {
+  RecyclingAllocator<Block> alloc;
+  std::vector<Block*> blocks;
+  for (int i = 0; i < 500; ++i) blocks.push_back(alloc.allocate(1));
+  // Freed on another thread: that thread keeps some and hands the rest back.
+  std::thread freer([&] {
+    for (Block* b : blocks) alloc.deallocate(b, 1);
+  });
+  freer.join();
+  // This thread's own spares are untouched by it: allocations are distinct.
+  std::set<Block*> fresh;
+  for (int i = 0; i < 100; ++i) fresh.insert(alloc.allocate(1));
+  EXPECT_EQ(fresh.size(), 100u);
+  for (Block* b : fresh) alloc.deallocate(b, 1);
+}
+
+TEST(RecyclingAllocator, RequestsMadeWithItAreSharedAsUsual) {
+  auto r = std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>(), "recycled", net::Deadline::max(),
+                                              nullptr, 0);
+  std::weak_ptr<RequestState> weak = r;
+  auto copy = r;
+  r.reset();
+  EXPECT_FALSE(weak.expired());
+  EXPECT_TRUE(copy->complete(1, 2));
+  copy.reset();
+  EXPECT_TRUE(weak.expired());
+}
+
+}  // namespace
+}  // namespace thd::detail
