@@ -12,10 +12,7 @@ constexpr size_t kKeptEmptyBuckets = 8;
 
 PostedRecv MatchQueues::take_out(std::list<PostedRecv>& posted, std::list<PostedRecv>::iterator r) {
   PostedRecv out = std::move(*r);  // the node kept below holds no request
-  if (auto k = posted_keys_.find(out.request.get()); k != posted_keys_.end()) {
-    KeyMap::node_type node = posted_keys_.extract(k);
-    if (spare_keys_.size() < kSpareNodes) spare_keys_.push_back(std::move(node));
-  }
+  --posted_count_;
   if (spare_posted_.size() < kSpareNodes) {
     spare_posted_.splice(spare_posted_.end(), posted, r);
   } else {
@@ -24,10 +21,33 @@ PostedRecv MatchQueues::take_out(std::list<PostedRecv>& posted, std::list<Posted
   return out;
 }
 
+MatchQueues::Bucket* MatchQueues::find_bucket(const Key& key) {
+  if (cached_ != nullptr && cached_key_ == key) return cached_;
+  auto it = buckets_.find(key);
+  if (it == buckets_.end()) return nullptr;
+  cached_key_ = key;
+  cached_ = &it->second;
+  return cached_;
+}
+
+MatchQueues::Bucket& MatchQueues::bucket(const Key& key) {
+  if (cached_ != nullptr && cached_key_ == key) return *cached_;
+  Bucket& b = buckets_[key];
+  cached_key_ = key;
+  cached_ = &b;
+  return b;
+}
+
+void MatchQueues::erase_bucket(BucketMap::iterator it) {
+  if (cached_ == &it->second) cached_ = nullptr;
+  buckets_.erase(it);
+}
+
 std::optional<PostedRecv> MatchQueues::take_posted(int source, const Envelope& envelope) {
-  auto it = buckets_.find(key_of(envelope));
-  if (it == buckets_.end()) return std::nullopt;
-  auto& posted = it->second.posted;
+  const Key key = key_of(envelope);
+  Bucket* bucket = find_bucket(key);
+  if (bucket == nullptr) return std::nullopt;
+  auto& posted = bucket->posted;
   std::optional<PostedRecv> found;
   for (auto r = posted.begin(); r != posted.end();) {
     if (r->request->finished()) {
@@ -40,22 +60,13 @@ std::optional<PostedRecv> MatchQueues::take_posted(int source, const Envelope& e
     }
     ++r;
   }
-  drop_if_empty(it);
+  drop_if_empty(*bucket, key);
   return found;
 }
 
 void MatchQueues::post(PostedRecv recv) {
-  const Key key = key_of(recv.envelope);
-  if (spare_keys_.empty()) {
-    posted_keys_[recv.request.get()] = key;
-  } else {
-    KeyMap::node_type node = std::move(spare_keys_.back());
-    spare_keys_.pop_back();
-    node.key() = recv.request.get();
-    node.mapped() = key;
-    posted_keys_.insert(std::move(node));
-  }
-  auto& posted = buckets_[key].posted;
+  auto& posted = bucket(key_of(recv.envelope)).posted;
+  ++posted_count_;
   if (spare_posted_.empty()) {
     posted.push_back(std::move(recv));
   } else {
@@ -65,24 +76,18 @@ void MatchQueues::post(PostedRecv recv) {
 }
 
 std::optional<PostedRecv> MatchQueues::withdraw(const RequestState* request) {
-  auto k = posted_keys_.find(request);
-  if (k == posted_keys_.end()) return std::nullopt;
-  auto it = buckets_.find(k->second);
-  if (it == buckets_.end()) {
-    posted_keys_.erase(k);
-    return std::nullopt;
-  }
-  auto& posted = it->second.posted;
-  std::optional<PostedRecv> found;
-  for (auto r = posted.begin(); r != posted.end(); ++r) {
-    if (r->request.get() == request) {
-      found = take_out(posted, r);
-      break;
+  if (posted_count_ == 0) return std::nullopt;
+  for (auto it = buckets_.begin(); it != buckets_.end(); ++it) {
+    auto& posted = it->second.posted;
+    for (auto r = posted.begin(); r != posted.end(); ++r) {
+      if (r->request.get() == request) {
+        std::optional<PostedRecv> found = take_out(posted, r);
+        drop_if_empty(it);
+        return found;
+      }
     }
   }
-  if (!found) posted_keys_.erase(request);
-  drop_if_empty(it);
-  return found;
+  return std::nullopt;
 }
 
 std::vector<PostedRecv> MatchQueues::withdraw_if(const std::function<bool(const PostedRecv&)>& pred) {
@@ -104,25 +109,26 @@ std::vector<PostedRecv> MatchQueues::withdraw_if(const std::function<bool(const 
 }
 
 UnexpectedMessage* MatchQueues::find_unexpected(int source, const Envelope& envelope) {
-  auto it = buckets_.find(key_of(envelope));
-  if (it == buckets_.end()) return nullptr;
-  for (auto& m : it->second.unexpected) {
+  Bucket* b = find_bucket(key_of(envelope));
+  if (b == nullptr) return nullptr;
+  for (auto& m : b->unexpected) {
     if (source == kAnySource || m.source == source) return &m;
   }
   return nullptr;
 }
 
 UnexpectedMessage* MatchQueues::add_unexpected(UnexpectedMessage message) {
-  auto& list = buckets_[key_of(message.header.envelope)].unexpected;
+  auto& list = bucket(key_of(message.header.envelope)).unexpected;
   list.push_back(std::move(message));
   ++unexpected_count_;
   return &list.back();
 }
 
 void MatchQueues::erase_unexpected(const UnexpectedMessage* message) {
-  auto it = buckets_.find(key_of(message->header.envelope));
-  if (it == buckets_.end()) return;
-  auto& list = it->second.unexpected;
+  const Key key = key_of(message->header.envelope);
+  Bucket* b = find_bucket(key);
+  if (b == nullptr) return;
+  auto& list = b->unexpected;
   for (auto m = list.begin(); m != list.end(); ++m) {
     if (&*m == message) {
       list.erase(m);
@@ -130,7 +136,7 @@ void MatchQueues::erase_unexpected(const UnexpectedMessage* message) {
       break;
     }
   }
-  drop_if_empty(it);
+  drop_if_empty(*b, key);
 }
 
 void MatchQueues::erase_unexpected_if(const std::function<bool(const UnexpectedMessage&)>& pred) {
@@ -150,11 +156,16 @@ void MatchQueues::erase_unexpected_if(const std::function<bool(const UnexpectedM
   }
 }
 
+void MatchQueues::drop_if_empty(Bucket& b, const Key& key) {
+  if (!b.posted.empty() || !b.unexpected.empty() || b.kept) return;
+  drop_if_empty(buckets_.find(key));
+}
+
 void MatchQueues::drop_if_empty(BucketMap::iterator it, bool may_keep) {
   Bucket& bucket = it->second;
   if (!bucket.posted.empty() || !bucket.unexpected.empty() || bucket.kept) return;
   if (!may_keep) {
-    buckets_.erase(it);
+    erase_bucket(it);
     return;
   }
   if (kept_empty_.size() >= kKeptEmptyBuckets) {
@@ -163,7 +174,7 @@ void MatchQueues::drop_if_empty(BucketMap::iterator it, bool may_keep) {
     kept_empty_.erase(kept_empty_.begin());
     if (auto o = buckets_.find(oldest); o != buckets_.end()) {
       o->second.kept = false;
-      if (o->second.posted.empty() && o->second.unexpected.empty()) buckets_.erase(o);
+      if (o->second.posted.empty() && o->second.unexpected.empty()) erase_bucket(o);
     }
   }
   bucket.kept = true;

@@ -60,7 +60,9 @@ class MatchQueues {
   // whose request already finished (failed by someone else) are dropped on the way.
   std::optional<PostedRecv> take_posted(int source, const Envelope& envelope);
   void post(PostedRecv recv);
-  // Removes the still unmatched receive of `request`, if it is posted here.
+  // Removes the still unmatched receive of `request`, if it is posted here. It
+  // looks through every queue: withdrawing is rare (a deadline, a cancel), while an
+  // index by request cost every receive two hash-map updates.
   std::optional<PostedRecv> withdraw(const RequestState* request);
   // Removes and returns every posted receive for which `pred` is true.
   std::vector<PostedRecv> withdraw_if(const std::function<bool(const PostedRecv&)>& pred);
@@ -74,7 +76,7 @@ class MatchQueues {
   // Erases every unexpected message for which `pred` is true.
   void erase_unexpected_if(const std::function<bool(const UnexpectedMessage&)>& pred);
 
-  size_t posted_count() const noexcept { return posted_keys_.size(); }
+  size_t posted_count() const noexcept { return posted_count_; }
   size_t unexpected_count() const noexcept { return unexpected_count_; }
   // Keys with a queue, including the few empty ones kept for reuse.
   size_t bucket_count() const noexcept { return buckets_.size(); }
@@ -96,21 +98,28 @@ class MatchQueues {
     bool kept = false;                        // listed in kept_empty_
   };
   using BucketMap = std::unordered_map<Key, Bucket, KeyHash>;
-  using KeyMap = std::unordered_map<const RequestState*, Key>;
   static Key key_of(const Envelope& e) noexcept { return {e.context, e.tag}; }
   // Collective tags carry a sequence number, so keys come and go: empty buckets go,
   // but the few most recently emptied stay, so that a ping-pong on one tag does not
   // allocate a bucket per message. `may_keep` is false while iterating the buckets.
   void drop_if_empty(BucketMap::iterator it, bool may_keep = true);
-  // A posted receive leaves its list and posted_keys_; the nodes are kept for reuse.
+  void drop_if_empty(Bucket& bucket, const Key& key);
+  // The bucket of `key` (nullptr when it has none), or made for it. The last one
+  // used is remembered: a ping-pong on one key skips the hash lookup.
+  Bucket* find_bucket(const Key& key);
+  Bucket& bucket(const Key& key);
+  // Every bucket leaves through here, so the remembered one never dangles.
+  void erase_bucket(BucketMap::iterator it);
+  // A posted receive leaves its list; the node is kept for reuse.
   PostedRecv take_out(std::list<PostedRecv>& posted, std::list<PostedRecv>::iterator r);
 
   BucketMap buckets_;
-  KeyMap posted_keys_;
+  Bucket* cached_ = nullptr;  // nodes of an unordered_map do not move on rehash
+  Key cached_key_;
+  size_t posted_count_ = 0;
   size_t unexpected_count_ = 0;
   // Nodes of finished receives, reused by post(): no allocation per message.
   std::list<PostedRecv> spare_posted_;
-  std::vector<KeyMap::node_type> spare_keys_;
   std::vector<Key> kept_empty_;  // oldest first
 };
 

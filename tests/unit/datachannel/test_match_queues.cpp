@@ -151,6 +151,62 @@ TEST(MatchQueues, WithdrawIfAndEraseIfEmptyEveryBucketTheyTouch) {
   EXPECT_LE(q.bucket_count(), 8u);
 }
 
+// The queues remember the last bucket they used; one erased under it must not be
+// used again, whichever call erased it.
+TEST(MatchQueues, ABucketErasedAfterUseIsNeverUsedAgain) {
+  MatchQueues q;
+  auto first = request();
+  q.post(posted(first, 1, 7));
+  q.withdraw_if([](const PostedRecv&) { return true; });  // erases tag 7's bucket
+  EXPECT_EQ(q.find_unexpected(1, env(7)), nullptr);
+  EXPECT_FALSE(q.take_posted(1, env(7)));
+  auto second = request();
+  q.post(posted(second, 1, 7));
+  auto taken = q.take_posted(1, env(7));
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->request, second);
+
+  UnexpectedMessage m;
+  m.source = 2;
+  m.header.envelope = env(9);
+  q.add_unexpected(std::move(m));
+  q.erase_unexpected_if([](const UnexpectedMessage&) { return true; });  // erases tag 9's
+  EXPECT_EQ(q.find_unexpected(2, env(9)), nullptr);
+  UnexpectedMessage again;
+  again.source = 2;
+  again.header.envelope = env(9);
+  q.add_unexpected(std::move(again));
+  UnexpectedMessage* found = q.find_unexpected(2, env(9));
+  ASSERT_NE(found, nullptr);
+  q.erase_unexpected(found);
+  EXPECT_EQ(q.unexpected_count(), 0u);
+  // Buckets evicted from the kept set (more keys than it holds) leave too.
+  for (int64_t tag = 100; tag < 130; ++tag) {
+    auto r = request();
+    q.post(posted(r, 0, tag));
+    ASSERT_TRUE(q.take_posted(0, env(tag)));
+    auto other = request();
+    q.post(posted(other, 0, 100));
+    ASSERT_TRUE(q.take_posted(0, env(100)));
+  }
+  EXPECT_EQ(q.posted_count(), 0u);
+  EXPECT_LE(q.bucket_count(), 8u);
+}
+
+TEST(MatchQueues, WithdrawFindsAReceiveAmongManyKeys) {
+  MatchQueues q;
+  std::vector<std::shared_ptr<RequestState>> keep;
+  for (int64_t tag = 0; tag < 40; ++tag) {
+    keep.push_back(request());
+    q.post(posted(keep.back(), 1, tag));
+  }
+  EXPECT_TRUE(q.withdraw(keep[23].get()));
+  EXPECT_FALSE(q.withdraw(keep[23].get()));
+  EXPECT_EQ(q.posted_count(), 39u);
+  EXPECT_FALSE(q.take_posted(1, env(23)));
+  EXPECT_TRUE(q.take_posted(1, env(24)));
+}
+
 TEST(MatchQueues, UnexpectedMessagesMatchOldestFirstAndBySource) {
   MatchQueues q;
   for (int i = 0; i < 3; ++i) {
