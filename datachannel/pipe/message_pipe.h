@@ -42,7 +42,9 @@ class PipeOp {
   // Called by the pipe, from progress() (or from send/recv when the library
   // completes the op at once), exactly once: `error` is null on success; `bytes`
   // is the length of the message a receive got (<= its buffer) or what a send sent.
-  // On failure the error names the peer (thd::PeerLost when it is gone).
+  // On failure the error names the peer (thd::PeerLost when it is gone). It may run
+  // inside the library's own callback, so it must not call the pipe: it records
+  // the outcome for later (PipeTransport's queues it for settle()).
   virtual void done(std::exception_ptr error, size_t bytes) noexcept = 0;
 };
 

@@ -18,8 +18,6 @@ inline constexpr ucp_tag_t kSenderMask = ucp_tag_t{0x7fffffff} << 32;
 inline constexpr ucp_tag_t kTagMask = 0xffffffffULL;
 // Receives match every bit: one sender, one tag, caller's or internal.
 inline constexpr ucp_tag_t kExactMask = ~ucp_tag_t{0};
-// A receive for an internal message from any sender.
-inline constexpr ucp_tag_t kAnySenderMask = kInternalBit | kTagMask;
 
 // The pipe's own messages, in the low 32 bits of an internal tag.
 enum class InternalMessage : uint32_t {

@@ -21,10 +21,6 @@ namespace {
 
 constexpr const char* kOp = "ucx pipe";
 
-// ucp_worker_progress rounds one progress() runs at most: a steady stream of
-// events must not keep the caller from delivering what already finished.
-constexpr int kMaxProgressRounds = 64;
-
 // The destructor's poll slices while it waits for goodbyes and closes.
 constexpr std::chrono::milliseconds kCloseSlice{5};
 
@@ -95,10 +91,13 @@ UcxMessagePipe::UcxMessagePipe(int rank, int size, UniqueContext context, Unique
     peers_[static_cast<size_t>(r)].pipe = this;
     peers_[static_cast<size_t>(r)].rank = r;
   }
-  completions_.reserve(64);
+  pending_.prev = pending_.next = &pending_;
   // Before any endpoint exists, so no goodbye can come in unlooked-for (one that
   // did would wait in UCX's unexpected queue for this receive anyway).
-  post_goodbye_recv();
+  goodbye_requests_.assign(peers_.size(), nullptr);
+  for (int r = 0; r < size; ++r) {
+    if (r != rank) post_goodbye_recv(r);
+  }
 }
 
 void UcxMessagePipe::connect(const std::vector<std::vector<uint8_t>>& addresses) {
@@ -153,7 +152,7 @@ void UcxMessagePipe::greet_peers(net::Deadline until) {
   }
   std::vector<int> silent = unfinished();
   // The greetings live on this stack: nothing may report to them after this.
-  for (auto& [op, request] : pending_) slot_of(request).orphaned = true;
+  for (RequestSlot* s = pending_.next; s != &pending_; s = s->next) s->orphaned = true;
   for (int r = 0; r < size(); ++r) {
     const size_t i = static_cast<size_t>(r);
     for (const GreetingOp* op : {&sent[i], &received[i]}) {
@@ -185,14 +184,12 @@ void UcxMessagePipe::greet_peers(net::Deadline until) {
 
 UcxMessagePipe::~UcxMessagePipe() {
   // From here on nobody is told anything: the ops' owner is going away too.
-  completions_.clear();
   std::vector<bool> sends_stuck(peers_.size(), false);
   std::vector<void*> requests;
-  for (auto& [op, request] : pending_) {
-    RequestSlot& slot = slot_of(request);
-    slot.orphaned = true;
-    if (slot.kind == RequestSlot::Kind::Send) sends_stuck[static_cast<size_t>(slot.peer)] = true;
-    if (slot.kind == RequestSlot::Kind::Recv) requests.push_back(request);
+  for (RequestSlot* slot = pending_.next; slot != &pending_; slot = slot->next) {
+    slot->orphaned = true;
+    if (slot->kind == RequestSlot::Kind::Send) sends_stuck[static_cast<size_t>(slot->peer)] = true;
+    if (slot->kind == RequestSlot::Kind::Recv) requests.push_back(slot);
   }
   // Unmatched receives stop here; a matched one may still be written into until
   // the worker is destroyed below, which is before this returns.
@@ -202,37 +199,40 @@ UcxMessagePipe::~UcxMessagePipe() {
   close_endpoints(sends_stuck, until);
   // Kept till now so the peers' goodbyes, which cross ours, find a receive (UCX
   // warns about messages nobody took).
-  if (goodbye_request_ != nullptr) {
-    slot_of(goodbye_request_).orphaned = true;
-    ucp_request_cancel(worker_.get(), goodbye_request_);
+  for (void*& request : goodbye_requests_) {
+    if (request == nullptr) continue;
+    slot_of(request).orphaned = true;
+    ucp_request_cancel(worker_.get(), std::exchange(request, nullptr));
   }
   // Requests UCX still holds (matched receives, sends the peer never took) are
   // released here and dropped with the worker.
-  for (auto& [op, request] : pending_) ucp_request_free(request);
-  pending_.clear();
+  while (pending_.next != &pending_) {
+    RequestSlot* slot = pending_.next;
+    unlink(*slot);
+    ucp_request_free(slot);
+  }
 }
 
 // ---- posting ----------------------------------------------------------------------
 
-void UcxMessagePipe::check_peer(int peer, std::string_view what) const {
-  THD_CHECK(peer >= 0 && peer < size() && peer != rank(), ValueError, kOp,
-            "{}: peer {} is not another rank of this world of {} (this is rank {})", what, peer, size(), rank());
+void UcxMessagePipe::throw_bad_peer(int peer, std::string_view what) const {
+  THD_THROW(ValueError, kOp, "{}: peer {} is not another rank of this world of {} (this is rank {})", what, peer,
+            size(), rank());
 }
 
 void UcxMessagePipe::send(int peer, uint32_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) {
   check_peer(peer, "send");
+  // A small send UCX finishes inside the call (eager, copied out) is reported
+  // from it: the caller's request completes before its wait, without a progress
+  // round.
   post_send(peer, user_tag(rank(), tag), data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Send, tag,
             op);
-  // A small send UCX finished inside the call (eager, copied out) is reported now:
-  // the caller's request completes before its wait, without a progress round.
-  deliver_completions();
 }
 
 void UcxMessagePipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) {
   check_peer(peer, "recv");
   post_recv(peer, user_tag(peer, tag), kExactMask, data.data(), data.size(), UCS_MEMORY_TYPE_HOST,
             RequestSlot::Kind::Recv, tag, op);
-  deliver_completions();  // a message already here
 }
 
 void* UcxMessagePipe::post_send(int peer, ucp_tag_t tag, const void* data, size_t bytes, ucs_memory_type_t memory,
@@ -246,7 +246,7 @@ void* UcxMessagePipe::post_send(int peer, ucp_tag_t tag, const void* data, size_
             std::make_exception_ptr(ConnectionError(fmt::format("rank {} has no UCX endpoint to rank {}", rank(), peer),
                                                     context_at("ucx send", rank(), peer, __FILE__, __LINE__)));
       }
-      completions_.push_back({op, std::move(error), 0});
+      fail_at_once(op, std::move(error));
     }
     return nullptr;
   }
@@ -268,7 +268,7 @@ void* UcxMessagePipe::post_recv(int peer, ucp_tag_t tag, ucp_tag_t mask, void* d
   ucp_tag_message_h message = ucp_tag_probe_nb(worker_.get(), tag, mask, 1, &arrived);
   if (message == nullptr && peer >= 0 && peers_[static_cast<size_t>(peer)].error != nullptr) {
     // A lost peer's messages that arrived can still be taken; nothing else will come.
-    if (op != nullptr) completions_.push_back({op, peers_[static_cast<size_t>(peer)].error, 0});
+    if (op != nullptr) fail_at_once(op, peers_[static_cast<size_t>(peer)].error);
     return nullptr;
   }
   ucp_request_param_t param = request_param(this, memory);
@@ -287,16 +287,25 @@ void* UcxMessagePipe::adopt(ucs_status_ptr_t request, const RequestSlot& slot, s
     RequestSlot& live = slot_of(request);
     live = slot;
     live.live = true;
-    if (slot.op != nullptr) pending_.emplace(slot.op, request);
+    if (slot.op != nullptr) link(live);
     return request;
   }
   finish(slot, UCS_PTR_STATUS(request), length, sender_tag);
   return nullptr;
 }
 
-void UcxMessagePipe::post_goodbye_recv() {
-  goodbye_request_ = post_recv(-1, kInternalBit | static_cast<uint32_t>(InternalMessage::Goodbye), kAnySenderMask,
-                               nullptr, 0, UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::GoodbyeRecv, 0, nullptr);
+void UcxMessagePipe::post_goodbye_recv(int peer) {
+  // One exact receive per peer rather than one for any sender: a receive posted
+  // with a wildcard makes UCX search its whole expected queue for every message.
+  void* request = post_recv(peer, internal_tag(peer, InternalMessage::Goodbye), kExactMask, nullptr, 0,
+                            UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::GoodbyeRecv, 0, nullptr);
+  goodbye_requests_[static_cast<size_t>(peer)] = request;
+}
+
+void UcxMessagePipe::repost_goodbye_recvs() {
+  std::vector<int> peers;
+  peers.swap(goodbye_reposts_);
+  for (int peer : peers) post_goodbye_recv(peer);
 }
 
 // ---- completion -------------------------------------------------------------------
@@ -326,8 +335,8 @@ void UcxMessagePipe::complete(void* request, ucs_status_t status, size_t length,
   }
   const RequestSlot slot = held;
   held.live = false;
+  if (held.next != nullptr) unlink(held);
   ucp_request_free(request);
-  if (slot.op != nullptr) pending_.erase(slot.op);
   if (slot.withdrawing && status == UCS_ERR_CANCELED) {
     withdrawn_ = slot.op;
     return;
@@ -339,9 +348,14 @@ void UcxMessagePipe::finish(const RequestSlot& slot, ucs_status_t status, size_t
                             ucp_tag_t sender_tag) noexcept {
   switch (slot.kind) {
     case RequestSlot::Kind::GoodbyeRecv:
-      goodbye_request_ = nullptr;
-      if (status == UCS_OK) goodbye_from(sender_tag);
-      if (!slot.orphaned) goodbye_repost_ = true;
+      goodbye_requests_[static_cast<size_t>(slot.peer)] = nullptr;
+      // After its goodbye a peer is gone; anything else (bytes where a goodbye has
+      // none) leaves it to be listened to again.
+      if (status == UCS_OK) {
+        goodbye_from(sender_tag);
+      } else if (!slot.orphaned) {
+        goodbye_reposts_.push_back(slot.peer);
+      }
       return;
     case RequestSlot::Kind::GoodbyeSend:
       if (slot.live) --goodbyes_in_flight_;  // say_goodbye counted only those it got a request for
@@ -351,11 +365,37 @@ void UcxMessagePipe::finish(const RequestSlot& slot, ucs_status_t status, size_t
       break;
   }
   if (slot.orphaned) return;
+  ++completed_;
   if (status == UCS_OK) {
-    completions_.push_back({slot.op, nullptr, slot.kind == RequestSlot::Kind::Send ? slot.bytes : length});
+    slot.op->done(nullptr, slot.kind == RequestSlot::Kind::Send ? slot.bytes : length);
   } else {
-    completions_.push_back({slot.op, failure(slot, status, length), 0});
+    slot.op->done(failure(slot, status, length), 0);
   }
+}
+
+void UcxMessagePipe::fail_at_once(pipe::PipeOp* op, std::exception_ptr error) noexcept {
+  ++completed_;
+  op->done(std::move(error), 0);
+}
+
+void UcxMessagePipe::link(RequestSlot& slot) noexcept {
+  slot.prev = pending_.prev;
+  slot.next = &pending_;
+  pending_.prev->next = &slot;
+  pending_.prev = &slot;
+}
+
+void UcxMessagePipe::unlink(RequestSlot& slot) noexcept {
+  slot.prev->next = slot.next;
+  slot.next->prev = slot.prev;
+  slot.prev = slot.next = nullptr;
+}
+
+RequestSlot* UcxMessagePipe::find_pending(const pipe::PipeOp* op) noexcept {
+  for (RequestSlot* s = pending_.next; s != &pending_; s = s->next) {
+    if (s->op == op) return s;
+  }
+  return nullptr;
 }
 
 std::exception_ptr UcxMessagePipe::failure(const RequestSlot& slot, ucs_status_t status, size_t length) noexcept {
@@ -415,9 +455,8 @@ void UcxMessagePipe::settle_lost_peers() {
     // UCX fails what goes through the endpoint (sends) but not receives, which
     // match by tag and would wait forever.
     std::vector<void*> waiting;
-    for (auto& [op, request] : pending_) {
-      const RequestSlot& slot = slot_of(request);
-      if (slot.kind == RequestSlot::Kind::Recv && slot.peer == peer) waiting.push_back(request);
+    for (RequestSlot* s = pending_.next; s != &pending_; s = s->next) {
+      if (s->kind == RequestSlot::Kind::Recv && s->peer == peer) waiting.push_back(s);
     }
     // Their UCS_ERR_CANCELED completions report the peer's PeerLost (failure()).
     for (void* request : waiting) ucp_request_cancel(worker_.get(), request);
@@ -447,9 +486,9 @@ bool UcxMessagePipe::peer_departed(int peer) const {
 // ---- cancel -----------------------------------------------------------------------
 
 bool UcxMessagePipe::cancel(pipe::PipeOp* op) {
-  auto it = pending_.find(op);
-  if (it == pending_.end()) return false;  // finished: its done() is recorded
-  void* request = it->second;
+  RequestSlot* pending = find_pending(op);
+  if (pending == nullptr) return false;  // finished: its done() was called
+  void* request = pending;
   // UCX 1.13 withdraws only receives not yet matched; a send runs to its end.
   if (slot_of(request).kind != RequestSlot::Kind::Recv) return false;
   withdrawn_ = nullptr;
@@ -460,46 +499,28 @@ bool UcxMessagePipe::cancel(pipe::PipeOp* op) {
     return true;
   }
   // Matched (or handed to a tag-offloading NIC): it completes, and is reported.
-  if (auto again = pending_.find(op); again != pending_.end()) slot_of(again->second).withdrawing = false;
+  if (RequestSlot* again = find_pending(op); again != nullptr) again->withdrawing = false;
   return false;
 }
 
 // ---- progress and sleep -----------------------------------------------------------
 
 bool UcxMessagePipe::drive_worker() {
-  bool any = false;
-  for (int round = 0; round < kMaxProgressRounds; ++round) {
-    if (ucp_worker_progress(worker_.get()) == 0) break;
-    any = true;
-  }
-  return any;
+  // Once, not until idle: the callers loop themselves, and a second, idle round
+  // after the one that brought a message sat on every round trip's latency path.
+  return ucp_worker_progress(worker_.get()) != 0;
 }
 
 int UcxMessagePipe::progress() {
+  completed_ = 0;
   drive_worker();
-  for (int reposts = 0; goodbye_repost_ && reposts <= size(); ++reposts) {
-    goodbye_repost_ = false;
-    post_goodbye_recv();
-  }
+  if (!goodbye_reposts_.empty()) repost_goodbye_recvs();
   settle_lost_peers();
-  return deliver_completions();
-}
-
-int UcxMessagePipe::deliver_completions() {
-  if (completions_.empty()) return 0;
-  // done() may post (and so record) more: it appends to the spare buffer.
-  std::vector<Completion> ready;
-  ready.swap(completions_);
-  completions_.swap(spare_);
-  for (Completion& c : ready) c.op->done(std::move(c.error), c.bytes);
-  const int count = static_cast<int>(ready.size());
-  ready.clear();
-  if (spare_.capacity() < ready.capacity()) spare_.swap(ready);
-  return count;
+  return completed_;
 }
 
 bool UcxMessagePipe::arm() {
-  if (!completions_.empty() || !newly_lost_.empty() || goodbye_repost_) return false;
+  if (!newly_lost_.empty() || !goodbye_reposts_.empty()) return false;
   const ucs_status_t status = ucp_worker_arm(worker_.get());
   if (status == UCS_OK) return true;
   if (status == UCS_ERR_BUSY) return false;
@@ -530,10 +551,7 @@ void UcxMessagePipe::interrupt() noexcept {
 // ---- shutdown ---------------------------------------------------------------------
 
 void UcxMessagePipe::wait_briefly(net::Deadline until) {
-  if (goodbye_repost_) {
-    goodbye_repost_ = false;
-    post_goodbye_recv();
-  }
+  if (!goodbye_reposts_.empty()) repost_goodbye_recvs();
   if (drive_worker()) return;
   if (ucp_worker_arm(worker_.get()) != UCS_OK) return;
   pollfd fd{worker_fd_, POLLIN, 0};

@@ -4,13 +4,12 @@
 // ucp_tag_msg_recv_nbx) straight from or into the caller's memory; UCX picks eager
 // or rendezvous itself and registers the memory it needs (its registration cache).
 //
-// Completions: UCX's callbacks (run inside ucp_worker_progress, or inside
-// ucp_request_cancel / ucp_ep_close_nbx) only record what finished; progress()
-// calls the ops' done() afterwards, outside every UCX call, so done() may post new
-// operations on this pipe. An operation UCX finishes at once (an eager send, a
-// receive of a message already here) is recorded the same way and reported before
-// send()/recv() return, as message_pipe.h allows: a small send's request is then
-// complete before its caller waits.
+// Completions: an op's done() is called from UCX's callbacks (inside
+// ucp_worker_progress, ucp_request_cancel or ucp_ep_close_nbx), or from send()/
+// recv() for an operation UCX finishes at once (an eager send, a receive of a
+// message already here), as message_pipe.h allows: a small send's request is then
+// complete before its caller waits. done() must not call back into the pipe
+// (message_pipe.h); PipeTransport's only queues the completion.
 //
 // Threading: every method but sleep() and interrupt() is called under the caller's
 // lock (the worker is UCS_THREAD_MODE_SERIALIZED). sleep() touches no UCX state (it
@@ -25,7 +24,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <ucp/api/ucp.h>
@@ -56,6 +54,11 @@ struct RequestSlot {
   // Filled in for a request UCX returned. A callback for a request that is not
   // live is for the one being posted, finished inside the posting call.
   bool live = false;
+  // The pipe's list of live requests that have an op (cancel, lost peers and the
+  // destructor walk it). Intrusive, in UCX's own request memory: a map from op to
+  // request cost an allocation and two hash lookups per message.
+  RequestSlot* prev = nullptr;
+  RequestSlot* next = nullptr;
 
   static void init(void* request) noexcept { new (request) RequestSlot(); }
 };
@@ -96,12 +99,6 @@ class UcxMessagePipe final : public pipe::MessagePipe {
     std::exception_ptr error;  // PeerLost once lost
     bool departed = false;     // lost by its goodbye, having finished
   };
-  struct Completion {
-    pipe::PipeOp* op;
-    std::exception_ptr error;
-    size_t bytes;
-  };
-
   // The memory-type seam: every UCX operation names the memory it moves. Host
   // memory now (UCS_MEMORY_TYPE_HOST spares UCX a lookup per operation); a CUDA
   // path passes UCS_MEMORY_TYPE_CUDA here and nothing else changes in this class.
@@ -111,7 +108,8 @@ class UcxMessagePipe final : public pipe::MessagePipe {
                   RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op);
   void* post_recv(int peer, ucp_tag_t tag, ucp_tag_t mask, void* data, size_t bytes, ucs_memory_type_t memory,
                   RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op);
-  void post_goodbye_recv();
+  void post_goodbye_recv(int peer);
+  void repost_goodbye_recvs();
   void goodbye_from(ucp_tag_t sender_tag) noexcept;
 
   // Takes over what ucp_*_nbx returned: a request becomes live and pending; an
@@ -122,18 +120,25 @@ class UcxMessagePipe final : public pipe::MessagePipe {
                            void* user_data) noexcept;
   static void on_peer_error(void* arg, ucp_ep_h ep, ucs_status_t status) noexcept;
   void complete(void* request, ucs_status_t status, size_t length, ucp_tag_t sender_tag) noexcept;
-  // Records an op's outcome for the next progress() (or handles a goodbye).
+  // Reports an op's outcome to its done() (or handles a goodbye).
   void finish(const RequestSlot& slot, ucs_status_t status, size_t length, ucp_tag_t sender_tag) noexcept;
-  // Calls done() for what finish() recorded; returns how many.
-  int deliver_completions();
+  // An op that failed before UCX saw it.
+  void fail_at_once(pipe::PipeOp* op, std::exception_ptr error) noexcept;
+  // The pending list: the live requests that have an op.
+  void link(RequestSlot& slot) noexcept;
+  void unlink(RequestSlot& slot) noexcept;
+  RequestSlot* find_pending(const pipe::PipeOp* op) noexcept;
   std::exception_ptr failure(const RequestSlot& slot, ucs_status_t status, size_t length) noexcept;
 
   // Records a peer as lost (first reason wins); the rest happens in progress().
   void lose_peer(int peer, std::string why) noexcept;
   // Fails the receives still waiting on lost peers and closes their endpoints.
   void settle_lost_peers();
-  void check_peer(int peer, std::string_view what) const;
-  // ucp_worker_progress until it has nothing more (bounded); true if it did anything.
+  void check_peer(int peer, std::string_view what) const {
+    if (peer < 0 || peer >= size() || peer == rank()) [[unlikely]] throw_bad_peer(peer, what);
+  }
+  [[noreturn]] void throw_bad_peer(int peer, std::string_view what) const;
+  // One ucp_worker_progress round; true if it did anything.
   bool drive_worker();
   // The destructor's waiting: drive the worker, else sleep on its fd briefly.
   void wait_briefly(net::Deadline until);
@@ -147,14 +152,13 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   net::UniqueFd interrupt_fd_;                        // eventfd for interrupt()
   std::atomic<bool> wakeup_broken_{false};            // ucp_worker_arm failed: sleep in short slices
   std::vector<Peer> peers_;                           // by rank; never resized (endpoints point at their entry)
-  std::unordered_map<pipe::PipeOp*, void*> pending_;  // op -> its UCX request
-  std::vector<Completion> completions_;               // recorded, for the next progress()
-  std::vector<Completion> spare_;                     // completions_'s other buffer
+  RequestSlot pending_;                               // the pending list's sentinel (circular)
+  int completed_ = 0;                                 // done() calls since progress() began
   std::vector<int> newly_lost_;                       // peers lost since the last settle_lost_peers()
   pipe::PipeOp* withdrawn_ = nullptr;                 // the op ucp_request_cancel just withdrew
   const RequestSlot* posting_ = nullptr;              // during a ucp_*_nbx call: the slot of its request
-  void* goodbye_request_ = nullptr;                   // the posted receive for goodbyes
-  bool goodbye_repost_ = false;
+  std::vector<void*> goodbye_requests_;               // by rank: the posted receive for its goodbye
+  std::vector<int> goodbye_reposts_;                  // peers whose goodbye receive ended without one
   int goodbyes_in_flight_ = 0;  // destructor: goodbye sends not yet finished
 };
 
