@@ -38,6 +38,36 @@ Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind
   return Request(std::move(req));
 }
 
+// A send the caller waits for at once: the transport makes no request when the
+// message leaves within the call (Transport::send_blocking).
+void send_and_wait(GroupState& g, std::span<const uint8_t> data, MessageKind kind, int dst, const P2POptions& o,
+                   const Tensor* keep) {
+  detail::check_member(g, "send");
+  detail::check_rank(g, dst, "send", "destination");
+  detail::check_tag(g, o.tag, "send", kMaxP2PTag);
+  struct Context {
+    GroupState* g;
+    int dst;
+    const P2POptions* o;
+    const Tensor* keep;
+  };
+  const Context context{&g, dst, &o, keep};
+  const detail::RequestMaker make{[](const void* p) {
+                                    const Context& c = *static_cast<const Context*>(p);
+                                    auto req = detail::make_request(*c.g, detail::OpLabel::send_to(c.dst, c.o->tag),
+                                                                    detail::resolve_timeout(*c.g, c.o->timeout),
+                                                                    c.g->transport.get());
+                                    if (c.keep != nullptr) req->keepalive.push_back(*c.keep);
+                                    req->passive_wait = c.o->passive_wait;
+                                    req->yield_spin = c.o->yield_spin;
+                                    return req;
+                                  },
+                                  &context};
+  const Envelope env{detail::p2p_context(g.id), o.tag, kind};
+  g.transport->count_send(data.size());
+  if (auto req = g.transport->send_blocking(data, (*g.world_ranks)[dst], env, make)) Request(std::move(req)).wait();
+}
+
 Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int src, const P2POptions& o,
                   const Tensor* keep) {
   detail::check_member(g, "recv");
@@ -82,7 +112,15 @@ Request DataChannel::irecv_bytes(std::span<uint8_t> data, int src, const P2POpti
   return post_recv(state(), data, bytes_kind(data.size()), src, options, nullptr);
 }
 
-void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options) { isend(tensor, dst, options).wait(); }
+void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options) {
+  if (detail::on_device(tensor)) {
+    isend(tensor, dst, options).wait();
+    return;
+  }
+  detail::check_tensor(state(), tensor, "send", "the tensor", /*must_be_contiguous=*/false);
+  const Tensor src = tensor.contiguous();
+  send_and_wait(state(), detail::bytes_of(src), tensor_kind(src), dst, options, &src);
+}
 
 int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
   Request r = irecv(tensor, src, options);
@@ -91,13 +129,22 @@ int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
 }
 
 void DataChannel::send_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
-  isend_bytes(data, dst, options).wait();
+  send_and_wait(state(), data, bytes_kind(data.size()), dst, options, nullptr);
 }
 
 int DataChannel::recv_bytes(std::span<uint8_t> data, int src, const P2POptions& options) {
   Request r = irecv_bytes(data, src, options);
+  // The finished request is dropped at this thread's next recv_bytes, not on the
+  // way out: a caller that answers the message at once (a ping-pong) sends before
+  // the request is torn down. It holds no tensor, only its own memory. Declared
+  // after the first request is made, so that it is destroyed before the
+  // allocator's per-thread spares at thread exit.
+  thread_local Request finished;
+  finished = Request();
   r.wait();
-  return r.source();
+  const int source = r.source();
+  finished = std::move(r);
+  return source;
 }
 
 }  // namespace thd

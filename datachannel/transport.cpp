@@ -18,4 +18,11 @@ int Transport::live_count() noexcept { return g_live_transports.load(std::memory
 
 bool Transport::wait(RequestState& request, net::Deadline until) { return request.block_until(until); }
 
+std::shared_ptr<RequestState> Transport::send_blocking(std::span<const uint8_t> data, int dst,
+                                                       const Envelope& envelope, const RequestMaker& make_request) {
+  std::shared_ptr<RequestState> request = make_request();
+  post_send(data, dst, envelope, request);
+  return request;
+}
+
 }  // namespace thd::detail

@@ -41,6 +41,15 @@ namespace thd::detail {
 class DeviceCollectives;  // datachannel/nccl/device_collectives.h
 class HostCollectives;    // datachannel/host_collectives.h
 
+// Makes the request of a send_blocking that has to be waited for; a function
+// pointer and its context, so that the common case, which makes none, costs
+// nothing to set up.
+struct RequestMaker {
+  std::shared_ptr<RequestState> (*make)(const void* context);
+  const void* context;
+  std::shared_ptr<RequestState> operator()() const { return make(context); }
+};
+
 class Transport {
  public:
   Transport(int rank, int size);
@@ -55,6 +64,14 @@ class Transport {
   // dst: a world rank other than rank() is not required: a rank may message itself.
   virtual void post_send(std::span<const uint8_t> data, int dst, const Envelope& envelope,
                          const std::shared_ptr<RequestState>& request) = 0;
+  // A send its caller waits for at once (DataChannel::send_bytes, send): returns
+  // nullptr when the message left within the call, so no request was needed;
+  // otherwise the request (made by `make_request`) to wait for, which may already
+  // be finished or failed. The default posts a request. Backends that can often
+  // finish a small send at once override it: a request made, finished and dropped
+  // per message was a measurable part of a small round trip.
+  virtual std::shared_ptr<RequestState> send_blocking(std::span<const uint8_t> data, int dst, const Envelope& envelope,
+                                                      const RequestMaker& make_request);
   // src: a world rank or kAnySource. The request completes with the source rank
   // and data.size() bytes.
   virtual void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,

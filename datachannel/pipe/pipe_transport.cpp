@@ -325,9 +325,16 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
     request->fail(lost_error(dst, request->op));
     return;
   }
+  const bool inline_payload = data.size() <= tuning_.inline_bytes;
+  if (inline_payload) {
+    std::shared_ptr<RequestState> listed = request;
+    send_inline(data, dst, envelope, listed, nullptr, nullptr);
+    lock.unlock();
+    wake_sleeper();
+    return;
+  }
   Outgoing& m = add_send(request, dst);
   m.nbytes = data.size();
-  const bool inline_payload = data.size() <= tuning_.inline_bytes;
   uint32_t data_tag = 0;
   if (!inline_payload) {
     uint32_t& next = next_data_tag_[static_cast<size_t>(dst)];
@@ -364,6 +371,66 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
   wake_sleeper();
 }
 
+std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8_t> data, int dst,
+                                                           const Envelope& envelope, const RequestMaker& make_request) {
+  std::unique_lock lock(mu_);
+  // Anything but a small message to a healthy peer takes the general path, which
+  // also reports what is wrong.
+  if (closing_ || dst < 0 || dst >= size() || dst == rank() || data.size() > tuning_.inline_bytes ||
+      peer_error(dst)) {
+    lock.unlock();
+    return Transport::send_blocking(data, dst, envelope, make_request);
+  }
+  std::shared_ptr<RequestState> request;
+  std::exception_ptr error;
+  const bool left = send_inline(data, dst, envelope, request, &make_request, &error);
+  lock.unlock();
+  wake_sleeper();
+  if (left && error) {
+    request = make_request();
+    request->fail(std::move(error));
+  }
+  return request;
+}
+
+bool PipeTransport::send_inline(std::span<const uint8_t> data, int dst, const Envelope& envelope,
+                                std::shared_ptr<RequestState>& request, const RequestMaker* make_request,
+                                std::exception_ptr* error) {
+  // The send is listed in sends_ only if the pipe did not finish it at once: most
+  // small sends leave inside pipe_->send (copied out), and listing them cost two
+  // hash-map updates on a round trip's latency path.
+  SendMap::node_type node = spare_send();
+  Outgoing& m = *node.mapped();
+  m.request = request;
+  m.peer = dst;
+  m.nbytes = data.size();
+  const tcp::FrameHeaderBytes header = tcp::encode_frame_header(envelope, data.size());
+  m.control.resize(kHeaderBytes + data.size());
+  std::memcpy(m.control.data(), header.data(), kHeaderBytes);
+  if (!data.empty()) std::memcpy(m.control.data() + kHeaderBytes, data.data(), data.size());
+  m.control_part.pending = true;
+  ++transfers_;
+  pipe_->send(dst, kControlTag, m.control, &m.control_part);
+  flush_reposts();
+  settle();
+  if (m.pending() == 0) {  // on_send_part finished its request, or left its error
+    if (error != nullptr) *error = std::move(m.error);
+    recycle_send(std::move(node));
+    return true;
+  }
+  if (request == nullptr) {
+    request = (*make_request)();
+    m.request = request;
+  }
+  node.key() = request.get();
+  m.listed = true;
+  sends_.insert(std::move(node));
+  // A peer lost while settling above did not see this send (lose_peer fails the
+  // listed ones): its bytes are in the control message, so it fails now.
+  if (peer_error(dst)) request->fail(lost_error(dst, request->op));
+  return false;
+}
+
 void PipeTransport::post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
                               const std::shared_ptr<RequestState>& request) {
   std::unique_lock lock(mu_);
@@ -380,7 +447,7 @@ void PipeTransport::post_recv(std::span<uint8_t> data, int src, const Envelope& 
   if (tcp::UnexpectedMessage* m = queues_.find_unexpected(src, envelope)) {
     tcp::UnexpectedMessage message = std::move(*m);
     queues_.erase_unexpected(m);
-    deliver(std::move(message), std::move(recv), nullptr);
+    deliver(message.source, message.header, recv, message.payload.get());
   } else if (src != kAnySource && src != rank() && peer_error(src)) {
     request->fail(lost_error(src, request->op));
     return;
@@ -400,7 +467,7 @@ void PipeTransport::send_to_self(std::span<const uint8_t> data, const Envelope& 
   message.header.envelope = envelope;
   message.header.payload_bytes = data.size();
   if (auto recv = queues_.take_posted(rank(), envelope)) {
-    deliver(std::move(message), std::move(*recv), data.data());
+    deliver(message.source, message.header, *recv, data.data());
   } else {
     if (!data.empty()) {
       message.payload.reset(new uint8_t[data.size()]);
@@ -412,19 +479,18 @@ void PipeTransport::send_to_self(std::span<const uint8_t> data, const Envelope& 
   request->complete(-1, data.size());
 }
 
-// A message met its receive: check it, then copy its inline payload or receive its
-// announced payload. `inline_payload` overrides the message's own buffer.
-void PipeTransport::deliver(tcp::UnexpectedMessage message, tcp::PostedRecv recv, const uint8_t* inline_payload) {
-  const uint64_t bytes = message.header.payload_bytes;
-  std::exception_ptr mismatch = check_match(rank(), message.source, recv.envelope, recv.data.size(),
-                                            message.header.envelope, static_cast<size_t>(bytes));
-  if (message.announced()) {
-    const auto tag = static_cast<uint32_t>(message.header.rendezvous_id);
+void PipeTransport::deliver(int source, const tcp::FrameHeader& header, const tcp::PostedRecv& recv,
+                            const uint8_t* payload) {
+  const uint64_t bytes = header.payload_bytes;
+  std::exception_ptr mismatch =
+      check_match(rank(), source, recv.envelope, recv.data.size(), header.envelope, static_cast<size_t>(bytes));
+  if (header.kind == tcp::FrameKind::ReadyToSend) {
+    const auto tag = static_cast<uint32_t>(header.rendezvous_id);
     if (mismatch || recv.request->finished()) {
       if (mismatch) recv.request->fail(mismatch);
-      receive_payload(message.source, tag, bytes, nullptr, {});
+      receive_payload(source, tag, bytes, nullptr, {});
     } else {
-      receive_payload(message.source, tag, bytes, recv.request, recv.data);
+      receive_payload(source, tag, bytes, recv.request, recv.data);
     }
     return;
   }
@@ -432,9 +498,8 @@ void PipeTransport::deliver(tcp::UnexpectedMessage message, tcp::PostedRecv recv
     recv.request->fail(mismatch);
     return;
   }
-  const uint8_t* from = inline_payload ? inline_payload : message.payload.get();
-  if (bytes > 0 && !recv.request->finished()) std::memcpy(recv.data.data(), from, static_cast<size_t>(bytes));
-  recv.request->complete(message.source, static_cast<size_t>(bytes));
+  if (bytes > 0 && !recv.request->finished()) std::memcpy(recv.data.data(), payload, static_cast<size_t>(bytes));
+  recv.request->complete(source, static_cast<size_t>(bytes));
 }
 
 void PipeTransport::receive_payload(int peer, uint32_t data_tag, uint64_t bytes,
@@ -504,7 +569,8 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
     if (!closing_) lose_peer(peer, error);
     return;
   }
-  last_heard_[static_cast<size_t>(peer)] = net::Clock::now();
+  // Only heartbeats read it; a clock read is a measurable part of a small message.
+  if (heartbeats_) last_heard_[static_cast<size_t>(peer)] = net::Clock::now();
   if (!proved_[static_cast<size_t>(peer)]) {
     if (on_hello(inbox, bytes) && !stop_.load()) post_control_recv(inbox);
     return;
@@ -548,13 +614,13 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
                                                 "rank {} sent bytes that are not a thd message: {}", peer, why));
     return;
   }
-  tcp::UnexpectedMessage message;
-  message.source = peer;
-  message.header = header;
   const uint8_t* payload = inbox.buffer.get() + kHeaderBytes;
   if (auto recv = queues_.take_posted(peer, header.envelope)) {
-    deliver(std::move(message), std::move(*recv), payload);
+    deliver(peer, header, *recv, payload);
   } else {
+    tcp::UnexpectedMessage message;
+    message.source = peer;
+    message.header = header;
     if (header.kind == tcp::FrameKind::Message && header.payload_bytes > 0) {
       message.payload.reset(new uint8_t[header.payload_bytes]);
       std::memcpy(message.payload.get(), payload, header.payload_bytes);
@@ -571,15 +637,18 @@ void PipeTransport::on_send_part(SendPart& part, std::exception_ptr error) {
   Outgoing& m = *part.message;
   if (error && !m.error) m.error = error;
   if (m.pending() > 0) return;
+  // A send_blocking the pipe finished at once has no request: send_inline takes
+  // its outcome from m.error.
   if (m.error) {
-    m.request->fail(m.error);
+    if (m.request) m.request->fail(m.error);
     if (peer_error(m.peer) == nullptr && !closing_) {
       // A send the library failed leaves the peer's message stream unusable.
       lose_peer(m.peer, m.error);
     }
-  } else {
+  } else if (m.request) {
     m.request->complete(-1, m.nbytes);
   }
+  if (!m.listed) return;  // send_inline's, which recycles it
   auto it = sends_.find(m.request.get());
   if (it != sends_.end() && it->second.get() == &m) {
     retire_send(it);
@@ -744,7 +813,8 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
       lock.unlock();
       if (n == 0 && yield_while_spinning) std::this_thread::yield();
     }
-    last_drive_end_ns_.store(now_ns(), std::memory_order_release);
+    // A count, not a time: a clock read here sat on every round trip's latency path.
+    drives_ended_.store(drives_ended_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     drivers_.fetch_sub(1, std::memory_order_acq_rel);
     if (request.finished()) return true;
     // The progress thread may have armed before this thread consumed the library's
@@ -823,43 +893,61 @@ std::shared_ptr<const RequestState> PipeTransport::send_control(int peer, std::v
   return request;
 }
 
-PipeTransport::Outgoing& PipeTransport::add_send(const std::shared_ptr<RequestState>& request, int peer) {
-  Outgoing* m = nullptr;
+PipeTransport::SendMap::node_type PipeTransport::spare_send() {
   if (spare_sends_.empty()) {
-    m = sends_.emplace(request.get(), std::make_unique<Outgoing>(this)).first->second.get();
-  } else {
-    SendMap::node_type node = std::move(spare_sends_.back());
-    spare_sends_.pop_back();
-    node.key() = request.get();
-    m = sends_.insert(std::move(node)).position->second.get();
+    // A map node made the only way the standard offers: through a map.
+    SendMap scratch;
+    scratch.emplace(nullptr, std::make_unique<Outgoing>(this));
+    return scratch.extract(scratch.begin());
   }
+  SendMap::node_type node = std::move(spare_sends_.back());
+  spare_sends_.pop_back();
+  return node;
+}
+
+PipeTransport::Outgoing& PipeTransport::add_send(const std::shared_ptr<RequestState>& request, int peer) {
+  SendMap::node_type node = spare_send();
+  node.key() = request.get();
+  Outgoing* m = sends_.insert(std::move(node)).position->second.get();
   m->request = request;
   m->peer = peer;
+  m->listed = true;
   return *m;
 }
 
-void PipeTransport::retire_send(SendMap::iterator it) {
+void PipeTransport::retire_send(SendMap::iterator it) { recycle_send(sends_.extract(it)); }
+
+void PipeTransport::recycle_send(SendMap::node_type node) {
   constexpr size_t kSpareSends = 64;
   // Buffers past the inline size were a large control message's; not worth keeping.
   const size_t keep_bytes = tuning_.inline_bytes + kHeaderBytes;
-  SendMap::node_type node = sends_.extract(it);
   if (spare_sends_.size() >= kSpareSends) return;
   Outgoing& m = *node.mapped();
+  m.listed = false;
   m.request.reset();  // the request's tensors are the caller's again
   m.peer = -1;
   m.payload = {};
   m.nbytes = 0;
   m.error = nullptr;
+  // Kept at its size: the next message of the same size (a ping-pong's) resizes
+  // it for free.
   if (m.control.capacity() > keep_bytes) std::vector<uint8_t>().swap(m.control);
-  m.control.clear();
   std::vector<uint8_t>().swap(m.owned);
   spare_sends_.push_back(std::move(node));
 }
 
-bool PipeTransport::stand_down() const noexcept {
+bool PipeTransport::stand_down() noexcept {
   if (drivers_.load(std::memory_order_acquire) > 0) return true;
   if (blockers_.load(std::memory_order_acquire) > 0) return false;
-  return now_ns() - last_drive_end_ns_.load(std::memory_order_acquire) < kStandDown.count() * 1000;
+  // A drive that ended since the last look restarts the stand-down: it lasts
+  // between kStandDown and twice that after the last drive.
+  const int64_t now = now_ns();
+  const uint64_t ended = drives_ended_.load(std::memory_order_acquire);
+  if (ended != drives_seen_) {
+    drives_seen_ = ended;
+    stand_down_since_ns_ = now;
+  }
+  return now - stand_down_since_ns_ < kStandDown.count() * 1000;
 }
 
 void PipeTransport::progress_loop() noexcept {

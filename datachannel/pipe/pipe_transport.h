@@ -99,6 +99,8 @@ class PipeTransport final : public Transport {
   std::string_view name() const noexcept override { return name_; }
   void post_send(std::span<const uint8_t> data, int dst, const Envelope& envelope,
                  const std::shared_ptr<RequestState>& request) override;
+  std::shared_ptr<RequestState> send_blocking(std::span<const uint8_t> data, int dst, const Envelope& envelope,
+                                              const RequestMaker& make_request) override;
   void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
                  const std::shared_ptr<RequestState>& request) override;
   void cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) override;
@@ -132,6 +134,7 @@ class PipeTransport final : public Transport {
     std::vector<uint8_t> owned;             // a copy, where the caller's memory may not be held
     size_t nbytes = 0;
     std::exception_ptr error;
+    bool listed = false;  // in sends_ (send_inline's stays out while the pipe finishes it at once)
     SendPart control_part;
     SendPart data_part;
     int pending() const { return int{control_part.pending} + int{data_part.pending}; }
@@ -174,7 +177,9 @@ class PipeTransport final : public Transport {
   void post_control_recv(ControlInbox& inbox);
   // Posts the receives reposts_ holds (callers settle() afterwards).
   void flush_reposts();
-  void deliver(tcp::UnexpectedMessage message, tcp::PostedRecv recv, const uint8_t* inline_payload);
+  // A message met its receive: check it, then copy its inline `payload` or
+  // receive its announced one.
+  void deliver(int source, const tcp::FrameHeader& header, const tcp::PostedRecv& recv, const uint8_t* payload);
   void receive_payload(int peer, uint32_t data_tag, uint64_t bytes, std::shared_ptr<RequestState> request,
                        std::span<uint8_t> into);
   void send_to_self(std::span<const uint8_t> data, const Envelope& envelope,
@@ -199,7 +204,16 @@ class PipeTransport final : public Transport {
   std::shared_ptr<const RequestState> send_control(int peer, std::vector<uint8_t> bytes, const std::string& what);
   // A send's record in sends_, fresh or reused.
   Outgoing& add_send(const std::shared_ptr<RequestState>& request, int peer);
+  // Hands a message whose payload travels inside its control message to the pipe.
+  // True when the pipe finished it at once: its outcome is then on `request`, or,
+  // for a send without one, in *error. Otherwise the send is listed in sends_
+  // under `request`, which `make_request` makes then if it is null.
+  bool send_inline(std::span<const uint8_t> data, int dst, const Envelope& envelope,
+                   std::shared_ptr<RequestState>& request, const RequestMaker* make_request, std::exception_ptr* error);
+  // A record, not in sends_: a spare one, or a new one.
+  SendMap::node_type spare_send();
   void retire_send(SendMap::iterator it);
+  void recycle_send(SendMap::node_type node);
 
   const std::string name_;
   const PipeTuning tuning_;
@@ -254,8 +268,13 @@ class PipeTransport final : public Transport {
   std::atomic<bool> sleeping_{false};
   std::atomic<int> drivers_{0};   // waiters spinning on the pipe
   std::atomic<int> blockers_{0};  // waiters blocked on their requests
-  std::atomic<int64_t> last_drive_end_ns_{0};
-  bool stand_down() const noexcept;
+  std::atomic<uint64_t> drives_ended_{0};  // waiters' spins that ended (any change counts)
+  // The progress thread's own: the count it last saw, and since when it stands down.
+  uint64_t drives_seen_ = 0;
+  int64_t stand_down_since_ns_ = 0;
+  // The progress thread keeps out of the way while a waiter drives, and for a
+  // moment after (the next round trip's waiter comes soon). Progress thread only.
+  bool stand_down() noexcept;
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::thread progress_;

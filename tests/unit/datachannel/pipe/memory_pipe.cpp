@@ -86,12 +86,19 @@ MemoryPipe::~MemoryPipe() {
 void MemoryPipe::send(int peer, uint32_t tag, std::span<const uint8_t> data, detail::pipe::PipeOp* op) {
   std::unique_lock lock(fabric_.mu_);
   calls_.push_back({true, peer, tag});
+  std::exception_ptr error;
   if (fabric_.lost_[static_cast<size_t>(peer)] || fabric_.lost_[static_cast<size_t>(rank())]) {
-    fabric_.inboxes_[static_cast<size_t>(rank())].done.push_back({op, lost_error(rank(), peer), 0});
+    error = lost_error(rank(), peer);
+  } else {
+    fabric_.deliver(rank(), peer, tag, std::vector<uint8_t>(data.begin(), data.end()));
+  }
+  const size_t sent = error ? 0 : data.size();
+  if (sends_at_once_) {
+    lock.unlock();
+    op->done(std::move(error), sent);
     return;
   }
-  fabric_.deliver(rank(), peer, tag, std::vector<uint8_t>(data.begin(), data.end()));
-  fabric_.inboxes_[static_cast<size_t>(rank())].done.push_back({op, nullptr, data.size()});
+  fabric_.inboxes_[static_cast<size_t>(rank())].done.push_back({op, std::move(error), sent});
 }
 
 void MemoryPipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, detail::pipe::PipeOp* op) {

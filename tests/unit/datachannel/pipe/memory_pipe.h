@@ -101,6 +101,9 @@ class MemoryPipe final : public detail::pipe::MessagePipe {
   // While held, an interrupt does not end a sleep (a sleeper the scheduler has
   // not run yet); its deadline still does.
   void hold_wakeups(bool held);
+  // Whether send() reports its outcome from within the call (as UCX does for a
+  // small eager send) instead of at the next progress().
+  void finish_sends_at_once(bool at_once) { sends_at_once_ = at_once; }
 
  private:
   friend class MemoryFabric;
@@ -112,6 +115,7 @@ class MemoryPipe final : public detail::pipe::MessagePipe {
   std::condition_variable sleep_cv_;
   bool woken_ = false;
   bool held_ = false;
+  bool sends_at_once_ = false;
   std::vector<Call> calls_;  // under fabric_.mu_
   std::atomic<int> interrupts_{0};
   std::atomic<int> sleepers_{0};

@@ -192,6 +192,85 @@ TEST(PipeTransport, UnmatchedReceiveIsWithdrawnAndTheMessageGoesToTheNextOne) {
   EXPECT_EQ(second, data);
 }
 
+// A RequestMaker for send_blocking that counts the requests it made.
+struct CountingMaker {
+  explicit CountingMaker(Transport& t) : transport(&t) {}
+  detail::RequestMaker maker() const {
+    return {[](const void* p) {
+              auto& self = *static_cast<CountingMaker*>(const_cast<void*>(p));
+              ++self.made;
+              return new_request(*self.transport, "blocking send");
+            },
+            this};
+  }
+  Transport* transport;
+  int made = 0;
+};
+
+TEST(PipeTransport, ABlockingSendThePipeFinishesAtOnceMakesNoRequest) {
+  World w(2);
+  w.fabric.pipe(0).finish_sends_at_once(true);
+  CountingMaker make(w[0]);
+  for (int i = 0; i < 3; ++i) {
+    const auto data = pattern(16, static_cast<uint8_t>(i));
+    EXPECT_EQ(w[0].send_blocking(data, 1, raw_envelope(5, data.size()), make.maker()), nullptr);
+    std::vector<uint8_t> got(16);
+    auto r = irecv(w[1], got, 0, 5);
+    ASSERT_TRUE(wait_ok(w[1], *r));
+    EXPECT_EQ(got, data);
+  }
+  EXPECT_EQ(make.made, 0);
+}
+
+TEST(PipeTransport, ABlockingSendStillInFlightIsWaitedForThroughItsRequest) {
+  World w(2);  // the memory pipe reports sends at its next progress()
+  CountingMaker make(w[0]);
+  const auto data = pattern(32, 9);
+  auto request = w[0].send_blocking(data, 1, raw_envelope(6, data.size()), make.maker());
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(make.made, 1);
+  EXPECT_TRUE(wait_ok(w[0], *request));
+  std::vector<uint8_t> got(32);
+  auto r = irecv(w[1], got, 0, 6);
+  ASSERT_TRUE(wait_ok(w[1], *r));
+  EXPECT_EQ(got, data);
+}
+
+TEST(PipeTransport, ABlockingSendOfAnAnnouncedPayloadTakesARequest) {
+  PipeTuning tuning;
+  tuning.inline_bytes = 64;
+  World w(2, tuning);
+  w.fabric.pipe(0).finish_sends_at_once(true);
+  CountingMaker make(w[0]);
+  const auto data = pattern(1000, 4);
+  std::vector<uint8_t> got(1000);
+  auto r = irecv(w[1], got, 0, 2);
+  auto request = w[0].send_blocking(data, 1, raw_envelope(2, data.size()), make.maker());
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(make.made, 1);
+  EXPECT_TRUE(wait_ok(w[0], *request));
+  ASSERT_TRUE(wait_ok(w[1], *r));
+  EXPECT_EQ(got, data);
+}
+
+TEST(PipeTransport, ABlockingSendThePipeFailsAtOnceFailsItsRequestWithPeerLost) {
+  World w(3);
+  w.fabric.pipe(0).finish_sends_at_once(true);
+  CountingMaker make(w[0]);
+  w.fabric.lose(1);
+  const auto data = pattern(8, 1);
+  auto request = w[0].send_blocking(data, 1, raw_envelope(0, data.size()), make.maker());
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(make.made, 1);
+  const auto e = wait_error(w[0], *request);
+  EXPECT_TRUE(holds<PeerLost>(e)) << what(e);
+  // The others are unaffected.
+  EXPECT_EQ(w[0].send_blocking(data, 2, raw_envelope(0, data.size()), make.maker()), nullptr);
+  std::vector<uint8_t> got(8);
+  auto r = irecv(w[2], got, 0, 0);
+  ASSERT_TRUE(wait_ok(w[2], *r));
+}
+
 TEST(PipeTransport, LostPeerFailsPendingAndLaterOperationsWithPeerLost) {
   World w(3);
   std::vector<uint8_t> got(4);
