@@ -109,7 +109,36 @@ std::shared_ptr<Transport> make_pipe_transport(std::unique_ptr<MessagePipe> pipe
 
 void PipeTransport::EngineOp::done(std::exception_ptr error, size_t bytes) noexcept {
   // The pipe calls this with the engine lock held (every pipe call is made under it).
+  if (kind == Kind::Control && !error && transport->take_inline_message(static_cast<ControlInbox&>(*this), bytes)) {
+    return;
+  }
   transport->completions_.push_back({this, std::move(error), bytes});
+}
+
+bool PipeTransport::take_inline_message(ControlInbox& inbox, size_t bytes) noexcept {
+  const int peer = inbox.peer;
+  if (bytes < kHeaderBytes || !proved_[static_cast<size_t>(peer)]) return false;
+  std::optional<tcp::PostedRecv> recv;
+  try {
+    tcp::FrameHeader header;
+    std::string why;
+    if (!tcp::decode_frame_header(std::span<const uint8_t, kHeaderBytes>(inbox.buffer.get(), kHeaderBytes), &header,
+                                  &why) ||
+        header.kind != tcp::FrameKind::Message || header.payload_bytes != bytes - kHeaderBytes) {
+      return false;  // on_control says what is wrong, or handles the rest
+    }
+    recv = queues_.take_posted(peer, header.envelope);
+    if (!recv) return false;  // on_control keeps it as unexpected
+    inbox.posted = false;
+    if (heartbeats_) last_heard_[static_cast<size_t>(peer)] = net::Clock::now();
+    deliver(peer, header, *recv, inbox.buffer.get() + kHeaderBytes);
+  } catch (...) {
+    // Out of memory making an error: the message is consumed; its receive fails.
+    if (!recv) return false;
+    recv->request->fail(std::current_exception());
+  }
+  reposts_.push_back(&inbox);  // room reserved: no allocation here
+  return true;
 }
 
 PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, const PipeTuning& tuning)
@@ -176,6 +205,10 @@ void PipeTransport::prove_token(const PipeAuth& auth) {
     if (auto peer = ProcessIdentity::decode(identity)) watching_ = process_watch_.watch(p, *peer) || watching_;
   }
   std::unique_lock lock(mu_);
+  // An inbox is listed at most once in either: take_inline_message, which runs
+  // where the pipe reports a message, must not allocate.
+  reposts_.reserve(static_cast<size_t>(size()));
+  flushing_.reserve(static_cast<size_t>(size()));
   for (int p = 0; p < size(); ++p) {
     if (p == rank()) continue;
     inboxes_[static_cast<size_t>(p)] =
@@ -531,12 +564,13 @@ void PipeTransport::post_control_recv(ControlInbox& inbox) {
 
 void PipeTransport::flush_reposts() {
   if (reposts_.empty()) return;
-  // A receive the pipe finishes at once only queues its completion: nothing adds
-  // to reposts_ while this runs.
-  for (ControlInbox* inbox : reposts_) {
+  // A receive the pipe finishes at once may be handled at once
+  // (take_inline_message), and add its inbox to reposts_ for the next flush.
+  std::swap(reposts_, flushing_);
+  for (ControlInbox* inbox : flushing_) {
     if (!stop_.load() && !inbox->posted) post_control_recv(*inbox);
   }
-  reposts_.clear();
+  flushing_.clear();
 }
 
 // ---- completions --------------------------------------------------------------------
@@ -807,7 +841,7 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
       std::unique_lock lock(mu_, std::try_to_lock);
       if (!lock.owns_lock() || closing_) continue;
       drove = true;
-      flush_reposts();
+      if (!reposts_.empty()) flush_reposts();
       const int n = pipe_->progress();
       if (n > 0) settle();
       lock.unlock();

@@ -172,6 +172,11 @@ class PipeTransport final : public Transport {
   // ---- engine (all under mu_) ----
   void settle();
   void on_control(ControlInbox& inbox, std::exception_ptr error, size_t bytes);
+  // The common control message, handled where the pipe reports it instead of
+  // queued for settle(): an inline message whose receive is posted. True when it
+  // took it. It only matches, copies and finishes the request: no pipe call, as
+  // done() may run inside the library's own callback.
+  bool take_inline_message(ControlInbox& inbox, size_t bytes) noexcept;
   void on_send_part(SendPart& part, std::exception_ptr error);
   void on_data(DataRecv& op, std::exception_ptr error, size_t bytes);
   void post_control_recv(ControlInbox& inbox);
@@ -231,6 +236,7 @@ class PipeTransport final : public Transport {
   // send (flush_reposts): on a round trip's latency path the re-post is pure cost,
   // and a message that comes first waits in the library's unexpected queue.
   std::vector<ControlInbox*> reposts_;
+  std::vector<ControlInbox*> flushing_;  // reposts_ being posted (flush_reposts)
   std::vector<uint32_t> next_data_tag_;                 // by peer rank
   SendMap sends_;
   // Finished sends' map nodes with their Outgoing (and its control buffer), reused:

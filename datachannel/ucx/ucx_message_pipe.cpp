@@ -515,7 +515,7 @@ int UcxMessagePipe::progress() {
   completed_ = 0;
   drive_worker();
   if (!goodbye_reposts_.empty()) repost_goodbye_recvs();
-  settle_lost_peers();
+  if (!newly_lost_.empty()) settle_lost_peers();
   return completed_;
 }
 
