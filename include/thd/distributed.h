@@ -416,7 +416,10 @@ std::vector<DistributedTensor> reduce_scatter(const std::vector<DistributedTenso
 // What a node is doing and holding (thd::stats()).
 struct StreamStats {
   uint32_t stream = 0;      // 0: the node's default stream
-  uint64_t queued_ops = 0;  // issued to it and not yet run
+  // Issued to it and not yet run. A snapshot: an event record whose event has
+  // already fired (synchronize returned) counts until its task returns, a moment
+  // later.
+  uint64_t queued_ops = 0;
 };
 struct NodeStats {
   int node = -1;

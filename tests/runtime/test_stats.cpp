@@ -2,7 +2,9 @@
 // the tensor memory held (docs/master-worker.md, "Statistics").
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include <thd/distributed.h>
 #include <thd/stream.h>
@@ -68,7 +70,14 @@ TEST_F(Stats, CountOpsBytesMemoryAndQueuedWork) {
     detail::test_latch_open(/*key=*/2001);
   }
   gate.synchronize();
-  const NodeStats idle = stats()[0];
+  // The record fires its event inside its task, before the task returns: the
+  // stream empties a moment after synchronize returns, never later.
+  NodeStats idle = stats()[0];
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (idle.streams[1].queued_ops > 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    idle = stats()[0];
+  }
   EXPECT_EQ(idle.streams[1].queued_ops, 0u);
 }
 
