@@ -72,7 +72,7 @@ uint64_t Executor::completed() const {
 
 bool Executor::wait_for(uint64_t seq, Clock::time_point deadline) const {
   std::unique_lock lock(mu_);
-  return done_cv_.wait_until(lock, deadline, [&] { return completed_ >= seq; });
+  return done_cv_.wait_until(lock, deadline, [&] { return settled_ >= seq; });
 }
 
 void Executor::when_completed(uint64_t seq, std::function<void()> fn) {
@@ -113,8 +113,10 @@ void Executor::loop() {
         ++it;
       }
     }
-    done_cv_.notify_all();
     if (!due.empty()) {
+      // completed_ moves first: a callback that asks (the event record telling a
+      // master the stream is past it) finds the task done.
+      const uint64_t now_done = completed_;
       lock.unlock();
       for (auto& fn : due) {
         try {
@@ -124,7 +126,11 @@ void Executor::loop() {
         }
       }
       lock.lock();
+      settled_ = now_done;
+    } else {
+      settled_ = completed_;
     }
+    done_cv_.notify_all();
   }
 }
 

@@ -37,7 +37,9 @@ class Executor {
   uint64_t submitted() const;
   uint64_t completed() const;
   size_t queued() const { return static_cast<size_t>(submitted() - completed()); }
-  // True once every task up to `seq` has run; false at `deadline`.
+  // True once every task up to `seq` has run, and the when_completed callbacks due
+  // by then have too; false at `deadline`. (A worker frees tensors in such a
+  // callback: whoever waited for the stream must find them gone.)
   bool wait_for(uint64_t seq, Clock::time_point deadline) const;
   // Runs `fn` once task `seq` has run: at once on this thread when it has already,
   // else on the executor's thread right after that task.
@@ -58,6 +60,7 @@ class Executor {
   std::vector<std::pair<uint64_t, std::function<void()>>> callbacks_;
   uint64_t submitted_ = 0;
   uint64_t completed_ = 0;
+  uint64_t settled_ = 0;  // completed, and the callbacks due by then have run
   bool stop_ = false;
   std::thread thread_;
 };

@@ -85,6 +85,26 @@ TEST(Executor, CompletionCallbacksRunOnceTheirTaskHasRunOrAtOnce) {
   EXPECT_TRUE(at_once);
 }
 
+// A worker frees a stream's tensors in a completion callback; a command that waits
+// for the stream (synchronize) must find them freed.
+TEST(Executor, WaitingForATaskAlsoWaitsForItsCompletionCallbacks) {
+  for (int round = 0; round < 200; ++round) {
+    Executor ex("callbacks");
+    std::atomic<bool> callback_ran{false};
+    std::atomic<bool> release{false};
+    const uint64_t seq = ex.submit([&] {
+      while (!release.load()) std::this_thread::yield();
+    });
+    ex.when_completed(seq, [&] {
+      std::this_thread::sleep_for(round % 2 == 0 ? 0ms : 1ms);
+      callback_ran.store(true);
+    });
+    release.store(true);
+    ASSERT_TRUE(ex.wait_for(seq, std::chrono::steady_clock::now() + 10s));
+    EXPECT_TRUE(callback_ran.load()) << "round " << round;
+  }
+}
+
 TEST(Executor, DestructionRunsWhatIsQueued) {
   std::atomic<int> ran{0};
   {
