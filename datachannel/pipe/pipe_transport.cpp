@@ -115,16 +115,39 @@ void PipeTransport::EngineOp::done(std::exception_ptr error, size_t bytes) noexc
   transport->completions_.push_back({this, std::move(error), bytes});
 }
 
+bool PipeTransport::parse_control(const ControlInbox& inbox, size_t bytes, tcp::FrameHeader* header,
+                                  std::string* why) const {
+  if (bytes < kHeaderBytes) {
+    *why = fmt::format("a {}-byte control message (a header is {} bytes)", bytes, kHeaderBytes);
+    return false;
+  }
+  if (!tcp::decode_frame_header(std::span<const uint8_t, kHeaderBytes>(inbox.buffer.get(), kHeaderBytes), header,
+                                why)) {
+    return false;
+  }
+  if (header->kind == tcp::FrameKind::Message) {
+    if (header->payload_bytes == bytes - kHeaderBytes) return true;
+    *why = fmt::format("a message claiming {} payload bytes in a {}-byte control message", header->payload_bytes,
+                       bytes);
+    return false;
+  }
+  if (header->kind == tcp::FrameKind::ReadyToSend) {
+    if (bytes == kHeaderBytes && header->rendezvous_id != 0 && header->rendezvous_id <= max_data_tag_) return true;
+    *why = fmt::format("an announcement with data tag {} in a {}-byte control message", header->rendezvous_id, bytes);
+    return false;
+  }
+  *why = fmt::format("a control message of kind {}", static_cast<int>(header->kind));
+  return false;
+}
+
 bool PipeTransport::take_inline_message(ControlInbox& inbox, size_t bytes) noexcept {
   const int peer = inbox.peer;
-  if (bytes < kHeaderBytes || !proved_[static_cast<size_t>(peer)]) return false;
+  if (!proved_[static_cast<size_t>(peer)]) return false;
   std::optional<tcp::PostedRecv> recv;
   try {
     tcp::FrameHeader header;
     std::string why;
-    if (!tcp::decode_frame_header(std::span<const uint8_t, kHeaderBytes>(inbox.buffer.get(), kHeaderBytes), &header,
-                                  &why) ||
-        header.kind != tcp::FrameKind::Message || header.payload_bytes != bytes - kHeaderBytes) {
+    if (!parse_control(inbox, bytes, &header, &why) || header.kind != tcp::FrameKind::Message) {
       return false;  // on_control says what is wrong, or handles the rest
     }
     recv = queues_.take_posted(peer, header.envelope);
@@ -358,46 +381,36 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
     request->fail(lost_error(dst, request->op));
     return;
   }
-  const bool inline_payload = data.size() <= tuning_.inline_bytes;
-  if (inline_payload) {
+  if (data.size() <= tuning_.inline_bytes) {
     std::shared_ptr<RequestState> listed = request;
     send_inline(data, dst, envelope, listed, nullptr, nullptr);
     lock.unlock();
     wake_sleeper();
     return;
   }
+  // An announced message: its header now, its payload on a data tag of its own.
   Outgoing& m = add_send(request, dst);
   m.nbytes = data.size();
-  uint32_t data_tag = 0;
-  if (!inline_payload) {
-    uint32_t& next = next_data_tag_[static_cast<size_t>(dst)];
-    data_tag = next;
-    next = next >= max_data_tag_ ? 1 : next + 1;
-  }
+  uint32_t& next = next_data_tag_[static_cast<size_t>(dst)];
+  const uint32_t data_tag = next;
+  next = next >= max_data_tag_ ? 1 : next + 1;
   const tcp::FrameHeaderBytes header =
-      inline_payload ? tcp::encode_frame_header(envelope, data.size())
-                     : tcp::encode_frame_header(envelope, data.size(), tcp::FrameKind::ReadyToSend, data_tag);
-  m.control.resize(kHeaderBytes + (inline_payload ? data.size() : 0));
-  std::memcpy(m.control.data(), header.data(), kHeaderBytes);
-  if (inline_payload && !data.empty()) std::memcpy(m.control.data() + kHeaderBytes, data.data(), data.size());
-  if (!inline_payload) {
-    m.payload = data;
-    // A pipe that cannot tell a dead peer may keep a send to it forever, while the
-    // request must be failed when the peer is found lost: bytes no tensor keeps
-    // alive travel from a copy, so failing the request frees nothing in use.
-    if (heartbeats_ && request->keepalive.empty()) {
-      m.owned.assign(data.begin(), data.end());
-      m.payload = m.owned;
-    }
+      tcp::encode_frame_header(envelope, data.size(), tcp::FrameKind::ReadyToSend, data_tag);
+  m.control.assign(header.begin(), header.end());
+  m.payload = data;
+  // A pipe that cannot tell a dead peer may keep a send to it forever, while the
+  // request must be failed when the peer is found lost: bytes no tensor keeps
+  // alive travel from a copy, so failing the request frees nothing in use.
+  if (heartbeats_ && request->keepalive.empty()) {
+    m.owned.assign(data.begin(), data.end());
+    m.payload = m.owned;
   }
   m.control_part.pending = true;
   ++transfers_;
   pipe_->send(dst, kControlTag, m.control, &m.control_part);
-  if (!inline_payload) {
-    m.data_part.pending = true;
-    ++transfers_;
-    pipe_->send(dst, data_tag, m.payload, &m.data_part);
-  }
+  m.data_part.pending = true;
+  ++transfers_;
+  pipe_->send(dst, data_tag, m.payload, &m.data_part);
   flush_reposts();
   settle();
   lock.unlock();
@@ -615,35 +628,7 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
   }
   std::string why;
   tcp::FrameHeader header;
-  const bool valid = [&] {
-    if (bytes < kHeaderBytes) {
-      why = fmt::format("a {}-byte control message (a header is {} bytes)", bytes, kHeaderBytes);
-      return false;
-    }
-    if (!tcp::decode_frame_header(std::span<const uint8_t, kHeaderBytes>(inbox.buffer.get(), kHeaderBytes), &header,
-                                  &why)) {
-      return false;
-    }
-    if (header.kind == tcp::FrameKind::Message) {
-      if (header.payload_bytes != bytes - kHeaderBytes) {
-        why = fmt::format("a message claiming {} payload bytes in a {}-byte control message", header.payload_bytes,
-                          bytes);
-        return false;
-      }
-      return true;
-    }
-    if (header.kind == tcp::FrameKind::ReadyToSend) {
-      if (bytes != kHeaderBytes || header.rendezvous_id == 0 || header.rendezvous_id > max_data_tag_) {
-        why = fmt::format("an announcement with data tag {} in a {}-byte control message", header.rendezvous_id,
-                          bytes);
-        return false;
-      }
-      return true;
-    }
-    why = fmt::format("a control message of kind {}", static_cast<int>(header.kind));
-    return false;
-  }();
-  if (!valid) {
+  if (!parse_control(inbox, bytes, &header, &why)) {
     lose_peer(peer, make_error<ConnectionError>(std::string(name_) + " backend", rank(), peer,
                                                 "rank {} sent bytes that are not a thd message: {}", peer, why));
     return;

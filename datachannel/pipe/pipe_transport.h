@@ -172,6 +172,9 @@ class PipeTransport final : public Transport {
   // ---- engine (all under mu_) ----
   void settle();
   void on_control(ControlInbox& inbox, std::exception_ptr error, size_t bytes);
+  // Checks a control message of a proved peer (not a heartbeat): false, and why,
+  // for bytes that are not a thd message or announcement.
+  bool parse_control(const ControlInbox& inbox, size_t bytes, tcp::FrameHeader* header, std::string* why) const;
   // The common control message, handled where the pipe reports it instead of
   // queued for settle(): an inline message whose receive is posted. True when it
   // took it. It only matches, copies and finishes the request: no pipe call, as
