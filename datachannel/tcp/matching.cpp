@@ -6,23 +6,16 @@ namespace thd::detail::tcp {
 
 namespace {
 // How many finished receives' nodes, and how many empty buckets, are kept.
-constexpr size_t kSpareNodes = 64;
 constexpr size_t kKeptEmptyBuckets = 8;
 }  // namespace
 
 PostedRecv MatchQueues::take_out(std::list<PostedRecv>& posted, std::list<PostedRecv>::iterator r) {
-  PostedRecv out = std::move(*r);  // the node kept below holds no request
-  --posted_count_;
-  if (spare_posted_.size() < kSpareNodes) {
-    spare_posted_.splice(spare_posted_.end(), posted, r);
-  } else {
-    posted.erase(r);
-  }
+  PostedRecv out = std::move(*r);
+  discard(posted, r);
   return out;
 }
 
-MatchQueues::Bucket* MatchQueues::find_bucket(const Key& key) {
-  if (cached_ != nullptr && cached_key_ == key) return cached_;
+MatchQueues::Bucket* MatchQueues::look_up_bucket(const Key& key) {
   auto it = buckets_.find(key);
   if (it == buckets_.end()) return nullptr;
   cached_key_ = key;
@@ -44,23 +37,8 @@ void MatchQueues::erase_bucket(BucketMap::iterator it) {
 }
 
 std::optional<PostedRecv> MatchQueues::take_posted(int source, const Envelope& envelope) {
-  const Key key = key_of(envelope);
-  Bucket* bucket = find_bucket(key);
-  if (bucket == nullptr) return std::nullopt;
-  auto& posted = bucket->posted;
   std::optional<PostedRecv> found;
-  for (auto r = posted.begin(); r != posted.end();) {
-    if (r->request->finished()) {
-      take_out(posted, r++);
-      continue;
-    }
-    if (r->source == source || r->source == kAnySource) {
-      found = take_out(posted, r);
-      break;
-    }
-    ++r;
-  }
-  drop_if_empty(*bucket, key);
+  take_posted_with(source, envelope, [&](PostedRecv& recv) { found = std::move(recv); });
   return found;
 }
 
@@ -154,11 +132,6 @@ void MatchQueues::erase_unexpected_if(const std::function<bool(const UnexpectedM
     drop_if_empty(it, /*may_keep=*/false);
     it = next;
   }
-}
-
-void MatchQueues::drop_if_empty(Bucket& b, const Key& key) {
-  if (!b.posted.empty() || !b.unexpected.empty() || b.kept) return;
-  drop_if_empty(buckets_.find(key));
 }
 
 void MatchQueues::drop_if_empty(BucketMap::iterator it, bool may_keep) {

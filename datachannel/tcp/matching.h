@@ -59,6 +59,11 @@ class MatchQueues {
   // envelope's key, removed from the queue; nullopt when there is none. Receives
   // whose request already finished (failed by someone else) are dropped on the way.
   std::optional<PostedRecv> take_posted(int source, const Envelope& envelope);
+  // take_posted without moving the receive out: `use` is called with it in place
+  // (it must not touch these queues), and it leaves the queue after. False, and
+  // `use` is not called, when no receive takes the message.
+  template <typename Use>
+  bool take_posted_with(int source, const Envelope& envelope, Use&& use);
   void post(PostedRecv recv);
   // Removes the still unmatched receive of `request`, if it is posted here. It
   // looks through every queue: withdrawing is rare (a deadline, a cancel), while an
@@ -103,15 +108,34 @@ class MatchQueues {
   // but the few most recently emptied stay, so that a ping-pong on one tag does not
   // allocate a bucket per message. `may_keep` is false while iterating the buckets.
   void drop_if_empty(BucketMap::iterator it, bool may_keep = true);
-  void drop_if_empty(Bucket& bucket, const Key& key);
+  void drop_if_empty(Bucket& bucket, const Key& key) {
+    // Inline: a ping-pong's bucket is kept, and this returns here every message.
+    if (!bucket.posted.empty() || !bucket.unexpected.empty() || bucket.kept) return;
+    drop_if_empty(buckets_.find(key));
+  }
   // The bucket of `key` (nullptr when it has none), or made for it. The last one
   // used is remembered: a ping-pong on one key skips the hash lookup.
-  Bucket* find_bucket(const Key& key);
+  Bucket* find_bucket(const Key& key) {
+    if (cached_ != nullptr && cached_key_ == key) return cached_;
+    return look_up_bucket(key);
+  }
+  Bucket* look_up_bucket(const Key& key);
   Bucket& bucket(const Key& key);
   // Every bucket leaves through here, so the remembered one never dangles.
   void erase_bucket(BucketMap::iterator it);
   // A posted receive leaves its list; the node is kept for reuse.
   PostedRecv take_out(std::list<PostedRecv>& posted, std::list<PostedRecv>::iterator r);
+  // The same, dropping the receive (its request let go).
+  void discard(std::list<PostedRecv>& posted, std::list<PostedRecv>::iterator r) {
+    r->request.reset();  // the node kept below holds no request
+    --posted_count_;
+    if (spare_posted_.size() < kSpareNodes) {
+      spare_posted_.splice(spare_posted_.end(), posted, r);
+    } else {
+      posted.erase(r);
+    }
+  }
+  static constexpr size_t kSpareNodes = 64;
 
   BucketMap buckets_;
   Bucket* cached_ = nullptr;  // nodes of an unordered_map do not move on rehash
@@ -122,5 +146,29 @@ class MatchQueues {
   std::list<PostedRecv> spare_posted_;
   std::vector<Key> kept_empty_;  // oldest first
 };
+
+template <typename Use>
+bool MatchQueues::take_posted_with(int source, const Envelope& envelope, Use&& use) {
+  const Key key = key_of(envelope);
+  Bucket* bucket = find_bucket(key);
+  if (bucket == nullptr) return false;
+  auto& posted = bucket->posted;
+  bool found = false;
+  for (auto r = posted.begin(); r != posted.end();) {
+    if (r->request->finished()) {  // failed by someone else: dropped on the way
+      discard(posted, r++);
+      continue;
+    }
+    if (r->source == source || r->source == kAnySource) {
+      use(*r);
+      discard(posted, r);
+      found = true;
+      break;
+    }
+    ++r;
+  }
+  drop_if_empty(*bucket, key);
+  return found;
+}
 
 }  // namespace thd::detail::tcp
