@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <thread>
 
 namespace thd::detail {
 
@@ -24,43 +25,64 @@ ParkingStripe& stripe_of(const void* request) {
 
 }  // namespace
 
+std::optional<bool> RequestState::claim() noexcept {
+  uint32_t s = state_.load(std::memory_order_relaxed);
+  do {
+    if ((s & kStatusMask) != Pending) return std::nullopt;
+  } while (!state_.compare_exchange_weak(s, (s & kBlockedBit) | kClaimed, std::memory_order_acq_rel,
+                                         std::memory_order_relaxed));
+  return (s & kBlockedBit) != 0;
+}
+
 bool RequestState::complete(int source_world_rank, size_t nbytes) noexcept {
-  if (!claim()) return false;
+  const std::optional<bool> waiters = claim();
+  if (!waiters) return false;
   source = source_world_rank;
   bytes = nbytes;
-  publish(Done);
+  publish(Done, *waiters);
   return true;
 }
 
 bool RequestState::fail(std::exception_ptr why) noexcept {
-  if (!claim()) return false;
+  const std::optional<bool> waiters = claim();
+  if (!waiters) return false;
   error = std::move(why);
-  publish(Failed);
+  publish(Failed, *waiters);
   return true;
 }
 
-void RequestState::publish(int status) noexcept {
-  status_.store(status, std::memory_order_seq_cst);
-  if (blocked_.load(std::memory_order_seq_cst) == 0) return;
-  // A waiter between its check of status_ and its sleep holds the stripe's mutex:
-  // taking it here means the notify cannot fall in that gap.
+void RequestState::publish(int status, bool waiters) noexcept {
+  state_.store(static_cast<uint32_t>(status), std::memory_order_release);
+  if (!waiters) return;
+  // A waiter between its check of the status and its sleep holds the stripe's
+  // mutex: taking it here means the notify cannot fall in that gap.
   ParkingStripe& stripe = stripe_of(this);
   { std::lock_guard lock(stripe.mu); }
   stripe.cv.notify_all();
 }
 
 bool RequestState::block_until(net::Deadline until) {
-  if (finished()) return true;
-  blocked_.fetch_add(1, std::memory_order_seq_cst);
-  bool finished_now;
-  {
-    ParkingStripe& stripe = stripe_of(this);
-    std::unique_lock lock(stripe.mu);
-    finished_now =
-        stripe.cv.wait_until(lock, until, [&] { return status_.load(std::memory_order_seq_cst) != Pending; });
+  // Mark the request as waited on, while it is still Pending: a finisher that
+  // claims it afterwards sees the mark and wakes this thread. One that claimed it
+  // first is writing its fields this moment; wait for it here.
+  uint32_t s = state_.load(std::memory_order_acquire);
+  for (;;) {
+    const uint32_t status = s & kStatusMask;
+    if (status == Done || status == Failed) return true;
+    if (status == kClaimed) {
+      if (net::Clock::now() >= until) return false;
+      std::this_thread::yield();
+      s = state_.load(std::memory_order_acquire);
+      continue;
+    }
+    if ((s & kBlockedBit) != 0 ||
+        state_.compare_exchange_weak(s, s | kBlockedBit, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      break;
+    }
   }
-  blocked_.fetch_sub(1, std::memory_order_seq_cst);
-  return finished_now;
+  ParkingStripe& stripe = stripe_of(this);
+  std::unique_lock lock(stripe.mu);
+  return stripe.cv.wait_until(lock, until, [&] { return finished(); });
 }
 
 }  // namespace thd::detail

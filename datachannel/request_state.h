@@ -3,8 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +38,10 @@ struct RequestState {
   bool complete(int source_world_rank, size_t nbytes) noexcept;
   bool fail(std::exception_ptr why) noexcept;
 
-  int status() const noexcept { return status_.load(std::memory_order_acquire); }
+  int status() const noexcept {
+    const int s = static_cast<int>(state_.load(std::memory_order_acquire) & kStatusMask);
+    return s == kClaimed ? Pending : s;
+  }
   bool finished() const noexcept { return status() != Pending; }
 
   // Blocks (without driving any engine) until finished or `until`; true if finished.
@@ -64,17 +69,21 @@ struct RequestState {
   std::vector<Tensor> keepalive;
 
  private:
+  // One word: the status, plus kClaimed while a finisher writes the fields, plus
+  // kBlockedBit once a waiter sleeps. Finishing costs one compare-and-swap and a
+  // plain store: a waiter sets the bit only on a Pending request, so once the
+  // finisher's claim succeeded nobody changes the word but the finisher.
+  static constexpr uint32_t kStatusMask = 3;
+  static constexpr uint32_t kClaimed = 3;
+  static constexpr uint32_t kBlockedBit = 4;
   // Claims the right to finish the request (the first caller wins), so the fields
-  // are written once, before status_ publishes them.
-  bool claim() noexcept { return !claimed_.exchange(true, std::memory_order_acq_rel); }
+  // are written once, before the status publishes them. Returns whether a waiter
+  // is blocked, or nullopt when another finisher came first.
+  std::optional<bool> claim() noexcept;
   // Publishes `status` and wakes blocked waiters, if any.
-  void publish(int status) noexcept;
+  void publish(int status, bool waiters) noexcept;
 
-  std::atomic<int> status_{Pending};
-  std::atomic<bool> claimed_{false};
-  // Waiters inside block_until. With status_, a Dekker pair (both seq_cst): a
-  // finisher that reads 0 here published before any waiter looked at status_.
-  std::atomic<int> blocked_{0};
+  std::atomic<uint32_t> state_{Pending};
 };
 
 }  // namespace thd::detail

@@ -1,5 +1,6 @@
 // RequestState's finishing without a lock: one winner, fields published with the
-// status, and blocked waiters (sleeping on shared stripes) always woken. And the
+// status, and blocked waiters (sleeping on shared stripes) always woken, whenever
+// they arrive. And the
 // per-thread recycling of the memory requests are made in.
 #include <gtest/gtest.h>
 
@@ -64,6 +65,39 @@ TEST(RequestState, ABlockedWaiterWakesWhenAnotherThreadFinishesIt) {
     waiter.join();
     EXPECT_TRUE(woke.load());
     EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  }
+}
+
+// Waiters arriving while the request is being finished: before the finisher's
+// claim (it must see them and wake them), between its claim and its publish (they
+// wait for the publish), or after. None may sleep until its deadline.
+TEST(RequestState, WaitersRacingTheFinisherAreNeverLeftAsleep) {
+  for (int round = 0; round < 400; ++round) {
+    auto r = request();
+    std::atomic<int> ready{0};
+    std::atomic<int> woke{0};
+    std::vector<std::thread> waiters;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 2; ++i) {
+      waiters.emplace_back([&] {
+        ready.fetch_add(1);
+        while (ready.load() < 3) std::this_thread::yield();
+        if (r->block_until(net::Clock::now() + 30s)) woke.fetch_add(1);
+      });
+    }
+    ready.fetch_add(1);
+    while (ready.load() < 3) std::this_thread::yield();
+    if (round % 2 == 0) {
+      r->complete(1, 8);
+    } else {
+      r->fail(std::make_exception_ptr(Error("x")));
+    }
+    for (auto& t : waiters) t.join();
+    ASSERT_EQ(woke.load(), 2) << "round " << round;
+    ASSERT_LT(std::chrono::steady_clock::now() - start, 10s) << "round " << round;
+    if (round % 2 == 0) {
+      EXPECT_EQ(r->bytes, 8U);
+    }
   }
 }
 
