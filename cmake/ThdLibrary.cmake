@@ -25,4 +25,10 @@ function(thd_layer_library target)
   # path crosses dozens of such calls.
   target_compile_options(${target} PRIVATE
     $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>>:-fno-semantic-interposition>)
+  # The same for calls from one source file of a layer to another: without it the
+  # linker leaves each to the PLT. Functions only: data (an inline function's
+  # static) stays one object across libraries.
+  if(BUILD_SHARED_LIBS AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    target_link_options(${target} PRIVATE "LINKER:-Bsymbolic-functions")
+  endif()
 endfunction()
