@@ -19,8 +19,17 @@ namespace thd::detail::pipe {
 namespace {
 
 constexpr size_t kHeaderBytes = tcp::kFrameHeaderBytes;
+// How many times a spinning waiter polls the pipe per taking of the engine lock:
+// the lock is held for well under a microsecond.
+constexpr int kPollsPerLock = 8;
 // How long the progress thread keeps out of the way after a waiter last drove.
 constexpr std::chrono::microseconds kStandDown{1000};
+// How often the progress thread looks again while it stands down. Not every
+// kStandDown: each look takes a core from the spinning waiters, and looking every
+// millisecond cost a small message's round trip some 20 ns on two cores. So it
+// resumes between kStandDownLook and twice that after the last drive (a blocked
+// waiter calls it back at once).
+constexpr std::chrono::milliseconds kStandDownLook{4};
 // The most a discarded payload (one no receive takes) is buffered with.
 constexpr uint64_t kMaxDiscardBuffer = 64 * 1024;
 // A yielding waiter's spin on an oversubscribed host (make_pipe_transport).
@@ -30,6 +39,24 @@ constexpr std::chrono::microseconds kOversubscribedSpin{500};
 // (its last replies, its goodbye) is still in the library's hands for a moment.
 constexpr std::chrono::milliseconds kWatchInterval{50};
 constexpr std::chrono::milliseconds kExitGrace{200};
+
+// memcpy for the few bytes of a small message without a call into libc: each
+// small message is copied twice (into its control message and out of it).
+inline void copy_bytes(uint8_t* to, const uint8_t* from, size_t n) noexcept {
+  if (n <= 16) {
+    if (n >= 8) {
+      std::memcpy(to, from, 8);
+      std::memcpy(to + n - 8, from + n - 8, 8);
+    } else if (n >= 4) {
+      std::memcpy(to, from, 4);
+      std::memcpy(to + n - 4, from + n - 4, 4);
+    } else {
+      for (size_t i = 0; i < n; ++i) to[i] = from[i];
+    }
+    return;
+  }
+  std::memcpy(to, from, n);
+}
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(net::Clock::now().time_since_epoch()).count();
@@ -142,24 +169,26 @@ bool PipeTransport::parse_control(const ControlInbox& inbox, size_t bytes, tcp::
 
 bool PipeTransport::take_inline_message(ControlInbox& inbox, size_t bytes) noexcept {
   const int peer = inbox.peer;
-  if (!proved_[static_cast<size_t>(peer)]) return false;
-  std::optional<tcp::PostedRecv> recv;
-  try {
-    tcp::FrameHeader header;
-    std::string why;
-    if (!parse_control(inbox, bytes, &header, &why) || header.kind != tcp::FrameKind::Message) {
-      return false;  // on_control says what is wrong, or handles the rest
-    }
-    recv = queues_.take_posted(peer, header.envelope);
-    if (!recv) return false;  // on_control keeps it as unexpected
-    inbox.posted = false;
-    if (heartbeats_) last_heard_[static_cast<size_t>(peer)] = net::Clock::now();
-    deliver(peer, header, *recv, inbox.buffer.get() + kHeaderBytes);
-  } catch (...) {
-    // Out of memory making an error: the message is consumed; its receive fails.
-    if (!recv) return false;
-    recv->request->fail(std::current_exception());
+  const uint8_t* buffer = inbox.buffer.get();
+  // Only a proved peer's well-formed whole message; on_control says what is wrong
+  // with anything else, or handles it. No error text is made here: this runs for
+  // every small message.
+  tcp::FrameHeader header;
+  if (!proved_[static_cast<size_t>(peer)] || bytes < kHeaderBytes || !tcp::read_frame_header(buffer, &header) ||
+      header.kind != tcp::FrameKind::Message || header.payload_bytes != bytes - kHeaderBytes) {
+    return false;
   }
+  const bool took = queues_.take_posted_with(peer, header.envelope, [&](const tcp::PostedRecv& recv) {
+    try {
+      deliver(peer, header, recv, buffer + kHeaderBytes);
+    } catch (...) {
+      // Out of memory making a mismatch error: the message is consumed; its receive fails.
+      recv.request->fail(std::current_exception());
+    }
+  });
+  if (!took) return false;  // on_control keeps it as unexpected
+  inbox.posted = false;
+  if (heartbeats_) last_heard_[static_cast<size_t>(peer)] = net::Clock::now();
   reposts_.push_back(&inbox);  // room reserved: no allocation here
   return true;
 }
@@ -175,7 +204,7 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
       next_data_tag_(static_cast<size_t>(size()), 1),
       token_(std::move(auth.token)),
       peer_nonces_(static_cast<size_t>(size())),
-      proved_(static_cast<size_t>(size()), false),
+      proved_(static_cast<size_t>(size()), 0),
       refused_(static_cast<size_t>(size())),
       heartbeats_(!pipe_->detects_silent_peer_loss()),
       last_heard_(static_cast<size_t>(size()), net::Clock::now()),
@@ -298,7 +327,7 @@ bool PipeTransport::on_hello(ControlInbox& inbox, size_t bytes) {
   } else {
     const net::Mac expected = net::client_proof(*token_, nonce_, peer_nonces_[static_cast<size_t>(peer)]);
     if (CRYPTO_memcmp(b + 8, expected.data(), expected.size()) == 0) {
-      proved_[static_cast<size_t>(peer)] = true;
+      proved_[static_cast<size_t>(peer)] = 1;
       return true;
     }
     why = fmt::format("rank {} does not hold this job's token (its proof did not verify)", peer);
@@ -423,7 +452,7 @@ std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8
   // Anything but a small message to a healthy peer takes the general path, which
   // also reports what is wrong.
   if (closing_ || dst < 0 || dst >= size() || dst == rank() || data.size() > tuning_.inline_bytes ||
-      peer_error(dst)) {
+      (any_lost_.load(std::memory_order_acquire) && peer_error(dst))) {
     lock.unlock();
     return Transport::send_blocking(data, dst, envelope, make_request);
   }
@@ -447,13 +476,13 @@ bool PipeTransport::send_inline(std::span<const uint8_t> data, int dst, const En
   // hash-map updates on a round trip's latency path.
   SendMap::node_type node = spare_send();
   Outgoing& m = *node.mapped();
-  m.request = request;
+  if (request != nullptr) m.request = request;  // a spare record holds none
   m.peer = dst;
   m.nbytes = data.size();
-  const tcp::FrameHeaderBytes header = tcp::encode_frame_header(envelope, data.size());
-  m.control.resize(kHeaderBytes + data.size());
-  std::memcpy(m.control.data(), header.data(), kHeaderBytes);
-  if (!data.empty()) std::memcpy(m.control.data() + kHeaderBytes, data.data(), data.size());
+  // A reused record's buffer has the size of its last message, most often this one's.
+  if (m.control.size() != kHeaderBytes + data.size()) m.control.resize(kHeaderBytes + data.size());
+  tcp::write_frame_header(m.control.data(), envelope, data.size());
+  copy_bytes(m.control.data() + kHeaderBytes, data.data(), data.size());
   m.control_part.pending = true;
   ++transfers_;
   pipe_->send(dst, kControlTag, m.control, &m.control_part);
@@ -527,6 +556,19 @@ void PipeTransport::send_to_self(std::span<const uint8_t> data, const Envelope& 
 
 void PipeTransport::deliver(int source, const tcp::FrameHeader& header, const tcp::PostedRecv& recv,
                             const uint8_t* payload) {
+  // The common case, kept small enough to inline: an inline message the receive
+  // expects.
+  if (header.kind == tcp::FrameKind::Message && header.envelope.kind == recv.envelope.kind &&
+      header.payload_bytes == recv.data.size()) [[likely]] {
+    if (!recv.request->finished()) copy_bytes(recv.data.data(), payload, recv.data.size());
+    recv.request->complete(source, recv.data.size());
+    return;
+  }
+  deliver_other(source, header, recv, payload);
+}
+
+void PipeTransport::deliver_other(int source, const tcp::FrameHeader& header, const tcp::PostedRecv& recv,
+                                  const uint8_t* payload) {
   const uint64_t bytes = header.payload_bytes;
   std::exception_ptr mismatch =
       check_match(rank(), source, recv.envelope, recv.data.size(), header.envelope, static_cast<size_t>(bytes));
@@ -544,7 +586,7 @@ void PipeTransport::deliver(int source, const tcp::FrameHeader& header, const tc
     recv.request->fail(mismatch);
     return;
   }
-  if (bytes > 0 && !recv.request->finished()) std::memcpy(recv.data.data(), payload, static_cast<size_t>(bytes));
+  if (bytes > 0 && !recv.request->finished()) copy_bytes(recv.data.data(), payload, static_cast<size_t>(bytes));
   recv.request->complete(source, static_cast<size_t>(bytes));
 }
 
@@ -792,7 +834,7 @@ void PipeTransport::cancel(const std::shared_ptr<RequestState>& request, std::ex
   request->fail(why);  // finished already (then this does nothing) or unknown here
 }
 
-bool PipeTransport::drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until,
+bool PipeTransport::drive_locked(std::unique_lock<EngineMutex>& lock, net::Deadline until,
                                  const std::function<bool()>& finished) {
   while (!finished()) {
     if (net::Clock::now() >= until) return false;
@@ -817,24 +859,36 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
     const net::Deadline spin_end = std::min(until, net::Clock::now() + spin_budget);
     bool drove = false;
     // While a waiter drives the pipe the progress thread stands down: two threads
-    // taking turns on one library cost each other the lock and the cores.
-    drivers_.fetch_add(1, std::memory_order_acq_rel);
+    // taking turns on one library cost each other the lock and the cores. The
+    // waiter says it drives by moving drive_marks_, often, with plain stores: a
+    // count of drivers cost two atomic read-modify-writes a wait, one of them
+    // between a message's arrival and its answer.
+    mark_drive();
     // The clock is read every few rounds: a round of an idle library costs less
     // than reading it.
     for (unsigned round = 0; !request.finished(); ++round) {
-      if ((round & 15U) == 0 && net::Clock::now() >= spin_end) break;
+      if ((round & 15U) == 0) {
+        if (net::Clock::now() >= spin_end) break;
+        mark_drive();
+      }
       std::unique_lock lock(mu_, std::try_to_lock);
       if (!lock.owns_lock() || closing_) continue;
       drove = true;
-      if (!reposts_.empty()) flush_reposts();
-      const int n = pipe_->progress();
-      if (n > 0) settle();
+      // A few polls per lock: taking and dropping it for each made every poll
+      // longer, and a message that lands mid-poll waits for the poll's end. Only
+      // a completion (made here, under the lock) can finish the request meanwhile.
+      int n = 0;
+      for (int poll = 0; poll < kPollsPerLock && n == 0; ++poll) {
+        if (!reposts_.empty()) flush_reposts();
+        n = pipe_->progress();
+      }
+      // A message take_inline_message handled leaves nothing to settle.
+      if (n > 0 && !completions_.empty()) settle();
       lock.unlock();
       if (n == 0 && yield_while_spinning) std::this_thread::yield();
     }
-    // A count, not a time: a clock read here sat on every round trip's latency path.
-    drives_ended_.store(drives_ended_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-    drivers_.fetch_sub(1, std::memory_order_acq_rel);
+    // A mark, not a time: a clock read here sat on every round trip's latency path.
+    mark_drive();
     if (request.finished()) return true;
     // The progress thread may have armed before this thread consumed the library's
     // events: let it look again before this thread sleeps.
@@ -912,16 +966,11 @@ std::shared_ptr<const RequestState> PipeTransport::send_control(int peer, std::v
   return request;
 }
 
-PipeTransport::SendMap::node_type PipeTransport::spare_send() {
-  if (spare_sends_.empty()) {
-    // A map node made the only way the standard offers: through a map.
-    SendMap scratch;
-    scratch.emplace(nullptr, std::make_unique<Outgoing>(this));
-    return scratch.extract(scratch.begin());
-  }
-  SendMap::node_type node = std::move(spare_sends_.back());
-  spare_sends_.pop_back();
-  return node;
+PipeTransport::SendMap::node_type PipeTransport::new_send() {
+  // A map node made the only way the standard offers: through a map.
+  SendMap scratch;
+  scratch.emplace(nullptr, std::make_unique<Outgoing>(this));
+  return scratch.extract(scratch.begin());
 }
 
 PipeTransport::Outgoing& PipeTransport::add_send(const std::shared_ptr<RequestState>& request, int peer) {
@@ -955,15 +1004,21 @@ void PipeTransport::recycle_send(SendMap::node_type node) {
   spare_sends_.push_back(std::move(node));
 }
 
+void PipeTransport::mark_drive() noexcept {
+  // Not an atomic increment: waiters racing here may lose a step, and any change
+  // is all the progress thread looks for.
+  drive_marks_.store(drive_marks_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
 bool PipeTransport::stand_down() noexcept {
-  if (drivers_.load(std::memory_order_acquire) > 0) return true;
+  // A blocked waiter needs this thread whoever else drives.
   if (blockers_.load(std::memory_order_acquire) > 0) return false;
-  // A drive that ended since the last look restarts the stand-down: it lasts
-  // between kStandDown and twice that after the last drive.
+  // A mark since the last look restarts the stand-down: it lasts at least
+  // kStandDown after a waiter last drove, and until the next look.
   const int64_t now = now_ns();
-  const uint64_t ended = drives_ended_.load(std::memory_order_acquire);
-  if (ended != drives_seen_) {
-    drives_seen_ = ended;
+  const uint64_t marks = drive_marks_.load(std::memory_order_acquire);
+  if (marks != marks_seen_) {
+    marks_seen_ = marks;
     stand_down_since_ns_ = now;
   }
   return now - stand_down_since_ns_ < kStandDown.count() * 1000;
@@ -997,7 +1052,7 @@ void PipeTransport::progress_loop() noexcept {
         }
       }
       std::unique_lock park(park_mu_);
-      park_cv_.wait_for(park, kStandDown, [&] { return !stand_down() || stop_.load(); });
+      park_cv_.wait_for(park, kStandDownLook, [&] { return !stand_down() || stop_.load(); });
       continue;
     }
     {

@@ -37,6 +37,7 @@
 #include <thd/store.h>
 
 #include "datachannel/net/auth.h"
+#include "datachannel/pipe/engine_mutex.h"
 #include "datachannel/pipe/message_pipe.h"
 #include "datachannel/pipe/process_watch.h"
 #include "datachannel/tcp/matching.h"
@@ -188,13 +189,16 @@ class PipeTransport final : public Transport {
   // A message met its receive: check it, then copy its inline `payload` or
   // receive its announced one.
   void deliver(int source, const tcp::FrameHeader& header, const tcp::PostedRecv& recv, const uint8_t* payload);
+  // deliver() for the rest: announced messages, mismatches.
+  void deliver_other(int source, const tcp::FrameHeader& header, const tcp::PostedRecv& recv,
+                     const uint8_t* payload);
   void receive_payload(int peer, uint32_t data_tag, uint64_t bytes, std::shared_ptr<RequestState> request,
                        std::span<uint8_t> into);
   void send_to_self(std::span<const uint8_t> data, const Envelope& envelope,
                     const std::shared_ptr<RequestState>& request);
   void lose_peer(int peer, std::exception_ptr why);
   // Drives the pipe until `finished` holds or `until` passes; false on timeout.
-  bool drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until, const std::function<bool()>& finished);
+  bool drive_locked(std::unique_lock<EngineMutex>& lock, net::Deadline until, const std::function<bool()>& finished);
   void wake_sleeper() noexcept;
   std::exception_ptr closed_error(const std::string& op) const;
   std::exception_ptr lost_error(int peer, const std::string& op) const;
@@ -219,7 +223,13 @@ class PipeTransport final : public Transport {
   bool send_inline(std::span<const uint8_t> data, int dst, const Envelope& envelope,
                    std::shared_ptr<RequestState>& request, const RequestMaker* make_request, std::exception_ptr* error);
   // A record, not in sends_: a spare one, or a new one.
-  SendMap::node_type spare_send();
+  SendMap::node_type spare_send() {
+    if (spare_sends_.empty()) return new_send();
+    SendMap::node_type node = std::move(spare_sends_.back());
+    spare_sends_.pop_back();
+    return node;
+  }
+  SendMap::node_type new_send();
   void retire_send(SendMap::iterator it);
   void recycle_send(SendMap::node_type node);
 
@@ -229,7 +239,7 @@ class PipeTransport final : public Transport {
   const uint32_t max_data_tag_;
   HostCollectives* const host_collectives_;  // the pipe's, or null
 
-  mutable std::mutex mu_;  // the engine lock
+  mutable EngineMutex mu_;  // the engine lock
   bool closing_ = false;
   bool settling_ = false;
   std::deque<Completion> completions_;
@@ -253,7 +263,7 @@ class PipeTransport final : public Transport {
   std::optional<net::AuthToken> token_;
   net::Nonce nonce_{};
   std::vector<net::Nonce> peer_nonces_;
-  std::vector<bool> proved_;
+  std::vector<char> proved_;  // by rank; not vector<bool>: read for every message
   std::vector<std::string> refused_;  // why a peer's proof failed, by rank
 
   // Heartbeats (pipes that do not detect silent peer loss).
@@ -275,14 +285,17 @@ class PipeTransport final : public Transport {
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
-  std::atomic<int> drivers_{0};   // waiters spinning on the pipe
   std::atomic<int> blockers_{0};  // waiters blocked on their requests
-  std::atomic<uint64_t> drives_ended_{0};  // waiters' spins that ended (any change counts)
-  // The progress thread's own: the count it last saw, and since when it stands down.
-  uint64_t drives_seen_ = 0;
+  // Moved by spinning waiters as they start, every few rounds, and as they stop
+  // (mark_drive); any change counts.
+  std::atomic<uint64_t> drive_marks_{0};
+  void mark_drive() noexcept;
+  // The progress thread's own: the mark it last saw, and since when it stands down.
+  uint64_t marks_seen_ = 0;
   int64_t stand_down_since_ns_ = 0;
   // The progress thread keeps out of the way while a waiter drives, and for a
-  // moment after (the next round trip's waiter comes soon). Progress thread only.
+  // moment after (the next round trip's waiter comes soon), unless a waiter is
+  // blocked. Progress thread only.
   bool stand_down() noexcept;
   std::mutex park_mu_;
   std::condition_variable park_cv_;

@@ -153,6 +153,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   std::atomic<bool> wakeup_broken_{false};            // ucp_worker_arm failed: sleep in short slices
   std::vector<Peer> peers_;                           // by rank; never resized (endpoints point at their entry)
   RequestSlot pending_;                               // the pending list's sentinel (circular)
+  ucp_request_param_t host_send_param_{};             // every send's from host memory
   int completed_ = 0;                                 // done() calls since progress() began
   std::vector<int> newly_lost_;                       // peers lost since the last settle_lost_peers()
   pipe::PipeOp* withdrawn_ = nullptr;                 // the op ucp_request_cancel just withdrew
