@@ -1,5 +1,7 @@
 #include "datachannel/pipe/engine_mutex.h"
 
+#include "datachannel/net/cpu_relax.h"
+
 namespace thd::detail::pipe {
 
 namespace {
@@ -7,14 +9,6 @@ namespace {
 // A holder of the engine lock lets go within a microsecond or so; this many
 // looks at it cost about that much before a waiter sleeps.
 constexpr int kSpins = 100;
-
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 }  // namespace
 
@@ -24,7 +18,7 @@ void EngineMutex::lock_contended(uint32_t seen) noexcept {
         state_.compare_exchange_weak(seen, 1, std::memory_order_acquire, std::memory_order_relaxed)) {
       return;
     }
-    cpu_relax();
+    net::cpu_relax();
     seen = state_.load(std::memory_order_relaxed);
   }
   // Sleep, with the lock marked contended (2) so that its holder's unlock wakes a

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "datachannel/check.h"
+#include "datachannel/net/cpu_relax.h"
 #include "datachannel/tcp/tcp_transport_impl.h"
 #include "tensor/log.h"
 
@@ -36,14 +37,6 @@ constexpr int kDirectPollMaxWorld = 9;
 std::string errno_text(int err) { return std::system_category().message(err); }
 
 int64_t now_ns() { return std::chrono::duration_cast<nanoseconds>(Clock::now().time_since_epoch()).count(); }
-
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 }  // namespace
 
@@ -124,7 +117,7 @@ SpinPolicy::Outcome TcpTransport::spin(RequestState& request, net::Deadline unti
         moved = poll_locked();
         polled = true;
       } else {
-        cpu_relax();  // someone else is making progress
+        net::cpu_relax();  // someone else is making progress
       }
     }
     // What this thread finished (a message, or a peer found lost) may be what a
