@@ -33,6 +33,12 @@ class EngineMutex {
     if (state_.exchange(0, std::memory_order_release) == 2) wake_one();
   }
 
+  // Someone sleeps waiting for the lock (or is about to). A thread that takes the
+  // lock again at once after each unlock wins it every time before the woken
+  // sleeper runs: such a thread looks here and lets the sleeper in (held()).
+  bool contended() const noexcept { return state_.load(std::memory_order_relaxed) == 2; }
+  bool held() const noexcept { return state_.load(std::memory_order_relaxed) != 0; }
+
  private:
   void lock_contended(uint32_t seen) noexcept;
   void wake_one() noexcept;
