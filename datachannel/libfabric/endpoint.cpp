@@ -8,6 +8,7 @@
 
 #include "datachannel/check.h"
 #include "datachannel/libfabric/fi_error.h"
+#include "tensor/log.h"
 
 namespace thd::detail::libfabric {
 
@@ -94,7 +95,22 @@ void check_set_up(int rc, const char* call, const EndpointSettings& s, std::stri
 }  // namespace
 
 Endpoint Endpoint::open(const EndpointSettings& s) {
-  Endpoint e;
+  for (int attempt = 1;; ++attempt) {
+    Endpoint e;
+    const char* call = nullptr;
+    const int rc = e.set_up(s, &call);
+    if (rc == 0) return e;
+    // The port the provider picked is taken (EADDRINUSE), or every port of its
+    // range is (EADDRNOTAVAIL): a fresh endpoint picks again.
+    const bool port_taken = rc == -FI_EADDRINUSE || rc == -FI_EADDRNOTAVAIL;
+    if (!port_taken || attempt == kEnableAttempts) check_set_up(rc, call, s, e.provider());
+    THD_LOG_DEBUG("libfabric (rank {}): {}: {}; a fresh endpoint, attempt {} of {}", s.rank, call,
+                  fi_error_text(rc), attempt + 1, kEnableAttempts);
+  }
+}
+
+int Endpoint::set_up(const EndpointSettings& s, const char** call) {
+  Endpoint& e = *this;
   e.info_ = choose_provider(s);
   const std::string provider(e.provider());
   const fi_info& info = *e.info_;
@@ -130,12 +146,13 @@ Endpoint Endpoint::open(const EndpointSettings& s) {
   av_attr.count = static_cast<size_t>(s.world_size);
   check_set_up(fi_av_open(e.domain_.get(), &av_attr, e.av_.out(), nullptr), "fi_av_open", s, provider);
 
-  check_set_up(fi_endpoint(e.domain_.get(), e.info_.get(), e.ep_.out(), nullptr), "fi_endpoint", s, provider);
+  *call = "fi_endpoint";
+  if (const int rc = fi_endpoint(e.domain_.get(), e.info_.get(), e.ep_.out(), nullptr); rc != 0) return rc;
   check_set_up(fi_ep_bind(e.ep_.get(), e.av_.as_fid(), 0), "fi_ep_bind (address vector)", s, provider);
   check_set_up(fi_ep_bind(e.ep_.get(), e.cq_.as_fid(), FI_TRANSMIT | FI_RECV), "fi_ep_bind (completion queue)", s,
                provider);
-  check_set_up(fi_enable(e.ep_.get()), "fi_enable", s, provider);
-  return e;
+  *call = "fi_enable";
+  return fi_enable(e.ep_.get());
 }
 
 std::vector<uint8_t> Endpoint::name() const {

@@ -31,7 +31,12 @@ class Endpoint {
  public:
   // fi_getinfo, then every object, then fi_enable. ConnectionError carrying
   // libfabric's text and a FI_PROVIDER hint when no provider fits or one fails.
+  // An endpoint refused for a taken port (fi_endpoint or fi_enable failing with
+  // EADDRINUSE or EADDRNOTAVAIL) is made again from fi_getinfo on (kEnableAttempts
+  // in all): the tcp provider picks its listening port itself, and on a busy host
+  // another process may take it first.
   static Endpoint open(const EndpointSettings& settings);
+  static constexpr int kEnableAttempts = 5;
 
   Endpoint(Endpoint&&) noexcept = default;
   Endpoint& operator=(Endpoint&&) noexcept = default;
@@ -65,6 +70,9 @@ class Endpoint {
 
  private:
   Endpoint() = default;
+  // open()'s steps: throws as open() does, but returns the result of the two
+  // that a taken port fails (fi_endpoint, fi_enable), naming which in *call.
+  int set_up(const EndpointSettings& settings, const char** call);
 
   // Members close in reverse: endpoint, then what it is bound to.
   InfoPtr info_;

@@ -4,12 +4,17 @@
 // one test forks a rank to kill it.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -21,6 +26,7 @@
 
 #include <thd/store.h>
 
+#include "datachannel/libfabric/endpoint.h"
 #include "datachannel/libfabric/libfabric_pipe.h"
 #include "datachannel/libfabric/tag_layout.h"
 #include "datachannel/pipe/pipe_test_util.h"
@@ -806,3 +812,44 @@ INSTANTIATE_TEST_SUITE_P(Providers, LibfabricPipe, ::testing::Values("tcp", "shm
 
 }  // namespace
 }  // namespace thd
+
+namespace thd::detail::libfabric {
+namespace {
+
+// The tcp provider picks its listening port itself, and fi_enable failed with
+// EADDRINUSE when another process took it first (a clean-clone CI run, under
+// load). Endpoint::open tries again with fresh endpoints, and when every try
+// finds the port taken it says so. Here the provider is held to one port that a
+// socket of this test already listens on (fi_endpoint then fails with
+// EADDRNOTAVAIL). In a child process of its own: the provider reads its port range
+// once per process.
+TEST(LibfabricEndpointDeathTest, AnEnableRefusedForATakenPortIsTriedAgainThenNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof(addr);
+        if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+            ::listen(listener, 1) != 0 || ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+          std::exit(2);
+        }
+        const std::string port = std::to_string(ntohs(addr.sin_port));
+        ::setenv("FI_TCP_PORT_LOW_RANGE", port.c_str(), 1);
+        ::setenv("FI_TCP_PORT_HIGH_RANGE", port.c_str(), 1);
+        ::setenv("THD_LOG_LEVEL", "debug", 1);
+        try {
+          Endpoint e = Endpoint::open({.rank = 0, .world_size = 2, .provider = "tcp", .bind_host = "127.0.0.1"});
+        } catch (const ConnectionError& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::exit(3);
+        }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(3), "attempt 5 of 5(.|\n)*fi_endpoint failed(.|\n)*Cannot assign requested address");
+}
+
+}  // namespace
+}  // namespace thd::detail::libfabric
