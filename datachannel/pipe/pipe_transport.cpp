@@ -19,12 +19,6 @@ namespace thd::detail::pipe {
 namespace {
 
 constexpr size_t kHeaderBytes = tcp::kFrameHeaderBytes;
-// How many times a spinning waiter polls the pipe per taking of the engine lock:
-// the lock is held for well under a microsecond.
-constexpr int kPollsPerLock = 8;
-// How long a spinning waiter that unlocked for a sleeper on the engine lock waits
-// for it to take the lock before it polls again.
-constexpr std::chrono::microseconds kLetInWait{200};
 // How long the progress thread keeps out of the way after a waiter last drove.
 constexpr std::chrono::microseconds kStandDown{1000};
 // How often the progress thread looks again while it stands down. Not every
@@ -837,7 +831,7 @@ void PipeTransport::cancel(const std::shared_ptr<RequestState>& request, std::ex
   request->fail(why);  // finished already (then this does nothing) or unknown here
 }
 
-bool PipeTransport::drive_locked(std::unique_lock<EngineMutex>& lock, net::Deadline until,
+bool PipeTransport::drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until,
                                  const std::function<bool()>& finished) {
   while (!finished()) {
     if (net::Clock::now() >= until) return false;
@@ -880,18 +874,11 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
       // A few polls per lock: taking and dropping it for each made every poll
       // longer, and a message that lands mid-poll waits for the poll's end. Only
       // a completion (made here, under the lock) can finish the request meanwhile.
-      int n = 0;
-      for (int poll = 0; poll < kPollsPerLock && n == 0 && !mu_.contended(); ++poll) {
-        if (!reposts_.empty()) flush_reposts();
-        n = pipe_->progress();
-      }
+      if (!reposts_.empty()) flush_reposts();
+      const int n = pipe_->progress();
       // A message take_inline_message handled leaves nothing to settle.
       if (n > 0 && !completions_.empty()) settle();
-      const bool waited_on = mu_.contended();
       lock.unlock();
-      // Taking the lock straight back would starve whoever sleeps on it (the
-      // progress thread with its heartbeats, a poster): let it in first.
-      if (waited_on) let_in_lock_waiter();
       if (n == 0 && yield_while_spinning) std::this_thread::yield();
     }
     // A mark, not a time: a clock read here sat on every round trip's latency path.
@@ -1009,11 +996,6 @@ void PipeTransport::recycle_send(SendMap::node_type node) {
   if (m.control.capacity() > keep_bytes) std::vector<uint8_t>().swap(m.control);
   std::vector<uint8_t>().swap(m.owned);
   spare_sends_.push_back(std::move(node));
-}
-
-void PipeTransport::let_in_lock_waiter() noexcept {
-  const auto until = net::Clock::now() + kLetInWait;
-  while (!mu_.held() && net::Clock::now() < until) std::this_thread::yield();
 }
 
 void PipeTransport::mark_drive() noexcept {

@@ -37,7 +37,6 @@
 #include <thd/store.h>
 
 #include "datachannel/net/auth.h"
-#include "datachannel/pipe/engine_mutex.h"
 #include "datachannel/pipe/message_pipe.h"
 #include "datachannel/pipe/process_watch.h"
 #include "datachannel/tcp/matching.h"
@@ -198,7 +197,7 @@ class PipeTransport final : public Transport {
                     const std::shared_ptr<RequestState>& request);
   void lose_peer(int peer, std::exception_ptr why);
   // Drives the pipe until `finished` holds or `until` passes; false on timeout.
-  bool drive_locked(std::unique_lock<EngineMutex>& lock, net::Deadline until, const std::function<bool()>& finished);
+  bool drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until, const std::function<bool()>& finished);
   void wake_sleeper() noexcept;
   std::exception_ptr closed_error(const std::string& op) const;
   std::exception_ptr lost_error(int peer, const std::string& op) const;
@@ -239,7 +238,7 @@ class PipeTransport final : public Transport {
   const uint32_t max_data_tag_;
   HostCollectives* const host_collectives_;  // the pipe's, or null
 
-  mutable EngineMutex mu_;  // the engine lock
+  mutable std::mutex mu_;  // the engine lock
   bool closing_ = false;
   bool settling_ = false;
   std::deque<Completion> completions_;
@@ -290,9 +289,7 @@ class PipeTransport final : public Transport {
   // (mark_drive); any change counts.
   std::atomic<uint64_t> drive_marks_{0};
   void mark_drive() noexcept;
-  // A spinning waiter that unlocked the engine for a sleeper on it yields until
-  // someone holds the lock (kLetInWait at most).
-  void let_in_lock_waiter() noexcept;
+
   // The progress thread's own: the mark it last saw, and since when it stands down.
   uint64_t marks_seen_ = 0;
   int64_t stand_down_since_ns_ = 0;

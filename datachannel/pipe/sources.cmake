@@ -1,7 +1,6 @@
 # The software-matching transport over a MessagePipe (mpi, ucx, libfabric), relative to datachannel/.
 set(THD_DC_PIPE_SOURCES
   pipe/address_book.cpp
-  pipe/engine_mutex.cpp
   pipe/pipe_transport.cpp
   pipe/process_watch.cpp
 )
