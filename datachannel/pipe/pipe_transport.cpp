@@ -449,7 +449,7 @@ std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8
   // Anything but a small message to a healthy peer takes the general path, which
   // also reports what is wrong.
   if (closing_ || dst < 0 || dst >= size() || dst == rank() || data.size() > tuning_.inline_bytes ||
-      (any_lost_.load(std::memory_order_acquire) && peer_error(dst))) {
+      peer_error(dst)) {
     lock.unlock();
     return Transport::send_blocking(data, dst, envelope, make_request);
   }
@@ -871,9 +871,6 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
       std::unique_lock lock(mu_, std::try_to_lock);
       if (!lock.owns_lock() || closing_) continue;
       drove = true;
-      // A few polls per lock: taking and dropping it for each made every poll
-      // longer, and a message that lands mid-poll waits for the poll's end. Only
-      // a completion (made here, under the lock) can finish the request meanwhile.
       if (!reposts_.empty()) flush_reposts();
       const int n = pipe_->progress();
       // A message take_inline_message handled leaves nothing to settle.
