@@ -67,6 +67,13 @@ class MessagePipe {
   // valid until op->done(). Messages to one peer with one tag are matched in the
   // order they were sent. Never throws for network trouble: the op fails.
   virtual void send(int peer, uint32_t tag, std::span<const uint8_t> data, PipeOp* op) = 0;
+  // Sends a small message only if the library takes it whole inside this call
+  // (copied out, nothing left to complete): true when it did; false when it would
+  // have had to queue it, or the peer is unhealthy, and then nothing was sent and
+  // send() is the way (it also reports what is wrong). `data` is not used after
+  // the call returns, and no done() comes. Ordered with send() like any send.
+  // Pipes without such a path return false.
+  virtual bool send_at_once(int /*peer*/, uint32_t /*tag*/, std::span<const uint8_t> /*data*/) { return false; }
   // Starts receiving the next message from `peer` with exactly `tag` into `data`.
   // A longer message fails the op (ValueError naming the sizes) or, where the
   // library cannot tell, is truncated with the op failed; never an overrun.

@@ -94,6 +94,8 @@ UcxMessagePipe::UcxMessagePipe(int rank, int size, UniqueContext context, Unique
   pending_.prev = pending_.next = &pending_;
   host_send_param_ = request_param(this, UCS_MEMORY_TYPE_HOST);
   host_send_param_.cb.send = &UcxMessagePipe::on_send_done;
+  at_once_param_.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+  at_once_param_.memory_type = UCS_MEMORY_TYPE_HOST;
   // Before any endpoint exists, so no goodbye can come in unlooked-for (one that
   // did would wait in UCX's unexpected queue for this receive anyway).
   goodbye_requests_.assign(peers_.size(), nullptr);
@@ -229,6 +231,33 @@ void UcxMessagePipe::send(int peer, uint32_t tag, std::span<const uint8_t> data,
   // round.
   post_send(peer, user_tag(rank(), tag), data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Send, tag,
             op);
+}
+
+bool UcxMessagePipe::send_at_once(int peer, uint32_t tag, std::span<const uint8_t> data) {
+  check_peer(peer, "send");
+  const Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.error != nullptr || p.ep == nullptr) return false;
+  // UCX's own short path: the message is copied into the transport inside the
+  // call, or UCS_ERR_NO_RESOURCE comes back with nothing sent.
+  const ucs_status_ptr_t request =
+      ucp_tag_send_nbx(p.ep, data.data(), data.size(), user_tag(rank(), tag), &at_once_param_);
+  if (request == nullptr) return true;           // UCS_OK
+  if (UCS_PTR_IS_ERR(request)) return false;     // send() sends it, or reports the error
+  finish_stray_send(peer, data.size(), request);
+  return true;
+}
+
+void UcxMessagePipe::finish_stray_send(int peer, size_t bytes, void* request) {
+  const net::Deadline until = net::deadline_after(settings_.close_timeout);
+  while (ucp_request_check_status(request) == UCS_INPROGRESS && net::Clock::now() < until) {
+    ucp_worker_progress(worker_.get());
+  }
+  if (ucp_request_check_status(request) == UCS_INPROGRESS) {
+    lose_peer(peer, fmt::format("a {}-byte send that UCX was told to finish at once stayed in flight for {} ms",
+                                bytes, settings_.close_timeout.count()));
+    settle_lost_peers();  // the forced close ends the send
+  }
+  ucp_request_free(request);
 }
 
 void UcxMessagePipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) {

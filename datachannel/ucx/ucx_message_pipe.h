@@ -82,6 +82,8 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   std::string_view name() const noexcept override { return "ucx"; }
   uint32_t max_tag() const noexcept override { return 0xffffffffU; }
   void send(int peer, uint32_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override;
+  // UCX's short eager path (UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL): no request, no callback.
+  bool send_at_once(int peer, uint32_t tag, std::span<const uint8_t> data) override;
   void recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) override;
   bool cancel(pipe::PipeOp* op) override;
   int progress() override;
@@ -115,6 +117,9 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   // Takes over what ucp_*_nbx returned: a request becomes live and pending; an
   // outcome known at once (or one complete() already took) is finished.
   void* adopt(ucs_status_ptr_t request, const RequestSlot& slot, size_t length, ucp_tag_t sender_tag = 0);
+  // A send UCX left in flight although told to finish it at once: waited for here
+  // (the caller's memory is not used after send_at_once), or its peer lost.
+  void finish_stray_send(int peer, size_t bytes, void* request);
   static void on_send_done(void* request, ucs_status_t status, void* user_data) noexcept;
   static void on_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                            void* user_data) noexcept;
@@ -154,6 +159,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   std::vector<Peer> peers_;                           // by rank; never resized (endpoints point at their entry)
   RequestSlot pending_;                               // the pending list's sentinel (circular)
   ucp_request_param_t host_send_param_{};             // every send's from host memory
+  ucp_request_param_t at_once_param_{};               // send_at_once's
   int completed_ = 0;                                 // done() calls since progress() began
   std::vector<int> newly_lost_;                       // peers lost since the last settle_lost_peers()
   pipe::PipeOp* withdrawn_ = nullptr;                 // the op ucp_request_cancel just withdrew

@@ -275,6 +275,71 @@ TEST_P(UcxPipe, OpsUcxFinishesAtOnceAreReportedBeforeTheCallReturns) {
   EXPECT_TRUE(in == out);
 }
 
+TEST_P(UcxPipe, SendAtOnceTakesSmallMessagesWholeInOrderWithSend) {
+  // send_at_once is UCX's short path: the bytes are copied out before it returns
+  // (the caller's buffer is overwritten at once here), and a message it takes
+  // matches in send order with those that send() carries on the same tag.
+  World w(2, settings());
+  const std::vector<uint8_t> first = test::pattern(56, 1), third = test::pattern(40, 3);
+  const std::vector<uint8_t> second = test::pattern(64 << 10, 2);  // rendezvous, through send()
+  TestOp first_fallback, second_sent, third_fallback;
+  std::vector<const TestOp*> sends{&second_sent};
+  // send_at_once, or send() where the transport refuses (tcp may; shm must not).
+  auto send_small = [&](const std::vector<uint8_t>& message, TestOp* fallback) {
+    std::vector<uint8_t> scratch = message;
+    const bool took = w[0].send_at_once(1, 9, bytes_of(scratch));
+    std::fill(scratch.begin(), scratch.end(), 0xee);
+    if (!took) {
+      w[0].send(1, 9, bytes_of(message), fallback);
+      sends.push_back(fallback);
+    }
+    return took;
+  };
+  const bool took = send_small(first, &first_fallback);
+  if (GetParam().name == "shm") {
+    EXPECT_TRUE(took) << "a 56-byte message did not take UCX's short path";
+  }
+  w[0].send(1, 9, bytes_of(second), &second_sent);
+  send_small(third, &third_fallback);
+  std::vector<uint8_t> in1(first.size()), in2(second.size()), in3(third.size());
+  TestOp got1, got2, got3;
+  w[1].recv(0, 9, bytes_of(in1), &got1);
+  w[1].recv(0, 9, bytes_of(in2), &got2);
+  w[1].recv(0, 9, bytes_of(in3), &got3);
+  ASSERT_TRUE(w.drive_until_finished({&got1, &got2, &got3}));
+  ASSERT_TRUE(w.drive_until_finished(sends));
+  for (const TestOp* op : {&got1, &got2, &got3}) EXPECT_EQ(op->error(), nullptr) << test::what(op->error());
+  EXPECT_TRUE(in1 == first);
+  EXPECT_TRUE(in2 == second);
+  EXPECT_TRUE(in3 == third);
+}
+
+TEST_P(UcxPipe, SendAtOnceSendsNothingWhenItCannotFinishAndNothingToALostPeer) {
+  World w(2, settings());
+  // Past UCX's short path: refused, and nothing arrives.
+  const std::vector<uint8_t> big = test::pattern(1 << 20, 4);
+  EXPECT_FALSE(w[0].send_at_once(1, 3, bytes_of(big)));
+  const std::vector<uint8_t> small = test::pattern(8, 5);
+  TestOp sent;
+  w[0].send(1, 3, bytes_of(small), &sent);
+  std::vector<uint8_t> in(big.size());
+  TestOp received;
+  w[1].recv(0, 3, bytes_of(in), &received);
+  ASSERT_TRUE(w.drive_until_finished({&sent, &received}));
+  EXPECT_EQ(received.error(), nullptr) << test::what(received.error());
+  EXPECT_EQ(received.bytes(), small.size()) << "the refused message arrived after all";
+  // A peer that went: refused, for send() to report.
+  std::thread closer([&] { w.at(1).reset(); });
+  std::vector<uint8_t> never(8);
+  TestOp pending;
+  w[0].recv(1, 4, bytes_of(never), &pending);
+  ASSERT_TRUE(wait_sleeping(w[0], pending, 5s));
+  closer.join();
+  EXPECT_FALSE(w[0].send_at_once(1, 3, bytes_of(small)));
+  EXPECT_THROW(w[0].send_at_once(0, 3, bytes_of(small)), ValueError);
+  EXPECT_THROW(w[0].send_at_once(2, 3, bytes_of(small)), ValueError);
+}
+
 TEST_P(UcxPipe, ZeroLengthMessages) {
   World w(2, settings());
   TestOp sent, received, sent_empty_span, received_empty_span;
