@@ -871,7 +871,9 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
   const auto spin_budget = std::max<std::chrono::microseconds>(tuning_.spin_budget, request.yield_spin);
   const bool yield_while_spinning = tuning_.yield_while_spinning || request.yield_spin.count() > 0;
   if (!request.passive_wait && spin_budget.count() > 0) {
-    const net::Deadline spin_end = std::min(until, net::Clock::now() + spin_budget);
+    // Set at the first look at the clock, a few rounds in: most waits of a
+    // ping-pong end before it, and a clock read here costs as much as two rounds.
+    std::optional<net::Deadline> spin_end;
     bool drove = false;
     // While a waiter drives the pipe the progress thread stands down: two threads
     // taking turns on one library cost each other the lock and the cores. The
@@ -882,8 +884,10 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
     // The clock is read every few rounds: a round of an idle library costs less
     // than reading it.
     for (unsigned round = 0; !request.finished(); ++round) {
-      if ((round & 15U) == 0) {
-        if (net::Clock::now() >= spin_end) break;
+      if ((round & 15U) == 15U) {
+        const net::Deadline now = net::Clock::now();
+        if (!spin_end) spin_end = std::min(until, now + spin_budget);
+        if (now >= *spin_end) break;
         mark_drive();
       }
       std::unique_lock lock(mu_, std::try_to_lock);
