@@ -108,6 +108,7 @@ FabricPipe::FabricPipe(int rank, int size, Endpoint endpoint, std::vector<fi_add
       tags_(tags),
       registration_(registration),
       max_msg_size_(endpoint_.info().ep_attr->max_msg_size),
+      inject_size_(endpoint_.info().tx_attr->inject_size),
       peer_errors_(static_cast<size_t>(size)),
       departed_(static_cast<size_t>(size), 0),
       idle_nap_us_(kMinIdleNapUs) {
@@ -125,6 +126,10 @@ FabricPipe::~FabricPipe() { close(); }
 void FabricPipe::check_args(int peer, uint32_t tag, pipe::PipeOp* op, std::string_view what) const {
   THD_CHECK(op != nullptr, ValueError, kOp, "{}: no PipeOp given", what);
   THD_CHECK(!ops_.contains(op), ValueError, kOp, "{}: this PipeOp is already pending", what);
+  check_peer_and_tag(peer, tag, what);
+}
+
+void FabricPipe::check_peer_and_tag(int peer, uint32_t tag, std::string_view what) const {
   if (peer < 0 || peer >= size() || peer == rank()) {
     THD_THROW_AT(ValueError, kOp, rank(), peer, "{}: peer {} is not another rank of this world of {}", what, peer,
                  size());
@@ -139,6 +144,21 @@ void FabricPipe::send(int peer, uint32_t tag, std::span<const uint8_t> data, pip
   check_args(peer, tag, op, "send");
   // The provider only reads a send's buffer; its API takes a plain pointer.
   start(std::make_unique<Op>(Op::Kind::Send, peer, tag, const_cast<uint8_t*>(data.data()), data.size(), op));
+}
+
+bool FabricPipe::send_at_once(int peer, uint32_t tag, std::span<const uint8_t> data) {
+  check_peer_and_tag(peer, tag, "send");
+  if (data.size() > inject_size_ || peer_errors_[static_cast<size_t>(peer)] || !queue_of(peer).empty()) return false;
+  // The provider copies the message before returning and reports no completion
+  // (FI_INJECT semantics); -FI_EAGAIN and the rest leave it to send(), which
+  // retries and reports.
+  if (fi_tinject(endpoint_.ep(), data.data(), data.size(), peers_[static_cast<size_t>(peer)],
+                 tags_.data_tag(rank(), tag)) != 0) {
+    return false;
+  }
+  // As start() does: an answer may follow, so a napping sleeper looks again soon.
+  idle_nap_us_.store(kMinIdleNapUs, std::memory_order_relaxed);
+  return true;
 }
 
 void FabricPipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) {

@@ -58,6 +58,9 @@ class FabricPipe final : public pipe::MessagePipe {
   void send(int peer, uint32_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override;
   void recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) override;
   bool cancel(pipe::PipeOp* op) override;
+  // fi_tinject: up to the provider's inject_size, when no send to the peer waits
+  // in this pipe's queue (which it would overtake).
+  bool send_at_once(int peer, uint32_t tag, std::span<const uint8_t> data) override;
 
   int progress() override;
   bool arm() override;
@@ -85,6 +88,7 @@ class FabricPipe final : public pipe::MessagePipe {
   };
 
   void check_args(int peer, uint32_t tag, pipe::PipeOp* op, std::string_view what) const;
+  void check_peer_and_tag(int peer, uint32_t tag, std::string_view what) const;
   void start(std::unique_ptr<Op> op);
   int post(Op& op) noexcept;
   std::exception_ptr post_error(Op& op, int rc);
@@ -108,6 +112,7 @@ class FabricPipe final : public pipe::MessagePipe {
   RegistrationPolicy registration_;
   uint64_t next_key_ = 1;
   size_t max_msg_size_;
+  size_t inject_size_;  // the provider's fi_inject limit; 0: none
   Sleeper sleeper_;
 
   std::unordered_map<pipe::PipeOp*, std::unique_ptr<Op>> ops_;

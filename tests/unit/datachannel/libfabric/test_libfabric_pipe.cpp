@@ -375,6 +375,68 @@ TEST_P(LibfabricPipe, KeepsSendOrderOnOneTag) {
   });
 }
 
+TEST_P(LibfabricPipe, SendAtOnceInjectsSmallMessagesInOrderWithSend) {
+  // send_at_once is fi_tinject: the provider copies the message before the call
+  // returns (the buffer is overwritten at once here) and it keeps its place among
+  // the sends on the same tag. A provider refuses it (-FI_EAGAIN) until its
+  // connection to the peer is up, so one message goes through send() first; after
+  // that both providers here inject 56 bytes (tcp: up to 64, shm: 4096).
+  World world(2, settings());
+  const std::vector<uint8_t> hello = pattern(8, 20), first = pattern(56, 21), second = pattern(64 << 10, 22),
+                             third = pattern(40, 23);
+  world.run([&](int r, MessagePipe& pipe) {
+    if (r == 0) {
+      std::vector<TestOp> sends(3);
+      pipe.send(1, 5, hello, &sends[0]);
+      ASSERT_TRUE(drive(pipe, sends[0]));
+      std::vector<uint8_t> scratch = first;
+      EXPECT_TRUE(pipe.send_at_once(1, 5, scratch)) << "a 56-byte message was not injected on a connection in use";
+      std::fill(scratch.begin(), scratch.end(), 0xee);
+      pipe.send(1, 5, second, &sends[1]);
+      scratch = third;
+      // Refused while the large send waits in the pipe's queue, which it would overtake.
+      const bool third_injected = pipe.send_at_once(1, 5, scratch);
+      std::fill(scratch.begin(), scratch.end(), 0xee);
+      if (!third_injected) pipe.send(1, 5, third, &sends[2]);
+      ASSERT_TRUE(drive(pipe, sends[1]));
+      expect_ok(sends[1], second.size(), "the send between the injected ones");
+      if (!third_injected) {
+        ASSERT_TRUE(drive(pipe, sends[2]));
+      }
+    } else {
+      for (const std::vector<uint8_t>* want : {&hello, &first, &second, &third}) {
+        std::vector<uint8_t> got(want->size());
+        TestOp op;
+        pipe.recv(0, 5, got, &op);
+        ASSERT_TRUE(drive(pipe, op));
+        expect_ok(op, want->size(), "message of " + std::to_string(want->size()) + " bytes");
+        EXPECT_TRUE(got == *want) << "the " << want->size() << "-byte message arrived changed or out of order";
+      }
+    }
+  });
+}
+
+TEST_P(LibfabricPipe, SendAtOnceRefusesWhatItCannotInjectAndSendsNothing) {
+  World world(2, settings());
+  const std::vector<uint8_t> big = pattern(1 << 20, 24), small = pattern(8, 25);
+  world.run([&](int r, MessagePipe& pipe) {
+    if (r == 0) {
+      EXPECT_FALSE(pipe.send_at_once(1, 6, big)) << "1 MiB is past every provider's inject size";
+      EXPECT_THROW(pipe.send_at_once(0, 6, small), ValueError);
+      EXPECT_THROW(pipe.send_at_once(2, 6, small), ValueError);
+      TestOp op;
+      pipe.send(1, 6, small, &op);
+      ASSERT_TRUE(drive(pipe, op));
+    } else {
+      std::vector<uint8_t> got(big.size());
+      TestOp op;
+      pipe.recv(0, 6, got, &op);
+      ASSERT_TRUE(drive(pipe, op));
+      expect_ok(op, small.size(), "the first message on the tag (the refused one must not have gone)");
+    }
+  });
+}
+
 TEST_P(LibfabricPipe, TagsAreIndependent) {
   World world(2, settings());
   std::atomic<bool> posted{false};
@@ -742,7 +804,8 @@ TEST_P(LibfabricPipe, DestroyedPeerFailsPendingAndLaterOpsWithPeerLost) {
   ASSERT_TRUE(drive(survivor, before));
   expect_ok(before, 48, "the message sent before the peer left");
   EXPECT_TRUE(got == last);
-  // ... and nothing else: later ops fail at once.
+  // ... and nothing else: later ops fail at once, and nothing is injected.
+  EXPECT_FALSE(survivor.send_at_once(0, 1, last));
   TestOp send_after, recv_after;
   survivor.send(0, 1, last, &send_after);
   EXPECT_TRUE(send_after.finished()) << "a send to a lost peer did not fail at once";
