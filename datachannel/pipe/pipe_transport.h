@@ -289,7 +289,6 @@ class PipeTransport final : public Transport {
   // (mark_drive); any change counts.
   std::atomic<uint64_t> drive_marks_{0};
   void mark_drive() noexcept;
-
   // The progress thread's own: the mark it last saw, and since when it stands down.
   uint64_t marks_seen_ = 0;
   int64_t stand_down_since_ns_ = 0;
