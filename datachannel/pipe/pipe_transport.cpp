@@ -11,6 +11,7 @@
 #include "datachannel/check.h"
 #include "datachannel/net/auth.h"
 #include "datachannel/net/thread_name.h"
+#include "datachannel/pipe/small_message_header.h"
 #include "datachannel/tcp/spin_policy.h"
 #include "datachannel/tcp/wire.h"
 #include "tensor/log.h"
@@ -144,7 +145,17 @@ void PipeTransport::EngineOp::done(std::exception_ptr error, size_t bytes) noexc
 }
 
 bool PipeTransport::parse_control(const ControlInbox& inbox, size_t bytes, tcp::FrameHeader* header,
-                                  std::string* why) const {
+                                  size_t* header_bytes, std::string* why) const {
+  const uint8_t* b = inbox.buffer.get();
+  if (bytes > 0 && b[0] == kSmallMessageMarker) {
+    *header_bytes = kSmallHeaderBytes;
+    if (read_small_header(b, bytes, header)) return true;
+    *why = bytes < kSmallHeaderBytes
+               ? fmt::format("a {}-byte small message (its header is {} bytes)", bytes, kSmallHeaderBytes)
+               : fmt::format("a small message with negative tag {}", tcp::le::get<int64_t>(b + 8));
+    return false;
+  }
+  *header_bytes = kHeaderBytes;
   if (bytes < kHeaderBytes) {
     *why = fmt::format("a {}-byte control message (a header is {} bytes)", bytes, kHeaderBytes);
     return false;
@@ -175,13 +186,18 @@ bool PipeTransport::take_inline_message(ControlInbox& inbox, size_t bytes) noexc
   // with anything else, or handles it. No error text is made here: this runs for
   // every small message.
   tcp::FrameHeader header;
-  if (!proved_[static_cast<size_t>(peer)] || bytes < kHeaderBytes || !tcp::read_frame_header(buffer, &header) ||
-      header.kind != tcp::FrameKind::Message || header.payload_bytes != bytes - kHeaderBytes) {
-    return false;
+  if (!proved_[static_cast<size_t>(peer)]) return false;
+  size_t header_bytes = kSmallHeaderBytes;
+  if (!read_small_header(buffer, bytes, &header)) {
+    if (bytes < kHeaderBytes || !tcp::read_frame_header(buffer, &header) ||
+        header.kind != tcp::FrameKind::Message || header.payload_bytes != bytes - kHeaderBytes) {
+      return false;
+    }
+    header_bytes = kHeaderBytes;
   }
   const bool took = queues_.take_posted_with(peer, header.envelope, [&](const tcp::PostedRecv& recv) {
     try {
-      deliver(peer, header, recv, buffer + kHeaderBytes);
+      deliver(peer, header, recv, buffer + header_bytes);
     } catch (...) {
       // Out of memory making a mismatch error: the message is consumed; its receive fails.
       recv.request->fail(std::current_exception());
@@ -477,9 +493,9 @@ bool PipeTransport::send_inline(std::span<const uint8_t> data, int dst, const En
   // That bookkeeping was a quarter of send_blocking's instructions (callgrind).
   if (data.size() <= kAtOnceBytes) {
     std::array<uint8_t, kHeaderBytes + kAtOnceBytes> frame;  // NOLINT: written before it is read
-    tcp::write_frame_header(frame.data(), envelope, data.size());
-    copy_bytes(frame.data() + kHeaderBytes, data.data(), data.size());
-    if (pipe_->send_at_once(dst, kControlTag, {frame.data(), kHeaderBytes + data.size()})) {
+    const size_t header_bytes = write_message_header(frame.data(), envelope, data.size());
+    copy_bytes(frame.data() + header_bytes, data.data(), data.size());
+    if (pipe_->send_at_once(dst, kControlTag, {frame.data(), header_bytes + data.size()})) {
       flush_reposts();
       settle();
       if (request != nullptr) request->complete(-1, data.size());
@@ -495,9 +511,10 @@ bool PipeTransport::send_inline(std::span<const uint8_t> data, int dst, const En
   m.peer = dst;
   m.nbytes = data.size();
   // A reused record's buffer has the size of its last message, most often this one's.
-  if (m.control.size() != kHeaderBytes + data.size()) m.control.resize(kHeaderBytes + data.size());
-  tcp::write_frame_header(m.control.data(), envelope, data.size());
-  copy_bytes(m.control.data() + kHeaderBytes, data.data(), data.size());
+  const size_t header_bytes = message_header_bytes(envelope);
+  if (m.control.size() != header_bytes + data.size()) m.control.resize(header_bytes + data.size());
+  write_message_header(m.control.data(), envelope, data.size());
+  copy_bytes(m.control.data() + header_bytes, data.data(), data.size());
   m.control_part.pending = true;
   ++transfers_;
   pipe_->send(dst, kControlTag, m.control, &m.control_part);
@@ -685,12 +702,13 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
   }
   std::string why;
   tcp::FrameHeader header;
-  if (!parse_control(inbox, bytes, &header, &why)) {
+  size_t header_bytes = 0;
+  if (!parse_control(inbox, bytes, &header, &header_bytes, &why)) {
     lose_peer(peer, make_error<ConnectionError>(std::string(name_) + " backend", rank(), peer,
                                                 "rank {} sent bytes that are not a thd message: {}", peer, why));
     return;
   }
-  const uint8_t* payload = inbox.buffer.get() + kHeaderBytes;
+  const uint8_t* payload = inbox.buffer.get() + header_bytes;
   if (auto recv = queues_.take_posted(peer, header.envelope)) {
     deliver(peer, header, *recv, payload);
   } else {

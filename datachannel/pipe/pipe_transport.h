@@ -173,8 +173,10 @@ class PipeTransport final : public Transport {
   void settle();
   void on_control(ControlInbox& inbox, std::exception_ptr error, size_t bytes);
   // Checks a control message of a proved peer (not a heartbeat): false, and why,
-  // for bytes that are not a thd message or announcement.
-  bool parse_control(const ControlInbox& inbox, size_t bytes, tcp::FrameHeader* header, std::string* why) const;
+  // for bytes that are not a thd message or announcement. *header_bytes is where
+  // an inline payload starts (small_message_header.h).
+  bool parse_control(const ControlInbox& inbox, size_t bytes, tcp::FrameHeader* header, size_t* header_bytes,
+                     std::string* why) const;
   // The common control message, handled where the pipe reports it instead of
   // queued for settle(): an inline message whose receive is posted. True when it
   // took it. It only matches, copies and finishes the request: no pipe call, as

@@ -9,6 +9,7 @@
 // - pipe_control: real sends and receives of the pipe engine, and control messages
 //   built by the encoder its sender uses.
 // Seeds are small (a few KiB) and few (a dozen or two per target).
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <thd/thd.h>
 
 #include "datachannel/net/auth.h"
+#include "datachannel/pipe/small_message_header.h"
 #include "datachannel/store/tcp_store_wire.h"
 #include "datachannel/tcp/wire.h"
 #include "master/session.h"
@@ -511,6 +513,16 @@ void pipe_seeds(Seeds& seeds) {
   injected.insert(injected.end(), {1, 2, 3, 4});
   receive(injected, 3, 7, 4);
   seeds.write("pipe_control", "injected_inline", injected);
+
+  Bytes small;  // a small point-to-point message with its 16-byte header, then its receive
+  std::array<uint8_t, detail::pipe::kSmallHeaderBytes> small_header{};
+  detail::pipe::write_small_header(small_header.data(), e);
+  small.push_back(0);
+  put16(small, small_header.size() + 4);
+  append(small, small_header);
+  small.insert(small.end(), {5, 6, 7, 8});
+  receive(small, 3, 7, 4);
+  seeds.write("pipe_control", "injected_small", small);
 
   Bytes rendezvous;  // an announcement of data tag 1, its receive, then the payload
   e.kind.count = 64;

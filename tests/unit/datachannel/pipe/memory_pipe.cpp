@@ -85,7 +85,7 @@ MemoryPipe::~MemoryPipe() {
 
 void MemoryPipe::send(int peer, uint32_t tag, std::span<const uint8_t> data, detail::pipe::PipeOp* op) {
   std::unique_lock lock(fabric_.mu_);
-  calls_.push_back({true, peer, tag});
+  calls_.push_back({true, peer, tag, data.size()});
   std::exception_ptr error;
   if (fabric_.lost_[static_cast<size_t>(peer)] || fabric_.lost_[static_cast<size_t>(rank())]) {
     error = lost_error(rank(), peer);
@@ -103,7 +103,7 @@ void MemoryPipe::send(int peer, uint32_t tag, std::span<const uint8_t> data, det
 
 void MemoryPipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, detail::pipe::PipeOp* op) {
   std::lock_guard lock(fabric_.mu_);
-  calls_.push_back({false, peer, tag});
+  calls_.push_back({false, peer, tag, data.size()});
   auto& in = fabric_.inboxes_[static_cast<size_t>(rank())];
   if (fabric_.lost_[static_cast<size_t>(peer)]) {
     in.done.push_back({op, lost_error(rank(), peer), 0});

@@ -91,6 +91,7 @@ class MemoryPipe final : public detail::pipe::MessagePipe {
     bool send = false;
     int peer = -1;
     uint32_t tag = 0;
+    size_t bytes = 0;  // what was sent, or the room of a receive
   };
   std::vector<Call> calls();
   // How often interrupt() was called; how many threads are in sleep() now.

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "datachannel/pipe/pipe_transport.h"
+#include "datachannel/pipe/small_message_header.h"
 #include "datachannel/tcp/spin_policy.h"
 #include "datachannel/tcp/wire.h"
 #include "datachannel/transport_test_util.h"
@@ -146,6 +147,81 @@ TEST(PipeTransport, BytesThatAreNotAThdMessageDropOnlyThatPeer) {
   auto from2 = irecv(w[0], got, 2, 3);
   ASSERT_EQ(wait_error(w[0], *from2), nullptr);
   EXPECT_EQ(got, data);
+}
+
+// What rank `from` last sent on the control tag, in bytes.
+size_t last_control_send(World& w, int from) {
+  const auto calls = w.fabric.pipe(from).calls();
+  for (auto c = calls.rbegin(); c != calls.rend(); ++c) {
+    if (c->send && c->tag == detail::pipe::kControlTag) return c->bytes;
+  }
+  return 0;
+}
+
+TEST(PipeTransport, SmallPointToPointMessagesTravelWithTheSmallHeader) {
+  World w(2);
+  const auto data = pattern(8, 3);
+  const size_t small = detail::pipe::kSmallHeaderBytes + data.size();
+  const size_t full = detail::tcp::kFrameHeaderBytes + data.size();
+  Envelope tensor = raw_envelope(7, 2, /*context=*/4);
+  tensor.kind.dtype = static_cast<uint8_t>(kFloat32);
+  Envelope collective = raw_envelope(int64_t{5} << 32 | 9, 8, /*context=*/5);
+  collective.kind.op = detail::MessageOp::AllReduce;
+  collective.kind.reduce = 1;
+  collective.kind.root = 0;
+  struct Case {
+    Envelope envelope;
+    size_t expected;
+  };
+  for (const Case& c : {Case{raw_envelope(1, 8), small}, Case{tensor, small}, Case{collective, full}}) {
+    for (bool recv_first : {true, false}) {  // matched where the pipe reports it, or unexpected
+      std::vector<uint8_t> got(data.size(), 0xee);
+      RequestPtr r;
+      if (recv_first) r = irecv(w[1], got, 0, c.envelope);
+      auto s = isend(w[0], data, 1, c.envelope);
+      ASSERT_EQ(wait_error(w[0], *s), nullptr);
+      EXPECT_EQ(last_control_send(w, 0), c.expected) << "op " << int(c.envelope.kind.op);
+      if (!recv_first) r = irecv(w[1], got, 0, c.envelope);
+      ASSERT_EQ(wait_error(w[1], *r), nullptr);
+      EXPECT_EQ(got, data);
+      EXPECT_EQ(r->bytes, data.size());
+    }
+  }
+  // The small header carries the kind: a receive of another dtype is refused
+  // before a byte lands.
+  Envelope ints = tensor;
+  ints.kind.dtype = static_cast<uint8_t>(kInt32);
+  isend(w[0], data, 1, tensor);
+  std::vector<uint8_t> got(data.size(), 0xee);
+  auto r = irecv(w[1], got, 0, ints);
+  const auto e = wait_error(w[1], *r);
+  ASSERT_NE(e, nullptr);
+  EXPECT_THROW(std::rethrow_exception(e), TypeError);
+  EXPECT_NE(error_text(e).find("float32"), std::string::npos) << error_text(e);
+  EXPECT_NE(error_text(e).find("int32"), std::string::npos) << error_text(e);
+  EXPECT_EQ(got, std::vector<uint8_t>(data.size(), 0xee));
+}
+
+TEST(PipeTransport, MalformedSmallHeaderDropsThePeerSayingWhy) {
+  const uint8_t m = detail::pipe::kSmallMessageMarker;
+  struct Case {
+    std::vector<uint8_t> bytes;
+    std::string why;
+  };
+  std::vector<uint8_t> negative(detail::pipe::kSmallHeaderBytes + 4, 0);
+  negative[0] = m;
+  negative[15] = 0x80;  // the tag's top byte: negative
+  for (const Case& c : {Case{{m, 1, 2, 3, 4, 5, 6, 7, 8, 9}, "10-byte small message"},
+                        Case{negative, "negative tag"}}) {
+    World w(2);
+    std::vector<uint8_t> got(4);
+    auto r = irecv(w[1], got, 0, 1);
+    w.fabric.inject(0, 1, detail::pipe::kControlTag, c.bytes);
+    const auto e = wait_error(w[1], *r);
+    ASSERT_NE(e, nullptr);
+    EXPECT_NE(error_text(e).find(c.why), std::string::npos) << error_text(e);
+    EXPECT_NE(w[1].peer_error(0), nullptr);
+  }
 }
 
 TEST(PipeTransport, AnnouncementOfATagThePipeCannotCarryDropsThePeer) {
