@@ -99,6 +99,7 @@ UcxMessagePipe::UcxMessagePipe(int rank, int size, UniqueContext context, Unique
   // Before any endpoint exists, so no goodbye can come in unlooked-for (one that
   // did would wait in UCX's unexpected queue for this receive anyway).
   goodbye_requests_.assign(peers_.size(), nullptr);
+  spent_.reserve(kSpentRequests);  // complete() must not allocate
   for (int r = 0; r < size; ++r) {
     if (r != rank) post_goodbye_recv(r);
   }
@@ -187,6 +188,7 @@ void UcxMessagePipe::greet_peers(net::Deadline until) {
 }
 
 UcxMessagePipe::~UcxMessagePipe() {
+  free_spent();
   // From here on nobody is told anything: the ops' owner is going away too.
   std::vector<bool> sends_stuck(peers_.size(), false);
   std::vector<void*> requests;
@@ -298,6 +300,7 @@ void* UcxMessagePipe::post_send(int peer, ucp_tag_t tag, const void* data, size_
 
 void* UcxMessagePipe::post_recv(int peer, ucp_tag_t tag, ucp_tag_t mask, void* data, size_t bytes,
                                 ucs_memory_type_t memory, RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op) {
+  if (!spent_.empty()) free_spent();
   RequestSlot slot{op, peer, user_tag, bytes, kind};
   // A message already here is taken through its probe handle: UCX 1.13 does not
   // report the length of a receive it completes at once, the probe does.
@@ -368,7 +371,11 @@ void UcxMessagePipe::complete(void* request, ucs_status_t status, size_t length,
     ++completed_;
     held.op->done(nullptr, length);
     held.live = false;
-    ucp_request_free(request);
+    if (spent_.size() < kSpentRequests) {
+      spent_.push_back(request);
+    } else {
+      ucp_request_free(request);
+    }
     return;
   }
   if (!held.live) {
@@ -391,6 +398,11 @@ void UcxMessagePipe::complete(void* request, ucs_status_t status, size_t length,
   }
   held.live = false;  // UCX runs request_init once per request memory, not per use
   ucp_request_free(request);
+}
+
+void UcxMessagePipe::free_spent() noexcept {
+  for (void* request : spent_) ucp_request_free(request);
+  spent_.clear();
 }
 
 void UcxMessagePipe::finish(const RequestSlot& slot, ucs_status_t status, size_t length,
@@ -570,6 +582,7 @@ int UcxMessagePipe::progress() {
 
 bool UcxMessagePipe::arm() {
   if (!newly_lost_.empty() || !goodbye_reposts_.empty()) return false;
+  free_spent();  // nothing is held while the pipe sleeps
   const ucs_status_t status = ucp_worker_arm(worker_.get());
   if (status == UCS_OK) return true;
   if (status == UCS_ERR_BUSY) return false;
