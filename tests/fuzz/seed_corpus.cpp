@@ -501,28 +501,26 @@ void pipe_seeds(Seeds& seeds) {
   receive(announced, 1, 2, 12000);
   seeds.write("pipe_control", "announced_send", announced);
 
-  Bytes injected;  // a control message as the engine's sender writes it, then its receive
+  // Control messages as the engine's sender writes them, each then received.
   detail::Envelope e;
   e.context = 3;
   e.tag = 7;
   e.kind.count = 4;
-  const auto header = detail::tcp::encode_frame_header(e, 4);
-  injected.push_back(0);
-  put16(injected, header.size() + 4);
-  append(injected, header);
-  injected.insert(injected.end(), {1, 2, 3, 4});
-  receive(injected, 3, 7, 4);
-  seeds.write("pipe_control", "injected_inline", injected);
-
-  Bytes small;  // a small point-to-point message with its 16-byte header, then its receive
+  // op 0 with a header and a 4-byte payload, then the receive that takes it.
+  auto inject_then_receive = [&](std::span<const uint8_t> header, std::initializer_list<uint8_t> payload) {
+    Bytes seed{0};
+    put16(seed, header.size() + payload.size());
+    append(seed, header);
+    seed.insert(seed.end(), payload);
+    receive(seed, 3, 7, payload.size());
+    return seed;
+  };
+  seeds.write("pipe_control", "injected_inline",
+              inject_then_receive(detail::tcp::encode_frame_header(e, 4), {1, 2, 3, 4}));
+  // A small point-to-point message, with its 16-byte header.
   std::array<uint8_t, detail::pipe::kSmallHeaderBytes> small_header{};
   detail::pipe::write_small_header(small_header.data(), e);
-  small.push_back(0);
-  put16(small, small_header.size() + 4);
-  append(small, small_header);
-  small.insert(small.end(), {5, 6, 7, 8});
-  receive(small, 3, 7, 4);
-  seeds.write("pipe_control", "injected_small", small);
+  seeds.write("pipe_control", "injected_small", inject_then_receive(small_header, {5, 6, 7, 8}));
 
   Bytes rendezvous;  // an announcement of data tag 1, its receive, then the payload
   e.kind.count = 64;
