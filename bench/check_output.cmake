@@ -116,6 +116,21 @@ if(THD_BENCH_MPI)
   endforeach()
 endif()
 
+# The ucx backend: its round trip next to raw UCX, timed in the same repetitions.
+if(THD_BENCH_UCX)
+  run_bench(out rc err datachannel --quick -n 2 --backend ucx --filter rtt)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "thd-bench datachannel --quick -n 2 --backend ucx exited with ${rc}:\n${out}${err}")
+  endif()
+  check_lines("${out}" names)
+  foreach(required "dc\\.ucx\\.p2p\\.rtt\\.8B" "ref\\.raw_ucx\\.p2p\\.rtt\\.8B"
+                   "ratio\\.dc\\.ucx\\.p2p\\.rtt\\.vs_raw_ucx")
+    if(NOT out MATCHES "(^|\n)${required} ")
+      message(FATAL_ERROR "datachannel --quick --backend ucx: no figure matching '${required}' in:\n${out}")
+    endif()
+  endforeach()
+endif()
+
 # --filter reaches the ranks: only the broadcast figure.
 run_bench(out rc err datachannel --quick -n 2 --filter broadcast)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "^dc\\.tcp\\.broadcast\\.n2\\.[0-9]+[KM]iB\\.busbw [0-9.]+ GB/s\n$")

@@ -10,6 +10,9 @@
 //   dc.<b>.p2p.rtt.8B                 ping-pong of 8 bytes, ranks 0 <-> 1, one round trip    us
 //   ref.tcp.p2p.rtt.8B                the same over a plain loopback TCP socket, busy-polled us
 //   ratio.dc.<b>.p2p.rtt              dc / ref time (below 1: the channel is faster)         x
+//   ref.raw_ucx.p2p.rtt.8B            ucx only: the same with UCX itself in the ranks, timed  us
+//                                     in the same repetitions (datachannel/raw_ucx.h)
+//   ratio.dc.ucx.p2p.rtt.vs_raw_ucx   ucx only: median of the per-repetition dc / raw ratios  x
 //   dc.<b>.p2p.bw.64MiB               tensors sent 0 -> 1, one 1-byte ack per repetition    GB/s
 //   ref.tcp.p2p.bw.64MiB              the same over the plain socket                         GB/s
 //   ratio.dc.<b>.p2p.bw               dc / ref rate                                          x

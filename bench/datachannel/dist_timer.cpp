@@ -86,7 +86,18 @@ int64_t DistTimer::size_repetition(const DistCase& c) {
   }
 }
 
+double DistTimer::paired_ratio(size_t a, size_t b) const {
+  if (a >= last_samples_.size() || b >= last_samples_.size()) return std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double>& x = last_samples_[a];
+  const std::vector<double>& y = last_samples_[b];
+  if (x.empty() || x.size() != y.size()) return std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> ratios(x.size());
+  for (size_t r = 0; r < x.size(); ++r) ratios[r] = x[r] / y[r];
+  return statistic(std::move(ratios), Statistic::Median);
+}
+
 std::vector<double> DistTimer::time(const Context& ctx, const std::vector<DistCase>& cases) {
+  last_samples_.clear();
   const size_t n = cases.size();
   std::vector<double> result(n, std::numeric_limits<double>::quiet_NaN());
   std::vector<int64_t> calls(n, 0);
@@ -108,6 +119,7 @@ std::vector<double> DistTimer::time(const Context& ctx, const std::vector<DistCa
     }
   }
   if (rank_ != 0) return result;
+  last_samples_ = samples;
   for (size_t c = 0; c < n; ++c) {
     if (samples[c].empty()) continue;
     result[c] = statistic(samples[c], options_.stat);

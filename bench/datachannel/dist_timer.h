@@ -40,6 +40,13 @@ class DistTimer {
   // interleaved, and the median (or min) of them; under --quick, one timed call.
   std::vector<double> time(const Context& ctx, const std::vector<DistCase>& cases);
 
+  // The median over the last time() call's repetitions of case a's time divided by
+  // case b's in the same repetition, on rank 0 (NaN on other ranks, under --quick,
+  // or where either case was not timed). Taken repetition by repetition, the ratio
+  // compares the two under the same conditions even where the machine changes speed
+  // between repetitions, as this VM does within seconds.
+  double paired_ratio(size_t a, size_t b) const;
+
   // Returns once every rank has called it.
   void barrier();
 
@@ -60,6 +67,7 @@ class DistTimer {
   Options options_;
   std::ostream& diag_;
   int64_t sequence_ = 0;
+  std::vector<std::vector<double>> last_samples_;  // by case: the last time() call's repetitions
 };
 
 }  // namespace thd::bench::dc

@@ -20,6 +20,9 @@
 
 #include "bench/datachannel/dist_timer.h"
 #include "bench/datachannel/raw_tcp.h"
+#if THD_BENCH_RAW_UCX
+#include "bench/datachannel/raw_ucx.h"
+#endif
 #include "bench/datachannel/sizes.h"
 
 namespace thd::bench::dc {
@@ -76,12 +79,14 @@ class RankBench {
     channel_ = DataChannel::create(
         s_.backend, {.store = store_, .rank = s_.rank, .world_size = s_.world_size, .timeout = s_.timeout});
     connect_raw_tcp();
+    connect_raw_ucx();
     p2p_rtt();
     p2p_bandwidth();
     all_reduce();
     broadcast();
     timer_.barrier();  // every rank's last operation is done
     channel_.reset();
+    raw_ucx_.reset();
   }
 
  private:
@@ -97,12 +102,21 @@ class RankBench {
     if (rank() == 0) raw_ = std::make_unique<RawTcpConnection>(RawTcpConnection::connect(*store_, kKey, s_.timeout));
   }
 
+  // The ucx backend's in-run reference (raw_ucx.h), between ranks 0 and 1.
+  void connect_raw_ucx() {
+#if THD_BENCH_RAW_UCX
+    if (s_.backend == "ucx" && rank() < 2) {
+      raw_ucx_ = RawUcxConnection::connect(*store_, "bench/raw_ucx", rank(), s_.timeout);
+    }
+#endif
+  }
+
   // One round trip of 8 bytes between ranks 0 and 1 per call.
   void p2p_rtt() {
     ctx_group("p2p.rtt");
     const std::string size = size_label(sizes_.rtt_bytes);
     std::vector<uint8_t> ping(static_cast<size_t>(sizes_.rtt_bytes), 1), pong(ping.size(), 2);
-    const std::vector<double> t = timer_.time(ctx_, {
+    std::vector<DistCase> cases{
         {dc("p2p.rtt." + size),
          [&](int64_t calls) {
            for (int64_t i = 0; i < calls; ++i) {
@@ -127,11 +141,37 @@ class RankBench {
              }
            }
          }},
-    });
+    };
+#if THD_BENCH_RAW_UCX
+    // Every rank times the same cases: the ucx one is listed on all of them.
+    const bool with_ucx = s_.backend == "ucx";
+    if (with_ucx) {
+      cases.push_back({"ref.raw_ucx.p2p.rtt." + size, [&](int64_t calls) {
+                         for (int64_t i = 0; i < calls; ++i) {
+                           if (rank() == 0) {
+                             raw_ucx_->send(ping);
+                             raw_ucx_->recv(pong);
+                           } else if (rank() == 1) {
+                             raw_ucx_->recv(ping);
+                             raw_ucx_->send(pong);
+                           }
+                         }
+                       }});
+    }
+#endif
+    const std::vector<double> t = timer_.time(ctx_, cases);
     figures_.emit(dc("p2p.rtt." + size), t[0] * 1e6, "us");
     figures_.emit(ref("p2p.rtt." + size), t[1] * 1e6, "us");
     // Of times, not rates: below 1 the channel is faster.
     figures_.emit(ratio("p2p.rtt"), t[0] / t[1], "x");
+#if THD_BENCH_RAW_UCX
+    if (with_ucx) {
+      figures_.emit("ref.raw_ucx.p2p.rtt." + size, t[2] * 1e6, "us");
+      // Repetition by repetition (paired_ratio); under --quick, of the one call.
+      const double paired = timer_.paired_ratio(0, 2);
+      figures_.emit(ratio("p2p.rtt.vs_raw_ucx"), std::isfinite(paired) ? paired : t[0] / t[2], "x");
+    }
+#endif
   }
 
   // Rank 0 sends `calls` tensors to rank 1, which acknowledges the last one.
@@ -242,6 +282,9 @@ class RankBench {
   DistTimer timer_;
   std::shared_ptr<DataChannel> channel_;
   std::unique_ptr<RawTcpConnection> raw_;
+#if THD_BENCH_RAW_UCX
+  std::unique_ptr<RawUcxConnection> raw_ucx_;
+#endif
 };
 
 // Rank 0 hosts the store: it may leave only after every other rank is done with it.
