@@ -34,8 +34,6 @@ constexpr std::chrono::microseconds kStandDown{1000};
 constexpr std::chrono::milliseconds kStandDownLook{4};
 // The most a discarded payload (one no receive takes) is buffered with.
 constexpr uint64_t kMaxDiscardBuffer = 64 * 1024;
-// A yielding waiter's spin on an oversubscribed host (make_pipe_transport).
-constexpr std::chrono::microseconds kOversubscribedSpin{500};
 // How often the progress thread looks for peer processes on this host that exited,
 // and how long after it saw one gone the peer is lost: what it sent before it died
 // (its last replies, its goodbye) is still in the library's hands for a moment.
@@ -121,12 +119,9 @@ PipeTuning pipe_tuning_for(const DataChannelOptions& options) {
   PipeTuning tuning = pipe_tuning_from_env();
   // More ranks on this host than cores: a waiter that spins hard takes the core the
   // rank it waits for needs (4 ranks on 2 cores: all_reduce 3x slower), and one that
-  // blocks at once pays two thread wake-ups a message. It spins longer, but yields
+  // blocks at once pays two thread wake-ups a message. It spins as long, but yields
   // the core every round, as Open MPI does when oversubscribed.
-  if (local_ranks(options) > tcp::usable_cpus()) {
-    tuning.yield_while_spinning = true;
-    if (!net::process_env("THD_PIPE_SPIN_US")) tuning.spin_budget = kOversubscribedSpin;
-  }
+  if (local_ranks(options) > tcp::usable_cpus()) tuning.yield_while_spinning = true;
   return tuning;
 }
 

@@ -48,7 +48,12 @@ struct PipeTuning {
   // Payloads up to this size travel inside their control message.
   size_t inline_bytes = 8192 - 48;
   // How long a waiter drives the pipe itself before it blocks (THD_PIPE_SPIN_US).
-  std::chrono::microseconds spin_budget{50};
+  // Longer than the way back from blocking (a thread wake-up or two, tens of µs to
+  // milliseconds on a busy host): with 50 µs, one moment of another process on a
+  // core made both ranks of a ping-pong block on every message, each too late for
+  // the other's spin, until chance put them back in step (thousands of round
+  // trips over 100 µs in 300000 where raw UCX had a hundred).
+  std::chrono::microseconds spin_budget{1000};
   // Whether a spinning waiter gives its core away between rounds: with more ranks
   // than cores, the rank it waits for may need that core to send.
   bool yield_while_spinning = false;
