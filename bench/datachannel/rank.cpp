@@ -86,7 +86,9 @@ class RankBench {
     broadcast();
     timer_.barrier();  // every rank's last operation is done
     channel_.reset();
+#if THD_BENCH_RAW_UCX
     raw_ucx_.reset();
+#endif
   }
 
  private:
