@@ -127,7 +127,7 @@ class Request {
   // Withdraws a pending point-to-point operation (MPI_Cancel): it fails with `why`
   // (default: a thd::Error saying it was cancelled) and the backend stops touching
   // its buffer. A finished request is left as it is. ValueError for a collective's
-  // request, which cannot be withdrawn on one rank alone.
+  // request, pending or finished: it cannot be withdrawn on one rank alone.
   void cancel(std::exception_ptr why = nullptr) const;
 
   const std::shared_ptr<detail::RequestState>& state() const noexcept { return state_; }
