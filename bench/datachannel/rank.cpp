@@ -113,35 +113,39 @@ class RankBench {
 #endif
   }
 
+  // `calls` round trips between ranks 0 and 1 through `send` and `recv` (each to or
+  // from the other rank): rank 0 sends `ping` and receives `pong`, rank 1 the
+  // reverse. Other ranks take no part.
+  template <typename Send, typename Recv>
+  void round_trips(int64_t calls, std::vector<uint8_t>& ping, std::vector<uint8_t>& pong, Send send, Recv recv) {
+    for (int64_t i = 0; i < calls; ++i) {
+      if (rank() == 0) {
+        send(ping);
+        recv(pong);
+      } else if (rank() == 1) {
+        recv(ping);
+        send(pong);
+      }
+    }
+  }
+
   // One round trip of 8 bytes between ranks 0 and 1 per call.
   void p2p_rtt() {
     ctx_group("p2p.rtt");
     const std::string size = size_label(sizes_.rtt_bytes);
     std::vector<uint8_t> ping(static_cast<size_t>(sizes_.rtt_bytes), 1), pong(ping.size(), 2);
+    const int peer = 1 - rank();  // for ranks 0 and 1, the only ones taking part
     std::vector<DistCase> cases{
         {dc("p2p.rtt." + size),
          [&](int64_t calls) {
-           for (int64_t i = 0; i < calls; ++i) {
-             if (rank() == 0) {
-               channel_->send_bytes(ping, 1);
-               channel_->recv_bytes(pong, 1);
-             } else if (rank() == 1) {
-               channel_->recv_bytes(ping, 0);
-               channel_->send_bytes(pong, 0);
-             }
-           }
+           round_trips(
+               calls, ping, pong, [&](auto& b) { channel_->send_bytes(b, peer); },
+               [&](auto& b) { channel_->recv_bytes(b, peer); });
          }},
         {ref("p2p.rtt." + size),
          [&](int64_t calls) {
-           for (int64_t i = 0; i < calls; ++i) {
-             if (rank() == 0) {
-               raw_->send_all(ping);
-               raw_->recv_all(pong);
-             } else if (rank() == 1) {
-               raw_->recv_all(ping);
-               raw_->send_all(pong);
-             }
-           }
+           round_trips(
+               calls, ping, pong, [&](auto& b) { raw_->send_all(b); }, [&](auto& b) { raw_->recv_all(b); });
          }},
     };
 #if THD_BENCH_RAW_UCX
@@ -149,15 +153,9 @@ class RankBench {
     const bool with_ucx = s_.backend == "ucx";
     if (with_ucx) {
       cases.push_back({"ref.raw_ucx.p2p.rtt." + size, [&](int64_t calls) {
-                         for (int64_t i = 0; i < calls; ++i) {
-                           if (rank() == 0) {
-                             raw_ucx_->send(ping);
-                             raw_ucx_->recv(pong);
-                           } else if (rank() == 1) {
-                             raw_ucx_->recv(ping);
-                             raw_ucx_->send(pong);
-                           }
-                         }
+                         round_trips(
+                             calls, ping, pong, [&](auto& b) { raw_ucx_->send(b); },
+                             [&](auto& b) { raw_ucx_->recv(b); });
                        }});
     }
 #endif
