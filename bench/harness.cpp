@@ -39,7 +39,28 @@ double statistic(std::vector<double> v, Statistic stat) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// A sized repetition must take at least this much of rep_seconds; it is checked
+// this many times at most, the count growing at least this much each time.
+constexpr double kShortestRepetition = 0.5;
+constexpr int kRepetitionChecks = 8;
+constexpr int64_t kCheckGrowth = 4;
+constexpr int64_t kMaxCalls = int64_t{1} << 30;
+
 }  // namespace
+
+int64_t grow_short_repetition(int64_t calls, double rep_seconds, const std::function<double(int64_t)>& time,
+                              const std::function<int64_t(int64_t)>& agree) {
+  for (int check = 0; check < kRepetitionChecks; ++check) {
+    const double per_call = time(calls);
+    const bool long_enough =
+        per_call * static_cast<double>(calls) >= kShortestRepetition * rep_seconds || calls >= kMaxCalls / kCheckGrowth;
+    const int64_t grown = std::max(kCheckGrowth * calls, static_cast<int64_t>(std::ceil(rep_seconds / per_call)));
+    const int64_t next = agree(long_enough ? calls : std::min(grown, kMaxCalls));
+    if (next == calls) return calls;
+    calls = next;
+  }
+  return calls;
+}
 
 Context::Context(Options options, std::ostream& out, std::ostream& diag)
     : options_(std::move(options)), out_(out), diag_(diag) {}
@@ -65,7 +86,10 @@ std::vector<double> Context::time(const std::vector<Case>& cases) {
       result[c] = once;
       continue;
     }
-    iters[c] = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(options_.rep_seconds / once)));
+    const int64_t sized = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(options_.rep_seconds / once)));
+    iters[c] = grow_short_repetition(
+        sized, options_.rep_seconds, [&](int64_t calls) { return time_calls(cases[c].body, calls); },
+        [](int64_t calls) { return calls; });
   }
   if (options_.quick) return result;
   for (int r = 0; r < options_.reps; ++r) {

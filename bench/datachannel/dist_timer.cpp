@@ -81,7 +81,11 @@ int64_t DistTimer::size_repetition(const DistCase& c) {
     const int64_t next = from_rank0(
         enough ? std::clamp<int64_t>(static_cast<int64_t>(std::ceil(options_.rep_seconds / per_call)), 1, kMaxCalls)
                : -2 * calls);
-    if (next > 0) return next;
+    if (next > 0) {
+      return grow_short_repetition(
+          next, options_.rep_seconds, [&](int64_t n) { return time_calls(c, n); },
+          [&](int64_t n) { return from_rank0(n); });
+    }
     calls = -next;
   }
 }

@@ -55,7 +55,8 @@ class DistTimer {
   double slowest(double mine);
   // Rank 0's `value` on every rank.
   int64_t from_rank0(int64_t value);
-  // How many calls make a repetition of at least Options::rep_seconds.
+  // How many calls make a repetition of at least Options::rep_seconds (checked
+  // with grow_short_repetition, harness.h).
   int64_t size_repetition(const DistCase& c);
   // Seconds per call of `calls` calls of `c`, every rank starting together.
   double time_calls(const DistCase& c, int64_t calls);
