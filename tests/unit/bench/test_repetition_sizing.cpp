@@ -50,13 +50,24 @@ Options options(double rep_seconds, int reps) {
   return o;
 }
 
-TEST(DistTimer, AStallWhileSizingDoesNotLeaveRepetitionsOfAFewCalls) {
-  const Options o = options(0.04, 3);
+// A DistTimer of a one-rank job, and the case it times.
+struct OneRankTiming {
+  explicit OneRankTiming(const Options& options) : o(options), ctx(o, out, diag), timer(store, 0, 1, o, diag) {}
+  std::vector<double> time() { return timer.time(ctx, {c.make()}); }
+
+  const Options o;
   std::ostringstream out, diag;
-  Context ctx(o, out, diag);
-  DistTimer timer(std::make_shared<HashStore>(), 0, 1, o, diag);
+  Context ctx;
+  std::shared_ptr<Store> store = std::make_shared<HashStore>();
+  DistTimer timer;
   StallingCase c;
-  const std::vector<double> t = timer.time(ctx, {c.make()});
+};
+
+TEST(DistTimer, AStallWhileSizingDoesNotLeaveRepetitionsOfAFewCalls) {
+  OneRankTiming job(options(0.04, 3));
+  const Options& o = job.o;
+  const StallingCase& c = job.c;
+  const std::vector<double> t = job.time();
   ASSERT_EQ(t.size(), 1u);
   ASSERT_GE(c.calls_of_batch.size(), static_cast<size_t>(o.reps));
   // The stall made the first sizing batch's one call look 60 ms long: sized by it
@@ -70,13 +81,10 @@ TEST(DistTimer, AStallWhileSizingDoesNotLeaveRepetitionsOfAFewCalls) {
 }
 
 TEST(DistTimer, ARepetitionSizedRightIsTimedOnceMoreAndKept) {
-  const Options o = options(0.02, 2);
-  std::ostringstream out, diag;
-  Context ctx(o, out, diag);
-  DistTimer timer(std::make_shared<HashStore>(), 0, 1, o, diag);
-  StallingCase c;
-  c.stall_on = -1;  // never
-  timer.time(ctx, {c.make()});
+  OneRankTiming job(options(0.02, 2));
+  const StallingCase& c = job.c;
+  job.c.stall_on = -1;  // never
+  job.time();
   // Warm-up, the doubling batches, one check of the sized count, the repetitions.
   const size_t n = c.calls_of_batch.size();
   ASSERT_GE(n, 4u);
