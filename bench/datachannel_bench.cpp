@@ -32,6 +32,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "bench/datachannel/launcher.h"
 #include "bench/datachannel/mpi_reference.h"
@@ -78,6 +79,8 @@ std::optional<Figure> parse_figure(const std::string& line) {
 
 // The ucx backend's point-to-point figures next to UCX's own ucx_perftest, with the
 // same transports (the UCX_* environment is the ranks'): RTT <= 1.5x, bandwidth >= 0.9x.
+// Each reference is the median of --reps runs, as each figure is of --reps
+// repetitions.
 void run_ucx_reference(Context& ctx, const std::map<std::string, double>& measured) {
   ctx.begin_group("p2p");
   if (ctx.options().quick) return;
@@ -90,13 +93,27 @@ void run_ucx_reference(Context& ctx, const std::map<std::string, double>& measur
   const std::string rtt_label = dc::size_label(sizes.rtt_bytes);
   const std::string bw_label = dc::size_label(sizes.bw_bytes);
   if (const auto it = measured.find("dc.ucx.p2p.rtt." + rtt_label); it != measured.end()) {
-    const auto r = dc::run_ucx_perftest({.test = "tag_lat", .bytes = sizes.rtt_bytes, .iterations = 20000});
+    std::vector<dc::UcxPerftestResult> each;
+    const auto r = dc::run_ucx_perftest_median(
+        {.test = "tag_lat", .bytes = sizes.rtt_bytes, .iterations = 20000}, ctx.options().reps, &each);
+    if (ctx.options().verbose) {
+      std::cerr << "# ref.ucx_perftest.tag_lat: " << each.size() << " runs, round trip us:";
+      for (const auto& e : each) std::cerr << " " << 2 * e.latency_us;
+      std::cerr << "\n";
+    }
     const double ref_rtt = 2 * r.latency_us;
     ctx.report("ref.ucx_perftest.tag_lat.rtt." + rtt_label, ref_rtt, "us");
     ctx.report("ratio.dc.ucx.p2p.rtt.vs_ucx_perftest", it->second / ref_rtt, "x");
   }
   if (const auto it = measured.find("dc.ucx.p2p.bw." + bw_label); it != measured.end()) {
-    const auto r = dc::run_ucx_perftest({.test = "tag_bw", .bytes = sizes.bw_bytes, .iterations = 50});
+    std::vector<dc::UcxPerftestResult> each;
+    const auto r = dc::run_ucx_perftest_median(
+        {.test = "tag_bw", .bytes = sizes.bw_bytes, .iterations = 50}, ctx.options().reps, &each);
+    if (ctx.options().verbose) {
+      std::cerr << "# ref.ucx_perftest.tag_bw: " << each.size() << " runs, GB/s:";
+      for (const auto& e : each) std::cerr << " " << e.bandwidth_gbs;
+      std::cerr << "\n";
+    }
     ctx.report("ref.ucx_perftest.tag_bw." + bw_label, r.bandwidth_gbs, "GB/s");
     ctx.report("ratio.dc.ucx.p2p.bw.vs_ucx_perftest", it->second / r.bandwidth_gbs, "x");
   }

@@ -1,5 +1,6 @@
 #include "bench/datachannel/ucx_reference.h"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -43,6 +44,27 @@ UcxPerftestResult run_ucx_perftest(const UcxPerftestRun& run) {
                      .timeout = run.timeout},
                     [&](const std::string& line) { return parse_final(line, &result); });
   return result;
+}
+
+UcxPerftestResult median_result(std::vector<UcxPerftestResult> results) {
+  if (results.empty()) throw std::invalid_argument("median_result: no results");
+  auto median = [&](double UcxPerftestResult::*field) {
+    std::vector<double> v;
+    v.reserve(results.size());
+    for (const UcxPerftestResult& r : results) v.push_back(r.*field);
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 != 0 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  return {median(&UcxPerftestResult::latency_us), median(&UcxPerftestResult::bandwidth_gbs)};
+}
+
+UcxPerftestResult run_ucx_perftest_median(const UcxPerftestRun& run, int runs,
+                                          std::vector<UcxPerftestResult>* each) {
+  std::vector<UcxPerftestResult> results;
+  for (int i = 0; i < std::max(runs, 1); ++i) results.push_back(run_ucx_perftest(run));
+  if (each != nullptr) *each = results;
+  return median_result(std::move(results));
 }
 
 }  // namespace thd::bench::dc

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace thd::bench::dc {
 
@@ -28,5 +29,16 @@ struct UcxPerftestResult {
 // std::runtime_error with what they printed when either fails or times out (both
 // are then killed).
 UcxPerftestResult run_ucx_perftest(const UcxPerftestRun& run);
+
+// The reference as the figures are taken: the median of `runs` runs, latency and
+// bandwidth each (the runs' results are in *each when given). One run alone catches
+// whatever state the machine is in for its second or two; this VM changes states
+// (round trips of 0.2, 0.4 and 1.2 us) within seconds, and a reference caught in
+// another state than the figure's was off by 3-4x either way.
+UcxPerftestResult run_ucx_perftest_median(const UcxPerftestRun& run, int runs,
+                                          std::vector<UcxPerftestResult>* each = nullptr);
+
+// The median of each field (the mean of the middle two for an even count).
+UcxPerftestResult median_result(std::vector<UcxPerftestResult> results);
 
 }  // namespace thd::bench::dc
