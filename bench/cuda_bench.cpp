@@ -105,12 +105,6 @@ double time_calls(const std::function<void()>& body, int64_t calls, cudaStream_t
   return std::max(static_cast<double>(ms) * 1e-3, 1e-9) / static_cast<double>(calls);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Context::time for GPU work: the same warm-up, repetition sizing, interleaving and
 // statistic, with CUDA-event times of the work on `stream` instead of host times.
 std::vector<double> time_gpu(Context& ctx, cudaStream_t stream, const std::vector<Case>& cases) {
@@ -127,7 +121,10 @@ std::vector<double> time_gpu(Context& ctx, cudaStream_t stream, const std::vecto
       result[c] = once;
       continue;
     }
-    calls[c] = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(opt.rep_seconds / once)));
+    const int64_t sized = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(opt.rep_seconds / once)));
+    calls[c] = grow_short_repetition(
+        sized, opt.rep_seconds, [&](int64_t k) { return time_calls(cases[c].body, k, stream); },
+        [](int64_t k) { return k; });
   }
   if (opt.quick) return result;
   for (int r = 0; r < opt.reps; ++r) {
@@ -137,8 +134,7 @@ std::vector<double> time_gpu(Context& ctx, cudaStream_t stream, const std::vecto
   }
   for (size_t c = 0; c < n; ++c) {
     if (samples[c].empty()) continue;
-    result[c] = opt.stat == Statistic::Min ? *std::min_element(samples[c].begin(), samples[c].end())
-                                           : median(samples[c]);
+    result[c] = statistic_of(samples[c], opt.stat);
     if (opt.verbose) {
       fmt::print(std::cerr, "# {}: {} calls per rep, s/call:", cases[c].name, calls[c]);
       for (double s : samples[c]) fmt::print(std::cerr, " {:.4g}", s);

@@ -32,13 +32,6 @@ double time_calls(const std::function<void()>& body, int64_t iters) {
   return std::max(seconds_since(t0), 1e-9) / static_cast<double>(iters);
 }
 
-double statistic(std::vector<double> v, Statistic stat) {
-  std::sort(v.begin(), v.end());
-  if (stat == Statistic::Min) return v.front();
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // A sized repetition must take at least this much of rep_seconds; it is checked
 // this many times at most, the count growing at least this much each time.
 constexpr double kShortestRepetition = 0.5;
@@ -47,6 +40,13 @@ constexpr int64_t kCheckGrowth = 4;
 constexpr int64_t kMaxCalls = int64_t{1} << 30;
 
 }  // namespace
+
+double statistic_of(std::vector<double> v, Statistic stat) {
+  std::sort(v.begin(), v.end());
+  if (stat == Statistic::Min) return v.front();
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 int64_t grow_short_repetition(int64_t calls, double rep_seconds, const std::function<double(int64_t)>& time,
                               const std::function<int64_t(int64_t)>& agree) {
@@ -100,7 +100,7 @@ std::vector<double> Context::time(const std::vector<Case>& cases) {
   }
   for (size_t c = 0; c < n; ++c) {
     if (samples[c].empty()) continue;
-    result[c] = statistic(samples[c], options_.stat);
+    result[c] = statistic_of(samples[c], options_.stat);
     if (options_.verbose) {
       fmt::print(diag_, "# {}: {} calls per rep, s/call:", cases[c].name, iters[c]);
       for (double s : samples[c]) fmt::print(diag_, " {:.4g}", s);

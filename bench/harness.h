@@ -77,6 +77,10 @@ class Context {
   std::ostream& diag_;
 };
 
+// The statistic of repetitions (or runs): the median (the mean of the middle two
+// for an even count) or the minimum. `v` must not be empty.
+double statistic_of(std::vector<double> v, Statistic stat);
+
 // A repetition count sized from a short batch, checked: a repetition of `calls`
 // is timed (`time` returns seconds per call) and, while it lasts less than half of
 // `rep_seconds`, the count grows (at least 4x) and is timed again, a few times at

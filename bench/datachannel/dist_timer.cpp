@@ -12,13 +12,6 @@
 namespace thd::bench::dc {
 namespace {
 
-double statistic(std::vector<double> v, Statistic stat) {
-  std::sort(v.begin(), v.end());
-  if (stat == Statistic::Min) return v.front();
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // A batch that long (of a repetition) sizes the repetitions.
 constexpr double kSizingFraction = 0.25;
 constexpr int64_t kMaxCalls = int64_t{1} << 30;
@@ -97,7 +90,7 @@ double DistTimer::paired_ratio(size_t a, size_t b) const {
   if (x.empty() || x.size() != y.size()) return std::numeric_limits<double>::quiet_NaN();
   std::vector<double> ratios(x.size());
   for (size_t r = 0; r < x.size(); ++r) ratios[r] = x[r] / y[r];
-  return statistic(std::move(ratios), Statistic::Median);
+  return statistic_of(std::move(ratios), Statistic::Median);
 }
 
 std::vector<double> DistTimer::time(const Context& ctx, const std::vector<DistCase>& cases) {
@@ -126,7 +119,7 @@ std::vector<double> DistTimer::time(const Context& ctx, const std::vector<DistCa
   last_samples_ = samples;
   for (size_t c = 0; c < n; ++c) {
     if (samples[c].empty()) continue;
-    result[c] = statistic(samples[c], options_.stat);
+    result[c] = statistic_of(samples[c], options_.stat);
     if (options_.verbose) {
       fmt::print(diag_, "# {}: {} calls per rep, s/call (slowest rank):", cases[c].name, calls[c]);
       for (double s : samples[c]) fmt::print(diag_, " {:.4g}", s);

@@ -6,6 +6,7 @@
 
 #include "bench/datachannel/client_server_run.h"
 #include "bench/datachannel/process.h"
+#include "bench/harness.h"
 
 // Set by bench/CMakeLists.txt when it finds ucx_perftest.
 #ifndef THD_BENCH_UCX_PERFTEST
@@ -52,9 +53,7 @@ UcxPerftestResult median_result(std::vector<UcxPerftestResult> results) {
     std::vector<double> v;
     v.reserve(results.size());
     for (const UcxPerftestResult& r : results) v.push_back(r.*field);
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 != 0 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return statistic_of(std::move(v), Statistic::Median);
   };
   return {median(&UcxPerftestResult::latency_us), median(&UcxPerftestResult::bandwidth_gbs)};
 }
