@@ -77,6 +77,15 @@ std::optional<Figure> parse_figure(const std::string& line) {
   return f;
 }
 
+// Every run of a reference, on stderr under --verbose (the figure is their median).
+void print_runs(const Context& ctx, const std::string& what, const std::vector<dc::UcxPerftestResult>& runs,
+                double (*value)(const dc::UcxPerftestResult&)) {
+  if (!ctx.options().verbose) return;
+  std::cerr << "# " << what << ": " << runs.size() << " runs:";
+  for (const auto& r : runs) std::cerr << " " << value(r);
+  std::cerr << "\n";
+}
+
 // The ucx backend's point-to-point figures next to UCX's own ucx_perftest, with the
 // same transports (the UCX_* environment is the ranks'): RTT <= 1.5x, bandwidth >= 0.9x.
 // Each reference is the median of --reps runs, as each figure is of --reps
@@ -96,11 +105,8 @@ void run_ucx_reference(Context& ctx, const std::map<std::string, double>& measur
     std::vector<dc::UcxPerftestResult> each;
     const auto r = dc::run_ucx_perftest_median(
         {.test = "tag_lat", .bytes = sizes.rtt_bytes, .iterations = 20000}, ctx.options().reps, &each);
-    if (ctx.options().verbose) {
-      std::cerr << "# ref.ucx_perftest.tag_lat: " << each.size() << " runs, round trip us:";
-      for (const auto& e : each) std::cerr << " " << 2 * e.latency_us;
-      std::cerr << "\n";
-    }
+    print_runs(ctx, "ref.ucx_perftest.tag_lat round trip us", each,
+               [](const dc::UcxPerftestResult& e) { return 2 * e.latency_us; });
     const double ref_rtt = 2 * r.latency_us;
     ctx.report("ref.ucx_perftest.tag_lat.rtt." + rtt_label, ref_rtt, "us");
     ctx.report("ratio.dc.ucx.p2p.rtt.vs_ucx_perftest", it->second / ref_rtt, "x");
@@ -109,11 +115,8 @@ void run_ucx_reference(Context& ctx, const std::map<std::string, double>& measur
     std::vector<dc::UcxPerftestResult> each;
     const auto r = dc::run_ucx_perftest_median(
         {.test = "tag_bw", .bytes = sizes.bw_bytes, .iterations = 50}, ctx.options().reps, &each);
-    if (ctx.options().verbose) {
-      std::cerr << "# ref.ucx_perftest.tag_bw: " << each.size() << " runs, GB/s:";
-      for (const auto& e : each) std::cerr << " " << e.bandwidth_gbs;
-      std::cerr << "\n";
-    }
+    print_runs(ctx, "ref.ucx_perftest.tag_bw GB/s", each,
+               [](const dc::UcxPerftestResult& e) { return e.bandwidth_gbs; });
     ctx.report("ref.ucx_perftest.tag_bw." + bw_label, r.bandwidth_gbs, "GB/s");
     ctx.report("ratio.dc.ucx.p2p.bw.vs_ucx_perftest", it->second / r.bandwidth_gbs, "x");
   }

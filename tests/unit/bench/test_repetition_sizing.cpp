@@ -99,9 +99,10 @@ TEST(ContextTime, AStallInTheSizingCallDoesNotLeaveRepetitionsOfAFewCalls) {
   std::ostringstream out, diag;
   Context ctx(o, out, diag);
   // Warm-up, then the one call that sizes the repetitions: it stalls for 60 ms.
+  constexpr std::chrono::milliseconds kStall{60};
   int calls = 0;
   const std::vector<double> t = ctx.time({{"test.stall", [&] {
-                                             if (calls++ == 1) std::this_thread::sleep_for(std::chrono::milliseconds(60));
+                                             if (calls++ == 1) std::this_thread::sleep_for(kStall);
                                              spin_for(std::chrono::microseconds(1));
                                            }}});
   ASSERT_EQ(t.size(), 1u);
