@@ -1,6 +1,8 @@
 // DataChannel point to point: checks, then one transport message.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <thd/datachannel.h>
 
 #include "datachannel/channel_util.h"
@@ -87,6 +89,29 @@ Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int 
   return Request(std::move(req));
 }
 
+// A receive the caller waits for at once: the transport may keep its request on
+// its stack (Transport::recv_blocking). Returns the source's rank in the group.
+int recv_and_wait(GroupState& g, std::span<uint8_t> data, MessageKind kind, int src, const P2POptions& o,
+                  const Tensor* keep) {
+  detail::check_member(g, "recv");
+  detail::check_rank(g, src, "recv", "source", /*any_ok=*/true);
+  detail::check_tag(g, o.tag, "recv", kMaxP2PTag);
+  const detail::RequestSpec spec{detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag),
+                                 net::coarse_deadline_after(detail::resolve_timeout(g, o.timeout)),
+                                 g.world_rank(),
+                                 o.passive_wait,
+                                 o.yield_spin,
+                                 keep};
+  const Envelope env{detail::p2p_context(g.id), o.tag, kind};
+  g.transport->count_recv(data.size());
+  const int world_source =
+      g.transport->recv_blocking(data, src == kAnySource ? kAnySource : (*g.world_ranks)[src], env, spec);
+  if (g.id == 0) return world_source;
+  const auto& ranks = *g.world_ranks;
+  const auto it = std::find(ranks.begin(), ranks.end(), world_source);
+  return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+}
+
 }  // namespace
 
 Request DataChannel::isend(const Tensor& tensor, int dst, const P2POptions& options) {
@@ -126,9 +151,13 @@ void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options)
 }
 
 int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
-  Request r = irecv(tensor, src, options);
-  r.wait();
-  return r.source();
+  if (detail::on_device(tensor)) {
+    Request r = irecv(tensor, src, options);
+    r.wait();
+    return r.source();
+  }
+  detail::check_tensor(state(), tensor, "recv", "the tensor", /*must_be_contiguous=*/true);
+  return recv_and_wait(state(), detail::writable_bytes_of(tensor), tensor_kind(tensor), src, options, &tensor);
 }
 
 void DataChannel::send_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
@@ -136,18 +165,7 @@ void DataChannel::send_bytes(std::span<const uint8_t> data, int dst, const P2POp
 }
 
 int DataChannel::recv_bytes(std::span<uint8_t> data, int src, const P2POptions& options) {
-  Request r = irecv_bytes(data, src, options);
-  // The finished request is dropped at this thread's next recv_bytes, not on the
-  // way out: a caller that answers the message at once (a ping-pong) sends before
-  // the request is torn down. It holds no tensor, only its own memory. Declared
-  // after the first request is made, so that it is destroyed before the
-  // allocator's per-thread spares at thread exit.
-  thread_local Request finished;
-  finished = Request();
-  r.wait();
-  const int source = r.source();
-  finished = std::move(r);
-  return source;
+  return recv_and_wait(state(), data, bytes_kind(data.size()), src, options, nullptr);
 }
 
 }  // namespace thd

@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "datachannel/recycling_allocator.h"
+
 namespace thd::detail {
 
 namespace {
@@ -23,6 +25,26 @@ std::shared_ptr<RequestState> Transport::send_blocking(std::span<const uint8_t> 
   std::shared_ptr<RequestState> request = make_request();
   post_send(data, dst, envelope, request);
   return request;
+}
+
+int Transport::recv_blocking(std::span<uint8_t> data, int src, const Envelope& envelope, const RequestSpec& spec) {
+  auto request =
+      std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>(), spec.op, spec.deadline, this, spec.rank);
+  if (spec.keep != nullptr) request->keepalive.push_back(*spec.keep);
+  request->passive_wait = spec.passive_wait;
+  request->yield_spin = spec.yield_spin;
+  post_recv(data, src, envelope, request);
+  // The finished request is dropped at this thread's next blocking receive, not on
+  // the way out: a caller that answers the message at once (a ping-pong) sends
+  // before the request is torn down. Declared after the first request is made, so
+  // that it is destroyed before the allocator's per-thread spares at thread exit.
+  thread_local std::shared_ptr<RequestState> finished;
+  finished = nullptr;
+  Request(request).wait();
+  const int source = request->source;
+  // One that keeps a tensor goes now: the tensor's memory is not held past the call.
+  if (spec.keep == nullptr) finished = std::move(request);
+  return source;
 }
 
 }  // namespace thd::detail

@@ -50,6 +50,17 @@ struct RequestMaker {
   std::shared_ptr<RequestState> operator()() const { return make(context); }
 };
 
+// What a request a blocking receive waits on is made of (RequestState's fields),
+// for a transport that keeps that request on its own stack.
+struct RequestSpec {
+  OpLabel op;
+  net::Deadline deadline;
+  int rank = -1;  // this rank in the world
+  bool passive_wait = false;
+  std::chrono::microseconds yield_spin{0};
+  const Tensor* keep = nullptr;  // kept alive by a request the transport hands on
+};
+
 class Transport {
  public:
   Transport(int rank, int size);
@@ -76,6 +87,13 @@ class Transport {
   // and data.size() bytes.
   virtual void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
                          const std::shared_ptr<RequestState>& request) = 0;
+  // A receive its caller waits for at once (DataChannel::recv_bytes, recv): posts
+  // it, waits until it finishes or `spec.deadline` passes (then withdraws it), and
+  // returns the world rank it came from; throws the request's error. The default
+  // posts a request made from `spec` and waits on it. Backends override it to keep
+  // the request on the stack: a request allocated, shared and dropped per message
+  // was a measurable part of a small round trip.
+  virtual int recv_blocking(std::span<uint8_t> data, int src, const Envelope& envelope, const RequestSpec& spec);
 
   // Withdraws a pending request and fails it with `why` (a waiter calls this when
   // the request's deadline passed). Afterwards the transport no longer touches the

@@ -536,6 +536,13 @@ bool PipeTransport::send_inline(std::span<const uint8_t> data, int dst, const En
 void PipeTransport::post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
                               const std::shared_ptr<RequestState>& request) {
   std::unique_lock lock(mu_);
+  post_recv_locked(data, src, envelope, request);
+  lock.unlock();
+  wake_sleeper();
+}
+
+void PipeTransport::post_recv_locked(std::span<uint8_t> data, int src, const Envelope& envelope,
+                                     const std::shared_ptr<RequestState>& request) {
   if (closing_) {
     request->fail(closed_error(request->op));
     return;
@@ -558,8 +565,31 @@ void PipeTransport::post_recv(std::span<uint8_t> data, int src, const Envelope& 
   }
   flush_reposts();
   settle();
-  lock.unlock();
+}
+
+int PipeTransport::recv_blocking(std::span<uint8_t> data, int src, const Envelope& envelope,
+                                 const RequestSpec& spec) {
+  // The request lives on this stack, behind a pointer that owns nothing: the
+  // queues' copies of it cost no atomic count, and none outlives this call (the
+  // receive is matched or withdrawn before it returns; Transport's contract).
+  // RequestState::complete publishes the status last, so a finisher on another
+  // thread is done with the request once this thread sees it finished.
+  RequestState state(spec.op, spec.deadline, this, spec.rank);
+  state.passive_wait = spec.passive_wait;
+  state.yield_spin = spec.yield_spin;
+  const std::shared_ptr<RequestState> request(std::shared_ptr<RequestState>(), &state);
+  {
+    std::lock_guard lock(mu_);
+    post_recv_locked(data, src, envelope, request);
+    // One round while the lock is held anyway: a message already at the library
+    // is taken without the waiter's first round locking again.
+    if (!state.finished() && !state.passive_wait && !closing_) {
+      if (pipe_->progress() > 0 && !completions_.empty()) settle();
+    }
+  }
   wake_sleeper();
+  Request(request).wait();
+  return state.source;
 }
 
 void PipeTransport::send_to_self(std::span<const uint8_t> data, const Envelope& envelope,

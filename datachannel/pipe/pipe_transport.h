@@ -108,6 +108,7 @@ class PipeTransport final : public Transport {
                                               const RequestMaker& make_request) override;
   void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
                  const std::shared_ptr<RequestState>& request) override;
+  int recv_blocking(std::span<uint8_t> data, int src, const Envelope& envelope, const RequestSpec& spec) override;
   void cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) override;
   bool wait(RequestState& request, net::Deadline until) override;
   std::exception_ptr peer_error(int world_rank) const override;
@@ -200,6 +201,9 @@ class PipeTransport final : public Transport {
                      const uint8_t* payload);
   void receive_payload(int peer, uint32_t data_tag, uint64_t bytes, std::shared_ptr<RequestState> request,
                        std::span<uint8_t> into);
+  // post_recv with mu_ held.
+  void post_recv_locked(std::span<uint8_t> data, int src, const Envelope& envelope,
+                        const std::shared_ptr<RequestState>& request);
   void send_to_self(std::span<const uint8_t> data, const Envelope& envelope,
                     const std::shared_ptr<RequestState>& request);
   void lose_peer(int peer, std::exception_ptr why);

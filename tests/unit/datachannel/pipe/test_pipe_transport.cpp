@@ -347,6 +347,72 @@ TEST(PipeTransport, ABlockingSendThePipeFailsAtOnceFailsItsRequestWithPeerLost) 
   ASSERT_TRUE(wait_ok(w[2], *r));
 }
 
+// What DataChannel::recv_bytes hands recv_blocking: a receive due in `timeout`.
+detail::RequestSpec blocking_recv_spec(int src, int64_t tag, std::chrono::milliseconds timeout = kLong) {
+  return {detail::OpLabel::recv_from(src, tag), net::deadline_after(timeout), 1, false, {}, nullptr};
+}
+
+TEST(PipeTransport, ABlockingReceiveTakesItsMessageUnexpectedOrArrivingWhileItWaits) {
+  World w(3);
+  // Unexpected: the message is there before the receive.
+  const auto early = pattern(24, 1);
+  isend(w[0], early, 1, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::vector<uint8_t> got(24);
+  EXPECT_EQ(w[1].recv_blocking(got, 0, raw_envelope(4, 24), blocking_recv_spec(0, 4)), 0);
+  EXPECT_EQ(got, early);
+  // Arriving while the receiver waits, from any source: the answer names the sender.
+  const auto late = pattern(24, 2);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    isend(w[2], late, 1, 4);
+  });
+  EXPECT_EQ(w[1].recv_blocking(got, kAnySource, raw_envelope(4, 24), blocking_recv_spec(-1, 4)), 2);
+  sender.join();
+  EXPECT_EQ(got, late);
+  // An announced payload, received into the caller's memory.
+  const auto big = pattern(50000, 3);
+  isend(w[0], big, 1, 5);
+  std::vector<uint8_t> got_big(big.size());
+  EXPECT_EQ(w[1].recv_blocking(got_big, 0, raw_envelope(5, big.size()), blocking_recv_spec(0, 5)), 0);
+  EXPECT_EQ(got_big, big);
+}
+
+TEST(PipeTransport, ABlockingReceivePastItsDeadlineIsWithdrawnAndTheMessageGoesToTheNextOne) {
+  World w(2);
+  std::vector<uint8_t> first(8, 0xee), second(8);
+  try {
+    w[1].recv_blocking(first, 0, raw_envelope(3, 8), blocking_recv_spec(0, 3, std::chrono::milliseconds(50)));
+    FAIL() << "a receive nobody sends to returned";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("recv from rank 0 (tag 3)"), std::string::npos) << e.what();
+  }
+  const auto data = pattern(8, 4);
+  isend(w[0], data, 1, 3);
+  EXPECT_EQ(w[1].recv_blocking(second, 0, raw_envelope(3, 8), blocking_recv_spec(0, 3)), 0);
+  EXPECT_EQ(second, data);
+  EXPECT_EQ(first, std::vector<uint8_t>(8, 0xee)) << "a withdrawn receive was written";
+}
+
+TEST(PipeTransport, ABlockingReceiveThrowsTheMismatchOrThePeerLoss) {
+  World w(3);
+  isend(w[0], pattern(16, 5), 1, 6);
+  std::vector<uint8_t> small(8, 0xee);
+  try {
+    w[1].recv_blocking(small, 0, raw_envelope(6, 8), blocking_recv_spec(0, 6));
+    FAIL() << "a 16-byte message was taken by an 8-byte receive";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16 bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(small, std::vector<uint8_t>(8, 0xee));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    w.fabric.lose(2);
+  });
+  EXPECT_THROW(w[1].recv_blocking(small, 2, raw_envelope(7, 8), blocking_recv_spec(2, 7)), PeerLost);
+  killer.join();
+}
+
 TEST(PipeTransport, LostPeerFailsPendingAndLaterOperationsWithPeerLost) {
   World w(3);
   std::vector<uint8_t> got(4);
