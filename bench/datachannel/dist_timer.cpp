@@ -99,8 +99,13 @@ std::vector<double> DistTimer::time(const Context& ctx, const std::vector<DistCa
   std::vector<double> result(n, std::numeric_limits<double>::quiet_NaN());
   std::vector<int64_t> calls(n, 0);
   std::vector<std::vector<double>> samples(n);
+  std::vector<bool> measured(n, false);
   for (size_t c = 0; c < n; ++c) {
     if (!ctx.enabled(cases[c].name)) continue;
+    if (cases[c].measure) {
+      measured[c] = !options_.quick;
+      continue;
+    }
     (void)time_calls(cases[c], 1);  // warm-up: connections, buffers, first touch
     if (options_.quick) {
       const double once = time_calls(cases[c], 1);
@@ -113,6 +118,8 @@ std::vector<double> DistTimer::time(const Context& ctx, const std::vector<DistCa
   for (int r = 0; r < options_.reps; ++r) {
     for (size_t c = 0; c < n; ++c) {
       if (calls[c] > 0) samples[c].push_back(time_calls(cases[c], calls[c]));
+      // The others finished their part of the case before (rank 0 read their times).
+      if (measured[c] && rank_ == 0) samples[c].push_back(cases[c].measure());
     }
   }
   if (rank_ != 0) return result;
@@ -121,7 +128,11 @@ std::vector<double> DistTimer::time(const Context& ctx, const std::vector<DistCa
     if (samples[c].empty()) continue;
     result[c] = statistic_of(samples[c], options_.stat);
     if (options_.verbose) {
-      fmt::print(diag_, "# {}: {} calls per rep, s/call (slowest rank):", cases[c].name, calls[c]);
+      if (measured[c]) {
+        fmt::print(diag_, "# {}: measured, s/call:", cases[c].name);
+      } else {
+        fmt::print(diag_, "# {}: {} calls per rep, s/call (slowest rank):", cases[c].name, calls[c]);
+      }
       for (double s : samples[c]) fmt::print(diag_, " {:.4g}", s);
       fmt::print(diag_, "\n");
     }

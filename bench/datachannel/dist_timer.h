@@ -28,6 +28,11 @@ struct DistCase {
   // Makes `calls` calls of the operation on this rank; returns when this rank's
   // part of the last one is done. Ranks that take no part do nothing.
   std::function<void(int64_t calls)> run;
+  // Instead of `run`: a reference the ranks do not time themselves (a program's
+  // own figure, such as ucx_perftest's), in seconds per call. Rank 0 calls it once
+  // a repetition, in the case's turn, while the other ranks wait at the next
+  // case's barrier (in the store, without spinning); never under --quick.
+  std::function<double()> measure = nullptr;
 };
 
 class DistTimer {
@@ -38,6 +43,7 @@ class DistTimer {
   // every other rank). As Context::time: a warm-up call, timed batches to size the
   // repetitions (>= Options::rep_seconds each), then the repetitions of all cases
   // interleaved, and the median (or min) of them; under --quick, one timed call.
+  // A measured case (DistCase::measure) takes its turn in every repetition.
   std::vector<double> time(const Context& ctx, const std::vector<DistCase>& cases);
 
   // The median over the last time() call's repetitions of case a's time divided by

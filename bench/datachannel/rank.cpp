@@ -24,6 +24,7 @@
 #include "bench/datachannel/raw_ucx.h"
 #endif
 #include "bench/datachannel/sizes.h"
+#include "bench/datachannel/ucx_reference.h"
 
 namespace thd::bench::dc {
 namespace {
@@ -129,28 +130,37 @@ class RankBench {
     }
   }
 
-  // One round trip of 8 bytes between ranks 0 and 1 per call.
+  // One round trip of 8 bytes between ranks 0 and 1 per call. With the ucx backend
+  // also UCX's own ucx_perftest and raw UCX in the ranks, each a case of the same
+  // repetitions: this VM changes speed within seconds (round trips of 0.16, 0.35
+  // or 1.3 us), and ucx_perftest run after the ranks caught another state than the
+  // figure in three runs of five. Their ratios are taken repetition by repetition
+  // (DistTimer::paired_ratio).
   void p2p_rtt() {
     ctx_group("p2p.rtt");
     const std::string size = size_label(sizes_.rtt_bytes);
     std::vector<uint8_t> ping(static_cast<size_t>(sizes_.rtt_bytes), 1), pong(ping.size(), 2);
     const int peer = 1 - rank();  // for ranks 0 and 1, the only ones taking part
-    std::vector<DistCase> cases{
-        {dc("p2p.rtt." + size),
-         [&](int64_t calls) {
-           round_trips(
-               calls, ping, pong, [&](auto& b) { channel_->send_bytes(b, peer); },
-               [&](auto& b) { channel_->recv_bytes(b, peer); });
-         }},
-        {ref("p2p.rtt." + size),
-         [&](int64_t calls) {
-           round_trips(
-               calls, ping, pong, [&](auto& b) { raw_->send_all(b); }, [&](auto& b) { raw_->recv_all(b); });
-         }},
-    };
-#if THD_BENCH_RAW_UCX
-    // Every rank times the same cases: the ucx one is listed on all of them.
+    // Every rank lists the same cases: the ucx ones on all of them. ucx_perftest
+    // runs just before the channel's case and raw UCX just after it: the VM's state
+    // changes within a second, so the references are kept next to the figure.
+    std::vector<DistCase> cases;
     const bool with_ucx = s_.backend == "ucx";
+    const bool with_perftest = with_ucx && ucx_perftest_built();
+    const size_t perftest = cases.size();
+    if (with_perftest) {
+      const UcxPerftestRun run{.test = "tag_lat", .bytes = sizes_.rtt_bytes, .iterations = 20000};
+      cases.push_back({"ref.ucx_perftest.p2p.rtt." + size, nullptr,
+                       [run] { return 2 * run_ucx_perftest(run).latency_us * 1e-6; }});
+    }
+    const size_t channel = cases.size();
+    cases.push_back({dc("p2p.rtt." + size), [&](int64_t calls) {
+                       round_trips(
+                           calls, ping, pong, [&](auto& b) { channel_->send_bytes(b, peer); },
+                           [&](auto& b) { channel_->recv_bytes(b, peer); });
+                     }});
+#if THD_BENCH_RAW_UCX
+    const size_t raw_ucx = cases.size();
     if (with_ucx) {
       cases.push_back({"ref.raw_ucx.p2p.rtt." + size, [&](int64_t calls) {
                          round_trips(
@@ -159,19 +169,32 @@ class RankBench {
                        }});
     }
 #endif
+    const size_t tcp = cases.size();
+    cases.push_back({ref("p2p.rtt." + size), [&](int64_t calls) {
+                       round_trips(
+                           calls, ping, pong, [&](auto& b) { raw_->send_all(b); },
+                           [&](auto& b) { raw_->recv_all(b); });
+                     }});
     const std::vector<double> t = timer_.time(ctx_, cases);
-    figures_.emit(dc("p2p.rtt." + size), t[0] * 1e6, "us");
-    figures_.emit(ref("p2p.rtt." + size), t[1] * 1e6, "us");
-    // Of times, not rates: below 1 the channel is faster.
-    figures_.emit(ratio("p2p.rtt"), t[0] / t[1], "x");
+    // Of times, not rates: below 1 the channel is faster. Repetition by repetition
+    // (paired_ratio); under --quick, of the one call.
+    auto paired = [&](size_t reference) {
+      const double r = timer_.paired_ratio(channel, reference);
+      return std::isfinite(r) ? r : t[channel] / t[reference];
+    };
+    figures_.emit(dc("p2p.rtt." + size), t[channel] * 1e6, "us");
+    figures_.emit(ref("p2p.rtt." + size), t[tcp] * 1e6, "us");
+    figures_.emit(ratio("p2p.rtt"), t[channel] / t[tcp], "x");
 #if THD_BENCH_RAW_UCX
     if (with_ucx) {
-      figures_.emit("ref.raw_ucx.p2p.rtt." + size, t[2] * 1e6, "us");
-      // Repetition by repetition (paired_ratio); under --quick, of the one call.
-      const double paired = timer_.paired_ratio(0, 2);
-      figures_.emit(ratio("p2p.rtt.vs_raw_ucx"), std::isfinite(paired) ? paired : t[0] / t[2], "x");
+      figures_.emit("ref.raw_ucx.p2p.rtt." + size, t[raw_ucx] * 1e6, "us");
+      figures_.emit(ratio("p2p.rtt.vs_raw_ucx"), paired(raw_ucx), "x");
     }
 #endif
+    if (with_perftest) {
+      figures_.emit("ref.ucx_perftest.p2p.rtt." + size, t[perftest] * 1e6, "us");
+      figures_.emit(ratio("p2p.rtt.vs_ucx_perftest"), paired(perftest), "x");
+    }
   }
 
   // Rank 0 sends `calls` tensors to rank 1, which acknowledges the last one.
