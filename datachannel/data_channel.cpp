@@ -215,8 +215,7 @@ std::shared_ptr<DataChannel> DataChannel::new_group(std::vector<int> ranks,
   g->timeout = timeout.value_or(parent.timeout);
   g->shut_down = parent.shut_down;
   g->device = parent.device;
-  const auto me = std::find(ranks.begin(), ranks.end(), parent.rank);
-  g->rank = me == ranks.end() ? -1 : static_cast<int>(me - ranks.begin());
+  g->rank = detail::position_in(ranks, parent.rank);
   if (g->rank < 0) {
     g->id = UINT32_MAX;  // never used: every operation of a non-member throws first
     return std::make_shared<DataChannel>(std::move(g));

@@ -1,8 +1,6 @@
 // DataChannel point to point: checks, then one transport message.
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include <thd/datachannel.h>
 
 #include "datachannel/channel_util.h"
@@ -106,10 +104,7 @@ int recv_and_wait(GroupState& g, std::span<uint8_t> data, MessageKind kind, int 
   g.transport->count_recv(data.size());
   const int world_source =
       g.transport->recv_blocking(data, src == kAnySource ? kAnySource : (*g.world_ranks)[src], env, spec);
-  if (g.id == 0) return world_source;
-  const auto& ranks = *g.world_ranks;
-  const auto it = std::find(ranks.begin(), ranks.end(), world_source);
-  return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+  return g.id == 0 ? world_source : detail::position_in(*g.world_ranks, world_source);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // its collectives.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -20,6 +21,12 @@
 #include "datachannel/transport.h"
 
 namespace thd::detail {
+
+// Where `rank` is in `ranks` (a group's world ranks: its group rank), -1 if absent.
+inline int position_in(const std::vector<int>& ranks, int rank) {
+  const auto it = std::find(ranks.begin(), ranks.end(), rank);
+  return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+}
 
 struct GroupState {
   std::string backend;

@@ -4,6 +4,7 @@
 #include <thd/datachannel.h>
 
 #include "datachannel/check.h"
+#include "datachannel/group_state.h"
 #include "datachannel/request_state.h"
 #include "datachannel/transport.h"
 
@@ -104,9 +105,7 @@ void Request::wait(std::chrono::milliseconds timeout) const {
 int Request::source() const {
   if (!state_ || state_->status() != RequestState::Done || state_->source < 0) return -1;
   if (!state_->group_ranks) return state_->source;
-  const auto& ranks = *state_->group_ranks;
-  const auto it = std::find(ranks.begin(), ranks.end(), state_->source);
-  return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+  return detail::position_in(*state_->group_ranks, state_->source);
 }
 
 size_t Request::bytes() const {
