@@ -55,6 +55,8 @@ bool device_collectives_usable(GroupState& g, int device);
 // A request for an op of this group, due at now + timeout.
 std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std::chrono::milliseconds timeout,
                                            Transport* engine);
+// A point-to-point request of this group made from `spec`, keeping its tensor.
+std::shared_ptr<RequestState> make_request(const GroupState& g, const RequestSpec& spec, Transport* engine);
 
 inline std::span<const uint8_t> bytes_of(const Tensor& t) {
   return {static_cast<const uint8_t*>(t.numel() == 0 ? nullptr : t.data_ptr()), t.nbytes()};

@@ -122,6 +122,13 @@ std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std:
   return s;
 }
 
+std::shared_ptr<RequestState> make_request(const GroupState& g, const RequestSpec& spec, Transport* engine) {
+  auto s = std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>(), spec, engine);
+  if (spec.keep != nullptr) s->keepalive.push_back(*spec.keep);
+  if (g.id != 0) s->group_ranks = g.world_ranks;
+  return s;
+}
+
 }  // namespace detail
 
 namespace {

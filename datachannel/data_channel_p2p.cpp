@@ -1,6 +1,8 @@
 // DataChannel point to point: checks, then one transport message.
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include <thd/datachannel.h>
 
 #include "datachannel/channel_util.h"
@@ -22,18 +24,31 @@ MessageKind tensor_kind(const Tensor& t) {
 }
 MessageKind bytes_kind(size_t n) { return {MessageOp::P2P, detail::kRawBytes, 0, -1, n}; }
 
+// The checks every point-to-point call makes before anything is posted; returns
+// the peer's world rank (kAnySource stays kAnySource).
+int checked_peer(const GroupState& g, int peer, std::string_view op, std::string_view what, bool any_ok,
+                 int64_t tag) {
+  detail::check_member(g, op);
+  detail::check_rank(g, peer, op, what, any_ok);
+  detail::check_tag(g, tag, op, kMaxP2PTag);
+  return peer == kAnySource ? kAnySource : (*g.world_ranks)[peer];
+}
+
+detail::RequestSpec p2p_spec(const GroupState& g, detail::OpLabel op, const P2POptions& o, const Tensor* keep) {
+  return {std::move(op),
+          net::coarse_deadline_after(detail::resolve_timeout(g, o.timeout)),
+          g.world_rank(),
+          o.passive_wait,
+          o.yield_spin,
+          keep};
+}
+
 Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind, int dst, const P2POptions& o,
                   const Tensor* keep) {
-  detail::check_member(g, "send");
-  detail::check_rank(g, dst, "send", "destination");
-  detail::check_tag(g, o.tag, "send", kMaxP2PTag);
-  auto req = detail::make_request(g, detail::OpLabel::send_to(dst, o.tag),
-                                  detail::resolve_timeout(g, o.timeout), g.transport.get());
-  if (keep != nullptr) req->keepalive.push_back(*keep);
-  req->passive_wait = o.passive_wait;
-  req->yield_spin = o.yield_spin;
+  const int world_dst = checked_peer(g, dst, "send", "destination", /*any_ok=*/false, o.tag);
+  auto req = detail::make_request(g, p2p_spec(g, detail::OpLabel::send_to(dst, o.tag), o, keep), g.transport.get());
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
-  g.transport->post_send(data, (*g.world_ranks)[dst], env, req);
+  g.transport->post_send(data, world_dst, env, req);
   // Counted once the message is on its way: the counters' atomic adds are not
   // worth a place on a round trip's latency path.
   g.transport->count_send(data.size());
@@ -44,9 +59,7 @@ Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind
 // message leaves within the call (Transport::send_blocking).
 void send_and_wait(GroupState& g, std::span<const uint8_t> data, MessageKind kind, int dst, const P2POptions& o,
                    const Tensor* keep) {
-  detail::check_member(g, "send");
-  detail::check_rank(g, dst, "send", "destination");
-  detail::check_tag(g, o.tag, "send", kMaxP2PTag);
+  const int world_dst = checked_peer(g, dst, "send", "destination", /*any_ok=*/false, o.tag);
   struct Context {
     GroupState* g;
     int dst;
@@ -54,36 +67,28 @@ void send_and_wait(GroupState& g, std::span<const uint8_t> data, MessageKind kin
     const Tensor* keep;
   };
   const Context context{&g, dst, &o, keep};
+  // Only when the send has to be waited for: its deadline is a clock read.
   const detail::RequestMaker make{[](const void* p) {
                                     const Context& c = *static_cast<const Context*>(p);
-                                    auto req = detail::make_request(*c.g, detail::OpLabel::send_to(c.dst, c.o->tag),
-                                                                    detail::resolve_timeout(*c.g, c.o->timeout),
-                                                                    c.g->transport.get());
-                                    if (c.keep != nullptr) req->keepalive.push_back(*c.keep);
-                                    req->passive_wait = c.o->passive_wait;
-                                    req->yield_spin = c.o->yield_spin;
-                                    return req;
+                                    return detail::make_request(
+                                        *c.g, p2p_spec(*c.g, detail::OpLabel::send_to(c.dst, c.o->tag), *c.o, c.keep),
+                                        c.g->transport.get());
                                   },
                                   &context};
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
-  auto req = g.transport->send_blocking(data, (*g.world_ranks)[dst], env, make);
+  auto req = g.transport->send_blocking(data, world_dst, env, make);
   g.transport->count_send(data.size());  // after the send, as in post_send
   if (req) Request(std::move(req)).wait();
 }
 
 Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int src, const P2POptions& o,
                   const Tensor* keep) {
-  detail::check_member(g, "recv");
-  detail::check_rank(g, src, "recv", "source", /*any_ok=*/true);
-  detail::check_tag(g, o.tag, "recv", kMaxP2PTag);
-  auto req = detail::make_request(g, detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag),
-                                  detail::resolve_timeout(g, o.timeout), g.transport.get());
-  if (keep != nullptr) req->keepalive.push_back(*keep);
-  req->passive_wait = o.passive_wait;
-  req->yield_spin = o.yield_spin;
+  const int world_src = checked_peer(g, src, "recv", "source", /*any_ok=*/true, o.tag);
+  const detail::OpLabel op = detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag);
+  auto req = detail::make_request(g, p2p_spec(g, op, o, keep), g.transport.get());
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   g.transport->count_recv(data.size());
-  g.transport->post_recv(data, src == kAnySource ? kAnySource : (*g.world_ranks)[src], env, req);
+  g.transport->post_recv(data, world_src, env, req);
   return Request(std::move(req));
 }
 
@@ -91,19 +96,11 @@ Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int 
 // its stack (Transport::recv_blocking). Returns the source's rank in the group.
 int recv_and_wait(GroupState& g, std::span<uint8_t> data, MessageKind kind, int src, const P2POptions& o,
                   const Tensor* keep) {
-  detail::check_member(g, "recv");
-  detail::check_rank(g, src, "recv", "source", /*any_ok=*/true);
-  detail::check_tag(g, o.tag, "recv", kMaxP2PTag);
-  const detail::RequestSpec spec{detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag),
-                                 net::coarse_deadline_after(detail::resolve_timeout(g, o.timeout)),
-                                 g.world_rank(),
-                                 o.passive_wait,
-                                 o.yield_spin,
-                                 keep};
+  const int world_src = checked_peer(g, src, "recv", "source", /*any_ok=*/true, o.tag);
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   g.transport->count_recv(data.size());
-  const int world_source =
-      g.transport->recv_blocking(data, src == kAnySource ? kAnySource : (*g.world_ranks)[src], env, spec);
+  const int world_source = g.transport->recv_blocking(
+      data, world_src, env, p2p_spec(g, detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag), o, keep));
   return g.id == 0 ? world_source : detail::position_in(*g.world_ranks, world_source);
 }
 

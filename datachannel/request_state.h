@@ -19,6 +19,18 @@ namespace thd::detail {
 
 class Transport;
 
+// What a point-to-point request is made of: RequestState's fields, and the tensor a
+// request kept past its call must hold (DataChannel's calls build one; a blocking
+// receive may keep its request on the stack, Transport::recv_blocking).
+struct RequestSpec {
+  OpLabel op;
+  net::Deadline deadline;
+  int rank = -1;  // this rank in the world
+  bool passive_wait = false;
+  std::chrono::microseconds yield_spin{0};
+  const Tensor* keep = nullptr;
+};
+
 struct RequestState {
   enum Status : int { Pending = 0, Done = 1, Failed = 2 };
 
@@ -27,6 +39,14 @@ struct RequestState {
   // (nullptr: waiters only block).
   RequestState(OpLabel op, net::Deadline deadline, Transport* engine, int rank)
       : op(std::move(op)), deadline(deadline), engine(engine), rank(rank) {}
+  // Everything of `spec` but its tensor (the caller decides whether to keep it).
+  RequestState(const RequestSpec& spec, Transport* engine)
+      : op(spec.op),
+        deadline(spec.deadline),
+        engine(engine),
+        rank(spec.rank),
+        passive_wait(spec.passive_wait),
+        yield_spin(spec.yield_spin) {}
 
   // The first of complete()/fail() wins and wakes every waiter; later calls are
   // ignored and return false. Both are noexcept: they run on progress threads.

@@ -50,17 +50,6 @@ struct RequestMaker {
   std::shared_ptr<RequestState> operator()() const { return make(context); }
 };
 
-// What a request a blocking receive waits on is made of (RequestState's fields),
-// for a transport that keeps that request on its own stack.
-struct RequestSpec {
-  OpLabel op;
-  net::Deadline deadline;
-  int rank = -1;  // this rank in the world
-  bool passive_wait = false;
-  std::chrono::microseconds yield_spin{0};
-  const Tensor* keep = nullptr;  // kept alive by a request the transport hands on
-};
-
 class Transport {
  public:
   Transport(int rank, int size);

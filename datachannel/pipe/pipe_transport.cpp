@@ -574,9 +574,7 @@ int PipeTransport::recv_blocking(std::span<uint8_t> data, int src, const Envelop
   // receive is matched or withdrawn before it returns; Transport's contract).
   // RequestState::complete publishes the status last, so a finisher on another
   // thread is done with the request once this thread sees it finished.
-  RequestState state(spec.op, spec.deadline, this, spec.rank);
-  state.passive_wait = spec.passive_wait;
-  state.yield_spin = spec.yield_spin;
+  RequestState state(spec, this);
   const std::shared_ptr<RequestState> request(std::shared_ptr<RequestState>(), &state);
   {
     std::lock_guard lock(mu_);
