@@ -43,6 +43,12 @@ std::optional<PostedRecv> MatchQueues::take_posted(int source, const Envelope& e
 }
 
 void MatchQueues::post(PostedRecv recv) {
+  if (posted_count_ == 0) {
+    solo_ = std::move(recv);
+    has_solo_ = true;
+    ++posted_count_;
+    return;
+  }
   auto& posted = bucket(key_of(recv.envelope)).posted;
   ++posted_count_;
   if (spare_posted_.empty()) {
@@ -55,6 +61,11 @@ void MatchQueues::post(PostedRecv recv) {
 
 std::optional<PostedRecv> MatchQueues::withdraw(const RequestState* request) {
   if (posted_count_ == 0) return std::nullopt;
+  if (has_solo_ && solo_.request.get() == request) {
+    std::optional<PostedRecv> found = std::move(solo_);
+    drop_solo();
+    return found;
+  }
   for (auto it = buckets_.begin(); it != buckets_.end(); ++it) {
     auto& posted = it->second.posted;
     for (auto r = posted.begin(); r != posted.end(); ++r) {
@@ -70,6 +81,11 @@ std::optional<PostedRecv> MatchQueues::withdraw(const RequestState* request) {
 
 std::vector<PostedRecv> MatchQueues::withdraw_if(const std::function<bool(const PostedRecv&)>& pred) {
   std::vector<PostedRecv> out;
+  // The solo receive is the oldest: it comes first, as it would from one queue.
+  if (has_solo_ && pred(solo_)) {
+    out.push_back(std::move(solo_));
+    drop_solo();
+  }
   for (auto it = buckets_.begin(); it != buckets_.end();) {
     auto& posted = it->second.posted;
     for (auto r = posted.begin(); r != posted.end();) {
@@ -87,6 +103,9 @@ std::vector<PostedRecv> MatchQueues::withdraw_if(const std::function<bool(const 
 }
 
 UnexpectedMessage* MatchQueues::find_unexpected(int source, const Envelope& envelope) {
+  // Most receives find none, and the solo receive's key often has no bucket to
+  // remember: no lookup then.
+  if (unexpected_count_ == 0) return nullptr;
   Bucket* b = find_bucket(key_of(envelope));
   if (b == nullptr) return nullptr;
   for (auto& m : b->unexpected) {

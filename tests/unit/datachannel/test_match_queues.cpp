@@ -229,5 +229,99 @@ TEST(MatchQueues, UnexpectedMessagesMatchOldestFirstAndBySource) {
   EXPECT_EQ(q.find_unexpected(1, env(8)), nullptr);
 }
 
+// The receive posted while none is (kept apart, "solo") is the oldest: a message
+// looks at it first, and receives posted after it, or while it is taken, keep
+// their place behind the older ones.
+TEST(MatchQueues, TheReceivePostedAloneKeepsItsPlaceInPostingOrder) {
+  MatchQueues q;
+  auto first = request(), any = request(), later = request();
+  q.post(posted(first, 1, 5));
+  EXPECT_TRUE(q.has_solo());
+  q.post(posted(any, kAnySource, 5));
+  EXPECT_EQ(q.posted_count(), 2u);
+
+  // Rank 2's message: the first receive (rank 1's) does not take it, the next does.
+  auto a = q.take_posted(2, env(5));
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->request, any);
+  EXPECT_TRUE(q.has_solo());
+
+  // Rank 1's message goes to the first receive; one posted now is not "alone"
+  // while another waits, and a receive posted after that one comes after it.
+  q.post(posted(any, kAnySource, 5));
+  auto b = q.take_posted(1, env(5));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->request, first);
+  EXPECT_FALSE(q.has_solo());
+  q.post(posted(later, 1, 5));
+  EXPECT_FALSE(q.has_solo());
+  auto c = q.take_posted(1, env(5));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->request, any);
+  auto d = q.take_posted(1, env(5));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->request, later);
+  EXPECT_EQ(q.posted_count(), 0u);
+  EXPECT_FALSE(q.take_posted(1, env(5)));
+}
+
+TEST(MatchQueues, TheReceivePostedAloneMatchesOnlyItsKeyAndSource) {
+  MatchQueues q;
+  auto r = request();
+  q.post(posted(r, 3, 7, 1));
+  EXPECT_FALSE(q.take_posted(3, env(7, 2)));  // another context
+  EXPECT_FALSE(q.take_posted(3, env(8, 1)));  // another tag
+  EXPECT_FALSE(q.take_posted(4, env(7, 1)));  // another source
+  bool used = false;
+  EXPECT_FALSE(q.take_posted_with(4, env(7, 1), [&](const PostedRecv&) { used = true; }));
+  EXPECT_FALSE(used);
+  EXPECT_TRUE(q.take_posted_with(3, env(7, 1), [&](const PostedRecv& m) { used = m.request == r; }));
+  EXPECT_TRUE(used);
+  EXPECT_EQ(q.posted_count(), 0u);
+  EXPECT_EQ(q.bucket_count(), 0u);  // it never needed a bucket
+}
+
+TEST(MatchQueues, TheReceivePostedAloneIsWithdrawnSkippedWhenFinishedAndLetGo) {
+  MatchQueues q;
+  std::weak_ptr<RequestState> gone;
+  {
+    auto alone = request(), other = request();
+    gone = alone;
+    q.post(posted(alone, 0, 1));
+    q.post(posted(other, 0, 2));
+    EXPECT_FALSE(q.withdraw(request().get()));
+    auto w = q.withdraw(alone.get());
+    ASSERT_TRUE(w);
+    EXPECT_EQ(w->request, alone);
+    EXPECT_FALSE(q.has_solo());
+    EXPECT_EQ(q.posted_count(), 1u);
+    EXPECT_TRUE(q.withdraw(other.get()));
+  }
+  EXPECT_TRUE(gone.expired());  // the queues hold no request they let go
+
+  // One failed by someone else is dropped on the way; the next receive takes the message.
+  auto failed = request(), live = request();
+  q.post(posted(failed, 0, 1));
+  q.post(posted(live, 0, 1));
+  failed->fail(std::make_exception_ptr(Error("cancelled")));
+  auto m = q.take_posted(0, env(1));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->request, live);
+  EXPECT_EQ(q.posted_count(), 0u);
+
+  // withdraw_if takes it with the others, oldest first.
+  auto x = request(), y = request(), z = request();
+  q.post(posted(x, 1, 1));
+  q.post(posted(y, 2, 1));
+  q.post(posted(z, 1, 3));
+  auto out = q.withdraw_if([](const PostedRecv& r) { return r.source == 1; });
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].request, x);
+  EXPECT_EQ(out[1].request, z);
+  EXPECT_EQ(q.posted_count(), 1u);
+  EXPECT_FALSE(q.has_solo());
+  EXPECT_TRUE(q.take_posted(2, env(1)));
+}
+
 }  // namespace
 }  // namespace thd::detail::tcp
