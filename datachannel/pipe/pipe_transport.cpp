@@ -458,15 +458,33 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
   wake_sleeper();
 }
 
+bool PipeTransport::send_at_once(std::span<const uint8_t> data, int dst, const Envelope& envelope) {
+  if (data.size() > kAtOnceBytes) return false;
+  std::array<uint8_t, kHeaderBytes + kAtOnceBytes> frame;  // NOLINT: written before it is read
+  const size_t header_bytes = write_message_header(frame.data(), envelope, data.size());
+  copy_bytes(frame.data() + header_bytes, data.data(), data.size());
+  if (!pipe_->send_at_once(dst, kControlTag, {frame.data(), header_bytes + data.size()})) return false;
+  flush_reposts();
+  settle();
+  return true;
+}
+
 std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8_t> data, int dst,
                                                            const Envelope& envelope, const RequestMaker& make_request) {
   std::unique_lock lock(mu_);
   // Anything but a small message to a healthy peer takes the general path, which
   // also reports what is wrong.
   if (closing_ || dst < 0 || dst >= size() || dst == rank() || data.size() > tuning_.inline_bytes ||
-      peer_error(dst)) {
+      (any_lost_.load(std::memory_order_acquire) && peer_error(dst))) {
     lock.unlock();
     return Transport::send_blocking(data, dst, envelope, make_request);
+  }
+  // The common case whole, without send_inline's cases: on a round trip's latency
+  // path, the calls and arguments between here and the library's send showed.
+  if (send_at_once(data, dst, envelope)) {
+    lock.unlock();
+    wake_sleeper();
+    return nullptr;
   }
   std::shared_ptr<RequestState> request;
   std::exception_ptr error;
@@ -483,19 +501,9 @@ std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8
 bool PipeTransport::send_inline(std::span<const uint8_t> data, int dst, const Envelope& envelope,
                                 std::shared_ptr<RequestState>& request, const RequestMaker* make_request,
                                 std::exception_ptr* error) {
-  // Most small messages leave inside the pipe's call (copied out): built on the
-  // stack and handed to send_at_once, they need no record, buffer or completion.
-  // That bookkeeping was a quarter of send_blocking's instructions (callgrind).
-  if (data.size() <= kAtOnceBytes) {
-    std::array<uint8_t, kHeaderBytes + kAtOnceBytes> frame;  // NOLINT: written before it is read
-    const size_t header_bytes = write_message_header(frame.data(), envelope, data.size());
-    copy_bytes(frame.data() + header_bytes, data.data(), data.size());
-    if (pipe_->send_at_once(dst, kControlTag, {frame.data(), header_bytes + data.size()})) {
-      flush_reposts();
-      settle();
-      if (request != nullptr) request->complete(-1, data.size());
-      return true;
-    }
+  if (send_at_once(data, dst, envelope)) {
+    if (request != nullptr) request->complete(-1, data.size());
+    return true;
   }
   // The send is listed in sends_ only if the pipe did not finish it at once: most
   // small sends leave inside pipe_->send (copied out), and listing them cost two
