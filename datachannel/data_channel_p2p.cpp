@@ -19,10 +19,31 @@ using detail::MessageOp;
 
 constexpr int64_t kMaxP2PTag = INT64_MAX;
 
-MessageKind tensor_kind(const Tensor& t) {
-  return {MessageOp::P2P, static_cast<uint8_t>(t.dtype()), 0, -1, static_cast<uint64_t>(t.numel())};
-}
 MessageKind bytes_kind(size_t n) { return {MessageOp::P2P, detail::kRawBytes, 0, -1, n}; }
+
+// A contiguous host tensor as one message: its bytes and kind, each of the
+// tensor's accessors called once (they are calls into the tensor library).
+struct TensorMessage {
+  std::span<uint8_t> bytes;
+  MessageKind kind;
+};
+TensorMessage message_of(const Tensor& t) {
+  const int64_t n = t.numel();
+  const size_t nbytes = static_cast<size_t>(n) * element_size(t.dtype());
+  auto* data = static_cast<uint8_t*>(n == 0 ? nullptr : t.data_ptr());
+  return {{data, nbytes}, {MessageOp::P2P, static_cast<uint8_t>(t.dtype()), 0, -1, static_cast<uint64_t>(n)}};
+}
+
+// The tensor a send takes its bytes from: the caller's own when it is
+// contiguous, else a contiguous copy made in `copy`. Not tensor.contiguous(),
+// which copies the handle (its shape and strides, two allocations) even when it
+// returns the same tensor: on an 8-byte round trip's latency path, that and the
+// accessors called several times were ~700 instructions before the send.
+const Tensor& contiguous_source(const Tensor& tensor, Tensor& copy) {
+  if (tensor.is_contiguous()) return tensor;
+  copy = tensor.clone();
+  return copy;
+}
 
 // The checks every point-to-point call makes before anything is posted; returns
 // the peer's world rank (kAnySource stays kAnySource).
@@ -111,9 +132,11 @@ Request DataChannel::isend(const Tensor& tensor, int dst, const P2POptions& opti
     return detail::device_collectives(state(), "send").send(state(), tensor, dst, options);
   }
   detail::check_tensor(state(), tensor, "send", "the tensor", /*must_be_contiguous=*/false);
-  // A strided tensor goes as a contiguous copy the request keeps alive.
-  const Tensor src = tensor.contiguous();
-  return post_send(state(), detail::bytes_of(src), tensor_kind(src), dst, options, &src);
+  // A strided tensor goes as a contiguous copy; the request keeps the tensor sent alive.
+  Tensor copy;
+  const Tensor& src = contiguous_source(tensor, copy);
+  const TensorMessage m = message_of(src);
+  return post_send(state(), m.bytes, m.kind, dst, options, &src);
 }
 
 Request DataChannel::irecv(Tensor& tensor, int src, const P2POptions& options) {
@@ -121,7 +144,8 @@ Request DataChannel::irecv(Tensor& tensor, int src, const P2POptions& options) {
     return detail::device_collectives(state(), "recv").recv(state(), tensor, src, options);
   }
   detail::check_tensor(state(), tensor, "recv", "the tensor", /*must_be_contiguous=*/true);
-  return post_recv(state(), detail::writable_bytes_of(tensor), tensor_kind(tensor), src, options, &tensor);
+  const TensorMessage m = message_of(tensor);
+  return post_recv(state(), m.bytes, m.kind, src, options, &tensor);
 }
 
 Request DataChannel::isend_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
@@ -138,8 +162,10 @@ void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options)
     return;
   }
   detail::check_tensor(state(), tensor, "send", "the tensor", /*must_be_contiguous=*/false);
-  const Tensor src = tensor.contiguous();
-  send_and_wait(state(), detail::bytes_of(src), tensor_kind(src), dst, options, &src);
+  Tensor copy;
+  const Tensor& src = contiguous_source(tensor, copy);
+  const TensorMessage m = message_of(src);
+  send_and_wait(state(), m.bytes, m.kind, dst, options, &src);
 }
 
 int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
@@ -149,7 +175,8 @@ int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
     return r.source();
   }
   detail::check_tensor(state(), tensor, "recv", "the tensor", /*must_be_contiguous=*/true);
-  return recv_and_wait(state(), detail::writable_bytes_of(tensor), tensor_kind(tensor), src, options, &tensor);
+  const TensorMessage m = message_of(tensor);
+  return recv_and_wait(state(), m.bytes, m.kind, src, options, &tensor);
 }
 
 void DataChannel::send_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {

@@ -147,6 +147,30 @@ TEST_P(P2P, AsyncSendKeepsItsTensorAlive) {
   });
 }
 
+// A strided tensor is sent from a contiguous copy made for the send: the request
+// keeps that copy alive after isend returns, and a contiguous tensor is sent
+// from its own memory (no copy), which the request keeps too.
+TEST_P(P2P, AsyncSendOfAStridedTensorKeepsItsCopyAlive) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    const Tensor base = pattern(kFloat32, 100000, 7).reshape({400, 250});
+    if (env.rank == 0) {
+      Request strided = env.dc.isend(base.transpose(0, 1), 1, {.tag = 5});
+      Request whole = env.dc.isend(base.view({100000}), 1, {.tag = 6});
+      env.sync.arrive_and_wait();
+      strided.wait();
+      whole.wait();
+      return;
+    }
+    env.sync.arrive_and_wait();  // posted after isend returned (and its copy's local handle is gone)
+    Tensor got = sentinel(kFloat32, {250, 400});
+    env.dc.recv(got, 0, {.tag = 5});
+    require_same(got, base.transpose(0, 1).contiguous(), "isend of a transposed tensor");
+    Tensor whole = sentinel(kFloat32, {100000});
+    env.dc.recv(whole, 0, {.tag = 6});
+    require_same(whole, base.view({100000}), "isend of a contiguous view");
+  });
+}
+
 TEST_P(P2P, RecvTimesOutAndTheTagStaysUsable) {
   run_world(backend(), 2, [](RankEnv& env) {
     if (env.rank == 1) {
