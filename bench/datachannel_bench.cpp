@@ -10,6 +10,7 @@
 //   dc.<b>.p2p.rtt.8B                 ping-pong of 8 bytes, ranks 0 <-> 1, one round trip    us
 //   ref.tcp.p2p.rtt.8B                the same over a plain loopback TCP socket, busy-polled us
 //   ratio.dc.<b>.p2p.rtt              dc / ref time (below 1: the channel is faster)         x
+//   dc.<b>.p2p.rtt.tensor.8B          the ping-pong with send/recv of uint8 tensors          us
 //   ref.raw_ucx.p2p.rtt.8B            ucx only: the same with UCX itself in the ranks, timed  us
 //                                     in the same repetitions (datachannel/raw_ucx.h)
 //   ratio.dc.ucx.p2p.rtt.vs_raw_ucx   ucx only: median of the per-repetition dc / raw ratios  x

@@ -175,6 +175,23 @@ class RankBench {
                            calls, ping, pong, [&](auto& b) { raw_->send_all(b); },
                            [&](auto& b) { raw_->recv_all(b); });
                      }});
+    // The same round trip through the tensor calls, the API programs use: what
+    // send/recv of a host tensor add to send_bytes/recv_bytes (their checks and the
+    // tensor's accessors). Last, so the references stay next to the bytes' figure.
+    const size_t tensors = cases.size();
+    Tensor tensor_ping = Tensor::zeros({sizes_.rtt_bytes}, kUInt8);
+    Tensor tensor_pong = Tensor::zeros({sizes_.rtt_bytes}, kUInt8);
+    cases.push_back({dc("p2p.rtt.tensor." + size), [&](int64_t calls) {
+                       for (int64_t i = 0; i < calls; ++i) {
+                         if (rank() == 0) {
+                           channel_->send(tensor_ping, peer);
+                           channel_->recv(tensor_pong, peer);
+                         } else if (rank() == 1) {
+                           channel_->recv(tensor_ping, peer);
+                           channel_->send(tensor_pong, peer);
+                         }
+                       }
+                     }});
     const std::vector<double> t = timer_.time(ctx_, cases);
     // Of times, not rates: below 1 the channel is faster. Repetition by repetition
     // (paired_ratio); under --quick, of the one call.
@@ -185,6 +202,7 @@ class RankBench {
     figures_.emit(dc("p2p.rtt." + size), t[channel] * 1e6, "us");
     figures_.emit(ref("p2p.rtt." + size), t[tcp] * 1e6, "us");
     figures_.emit(ratio("p2p.rtt"), t[channel] / t[tcp], "x");
+    figures_.emit(dc("p2p.rtt.tensor." + size), t[tensors] * 1e6, "us");
 #if THD_BENCH_RAW_UCX
     if (with_ucx) {
       figures_.emit("ref.raw_ucx.p2p.rtt." + size, t[raw_ucx] * 1e6, "us");
