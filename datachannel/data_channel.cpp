@@ -124,7 +124,7 @@ std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std:
 
 std::shared_ptr<RequestState> make_request(const GroupState& g, const RequestSpec& spec, Transport* engine) {
   auto s = std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>(), spec, engine);
-  if (spec.keep != nullptr) s->keepalive.push_back(*spec.keep);
+  if (spec.keep != nullptr) s->kept_storage = spec.keep->storage();
   if (g.id != 0) s->group_ranks = g.world_ranks;
   return s;
 }

@@ -85,8 +85,14 @@ struct RequestState {
   // Set before the request is posted: how long its waiters drive progress, yielding
   // their core between polls, before the backend's own waiting (P2POptions::yield_spin).
   std::chrono::microseconds yield_spin{0};
-  // Whatever must outlive the transfer (the tensors, staging buffers).
+  // Whatever must outlive the transfer: a point-to-point request's tensor's storage
+  // (a copy of the tensor's handle, its shape and strides, was two allocations per
+  // message and the vector a third), a collective's tensors and staging buffers.
+  Storage kept_storage;
   std::vector<Tensor> keepalive;
+  // Whether the request holds the memory its transfer uses (else the caller's
+  // memory is borrowed until the request finishes).
+  bool keeps_memory() const noexcept { return kept_storage != nullptr || !keepalive.empty(); }
 
  private:
   // One word: the status, plus kClaimed while a finisher writes the fields, plus

@@ -29,7 +29,7 @@ std::shared_ptr<RequestState> Transport::send_blocking(std::span<const uint8_t> 
 
 int Transport::recv_blocking(std::span<uint8_t> data, int src, const Envelope& envelope, const RequestSpec& spec) {
   auto request = std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>(), spec, this);
-  if (spec.keep != nullptr) request->keepalive.push_back(*spec.keep);
+  if (spec.keep != nullptr) request->kept_storage = spec.keep->storage();
   post_recv(data, src, envelope, request);
   // The finished request is dropped at this thread's next blocking receive, not on
   // the way out: a caller that answers the message at once (a ping-pong) sends

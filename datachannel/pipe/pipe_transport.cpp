@@ -442,7 +442,7 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
   // A pipe that cannot tell a dead peer may keep a send to it forever, while the
   // request must be failed when the peer is found lost: bytes no tensor keeps
   // alive travel from a copy, so failing the request frees nothing in use.
-  if (heartbeats_ && request->keepalive.empty()) {
+  if (heartbeats_ && !request->keeps_memory()) {
     m.owned.assign(data.begin(), data.end());
     m.payload = m.owned;
   }
@@ -832,7 +832,7 @@ void PipeTransport::lose_peer(int peer, std::exception_ptr why) {
   // wait for the library or their deadline.
   for (auto& [req, m] : sends_) {
     if (m->peer != peer || m->request->finished()) continue;
-    if (!m->data_part.pending || !m->request->keepalive.empty() || !m->owned.empty()) {
+    if (!m->data_part.pending || m->request->keeps_memory() || !m->owned.empty()) {
       m->request->fail(lost_error(peer, m->request->op));
     }
   }
@@ -860,7 +860,7 @@ void PipeTransport::cancel(const std::shared_ptr<RequestState>& request, std::ex
     request->fail(why);
     // A payload in the caller's own memory (no tensor keeps it) must be out of the
     // library's hands before cancel returns; a tensor's is kept by the request.
-    const bool borrowed = m.data_part.pending && request->keepalive.empty();
+    const bool borrowed = m.data_part.pending && !request->keeps_memory();
     if (borrowed && !drive_locked(lock, net::deadline_after(tuning_.withdraw_wait),
                                   [&] { return !m.data_part.pending; })) {
       lose_peer(m.peer, make_error<TimeoutError>(request->op, rank(), m.peer,

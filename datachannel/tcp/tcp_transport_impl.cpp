@@ -286,7 +286,7 @@ bool TcpTransport::cancel_send(Peer& p, const std::shared_ptr<RequestState>& req
   // Part of the frame is on the wire: the rest must follow or the stream breaks.
   // A request whose keepalive holds its memory is finished from there; raw memory
   // (the caller's to free once the request fails) is copied first.
-  if (request->keepalive.empty()) {
+  if (!request->keeps_memory()) {
     const auto rest = it->payload.subspan(it->payload_sent);
     if (rest.size() > kMaxCancelCopy) {
       request->fail(why);

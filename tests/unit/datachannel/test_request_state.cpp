@@ -13,6 +13,10 @@
 
 #include <thd/error.h>
 
+#include <thd/tensor.h>
+
+#include "datachannel/channel_util.h"
+#include "datachannel/group_state.h"
 #include "datachannel/recycling_allocator.h"
 #include "datachannel/request_state.h"
 
@@ -135,6 +139,28 @@ TEST(RequestState, BlockingOnAnUnfinishedRequestEndsAtTheDeadline) {
 struct Block {
   alignas(16) char bytes[200];
 };
+
+// A point-to-point request keeps its tensor's memory by the storage alone: a copy
+// of the tensor's handle (shape and strides) cost allocations on every message.
+TEST(RequestState, APointToPointRequestKeepsItsTensorsStorageNotAHandle) {
+  GroupState world;
+  Tensor t = Tensor::zeros({4});
+  const std::weak_ptr<StorageImpl> storage = t.storage();
+  auto kept = make_request(world, RequestSpec{"send to rank 1", net::Deadline::max(), 0, false, {}, &t}, nullptr);
+  EXPECT_TRUE(kept->keeps_memory());
+  EXPECT_TRUE(kept->keepalive.empty());
+  t = Tensor();
+  EXPECT_FALSE(storage.expired());  // the request alone holds the memory now
+  kept.reset();
+  EXPECT_TRUE(storage.expired());
+
+  // Bytes of the caller's own: borrowed until the request finishes.
+  auto borrowed = make_request(world, RequestSpec{"send to rank 1", net::Deadline::max(), 0}, nullptr);
+  EXPECT_FALSE(borrowed->keeps_memory());
+  // A collective's tensors count too.
+  borrowed->keepalive.push_back(Tensor::zeros({1}));
+  EXPECT_TRUE(borrowed->keeps_memory());
+}
 
 TEST(RecyclingAllocator, AFreedBlockServesTheNextAllocationOnItsThread) {
   RecyclingAllocator<Block> alloc;
