@@ -571,7 +571,10 @@ void PipeTransport::post_recv_locked(std::span<uint8_t> data, int src, const Env
   } else {
     queues_.post(std::move(recv));
   }
-  flush_reposts();
+  // Control receives left to re-post are not posted here: a receive posted before
+  // the caller's send (irecv, then isend) would put the re-post between the answer
+  // it waits for and the next message. The send after it posts them, after its
+  // message left, and so do a waiter's rounds and the progress thread.
   settle();
 }
 
