@@ -64,22 +64,12 @@ detail::RequestSpec p2p_spec(const GroupState& g, detail::OpLabel op, const P2PO
           keep};
 }
 
-Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind, int dst, const P2POptions& o,
-                  const Tensor* keep) {
-  const int world_dst = checked_peer(g, dst, "send", "destination", /*any_ok=*/false, o.tag);
-  auto req = detail::make_request(g, p2p_spec(g, detail::OpLabel::send_to(dst, o.tag), o, keep), g.transport.get());
-  const Envelope env{detail::p2p_context(g.id), o.tag, kind};
-  g.transport->post_send(data, world_dst, env, req);
-  // Counted once the message is on its way: the counters' atomic adds are not
-  // worth a place on a round trip's latency path.
-  g.transport->count_send(data.size());
-  return Request(std::move(req));
-}
-
-// A send the caller waits for at once: the transport makes no request when the
-// message leaves within the call (Transport::send_blocking).
-void send_and_wait(GroupState& g, std::span<const uint8_t> data, MessageKind kind, int dst, const P2POptions& o,
-                   const Tensor* keep) {
+// Checks and sends through Transport::send_blocking, which makes the request
+// (through `make`) only when the message does not leave within the call; null
+// when it left. What send, send_bytes and isend share, so that theirs is the only
+// call between the caller and the transport.
+std::shared_ptr<detail::RequestState> send_lazily(GroupState& g, std::span<const uint8_t> data, MessageKind kind,
+                                                  int dst, const P2POptions& o, const Tensor* keep) {
   const int world_dst = checked_peer(g, dst, "send", "destination", /*any_ok=*/false, o.tag);
   struct Context {
     GroupState* g;
@@ -98,8 +88,28 @@ void send_and_wait(GroupState& g, std::span<const uint8_t> data, MessageKind kin
                                   &context};
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   auto req = g.transport->send_blocking(data, world_dst, env, make);
-  g.transport->count_send(data.size());  // after the send, as in post_send
-  if (req) Request(std::move(req)).wait();
+  // Counted once the message is on its way: the counters' atomic adds are not
+  // worth a place on a round trip's latency path.
+  g.transport->count_send(data.size());
+  return req;
+}
+
+// A blocking send waits for the request send_lazily made, if it made one.
+void wait_for(std::shared_ptr<detail::RequestState> request) {
+  if (request) Request(std::move(request)).wait();
+}
+
+// isend: a message that leaves within the call gets its (finished) request made
+// afterwards, off the latency path of an irecv/isend/wait exchange, where making
+// it first (a clock read, the request's memory and fields) came before the send.
+Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind, int dst, const P2POptions& o,
+                  const Tensor* keep) {
+  auto req = send_lazily(g, data, kind, dst, o, keep);
+  if (!req) {
+    req = detail::make_request(g, p2p_spec(g, detail::OpLabel::send_to(dst, o.tag), o, nullptr), g.transport.get());
+    req->complete(-1, data.size());
+  }
+  return Request(std::move(req));
 }
 
 Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int src, const P2POptions& o,
@@ -165,7 +175,7 @@ void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options)
   Tensor copy;
   const Tensor& src = contiguous_source(tensor, copy);
   const TensorMessage m = message_of(src);
-  send_and_wait(state(), m.bytes, m.kind, dst, options, &src);
+  wait_for(send_lazily(state(), m.bytes, m.kind, dst, options, &src));
 }
 
 int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
@@ -180,7 +190,7 @@ int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
 }
 
 void DataChannel::send_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
-  send_and_wait(state(), data, bytes_kind(data.size()), dst, options, nullptr);
+  wait_for(send_lazily(state(), data, bytes_kind(data.size()), dst, options, nullptr));
 }
 
 int DataChannel::recv_bytes(std::span<uint8_t> data, int src, const P2POptions& options) {

@@ -64,8 +64,9 @@ class Transport {
   // dst: a world rank other than rank() is not required: a rank may message itself.
   virtual void post_send(std::span<const uint8_t> data, int dst, const Envelope& envelope,
                          const std::shared_ptr<RequestState>& request) = 0;
-  // A send its caller waits for at once (DataChannel::send_bytes, send): returns
-  // nullptr when the message left within the call, so no request was needed;
+  // A send whose request is made only if it is needed (DataChannel's send and
+  // send_bytes, which wait at once, and isend, which makes a finished request
+  // after the send): returns nullptr when the message left within the call;
   // otherwise the request (made by `make_request`) to wait for, which may already
   // be finished or failed. The default posts a request. Backends that can often
   // finish a small send at once override it: a request made, finished and dropped
