@@ -11,6 +11,7 @@
 //   ref.tcp.p2p.rtt.8B                the same over a plain loopback TCP socket, busy-polled us
 //   ratio.dc.<b>.p2p.rtt              dc / ref time (below 1: the channel is faster)         x
 //   dc.<b>.p2p.rtt.tensor.8B          the ping-pong with send/recv of uint8 tensors          us
+//   dc.<b>.p2p.rtt.async.8B           the same with irecv (posted first), isend, wait        us
 //   ref.raw_ucx.p2p.rtt.8B            ucx only: the same with UCX itself in the ranks, timed  us
 //                                     in the same repetitions (datachannel/raw_ucx.h)
 //   ratio.dc.ucx.p2p.rtt.vs_raw_ucx   ucx only: median of the per-repetition dc / raw ratios  x

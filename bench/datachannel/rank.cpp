@@ -192,6 +192,21 @@ class RankBench {
                          }
                        }
                      }});
+    // And with requests, as MPI programs exchange: the answer's receive posted
+    // before the send, each waited for.
+    const size_t async = cases.size();
+    cases.push_back({dc("p2p.rtt.async." + size), [&](int64_t calls) {
+                       for (int64_t i = 0; i < calls; ++i) {
+                         if (rank() == 0) {
+                           Request answer = channel_->irecv(tensor_pong, peer);
+                           channel_->isend(tensor_ping, peer).wait();
+                           answer.wait();
+                         } else if (rank() == 1) {
+                           channel_->irecv(tensor_ping, peer).wait();
+                           channel_->isend(tensor_pong, peer).wait();
+                         }
+                       }
+                     }});
     const std::vector<double> t = timer_.time(ctx_, cases);
     // Of times, not rates: below 1 the channel is faster. Repetition by repetition
     // (paired_ratio); under --quick, of the one call.
@@ -203,6 +218,7 @@ class RankBench {
     figures_.emit(ref("p2p.rtt." + size), t[tcp] * 1e6, "us");
     figures_.emit(ratio("p2p.rtt"), t[channel] / t[tcp], "x");
     figures_.emit(dc("p2p.rtt.tensor." + size), t[tensors] * 1e6, "us");
+    figures_.emit(dc("p2p.rtt.async." + size), t[async] * 1e6, "us");
 #if THD_BENCH_RAW_UCX
     if (with_ucx) {
       figures_.emit("ref.raw_ucx.p2p.rtt." + size, t[raw_ucx] * 1e6, "us");
