@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
 #include <thread>
+#include <tuple>
 
 #include "backends.h"
 #include "checks.h"
@@ -168,6 +170,34 @@ TEST_P(P2P, AsyncSendOfAStridedTensorKeepsItsCopyAlive) {
     Tensor whole = sentinel(kFloat32, {100000});
     env.dc.recv(whole, 0, {.tag = 6});
     require_same(whole, base.view({100000}), "isend of a contiguous view");
+  });
+}
+
+// An isend's request, whether the message left within the call (a small one, whose
+// request is made after it) or is waited for (a large one), reports what it sent.
+TEST_P(P2P, IsendRequestsReportTheirBytesWhetherTheyLeftAtOnceOrNot) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    const Tensor small = pattern(kInt64, 3, 8);
+    const Tensor large = pattern(kFloat32, 100000, 9);
+    if (env.rank == 0) {
+      Request a = env.dc.isend(small, 1, {.tag = 7});
+      Request b = env.dc.isend(large, 1, {.tag = 8});
+      a.wait();
+      b.wait();
+      for (const auto& [r, t, what] : {std::tuple{&a, &small, "small"}, std::tuple{&b, &large, "large"}}) {
+        require(r->test() && r->error() == nullptr, std::string("the ") + what + " isend did not succeed");
+        require(r->bytes() == t->nbytes(), std::string("the ") + what + " isend's Request::bytes() is " +
+                                               std::to_string(r->bytes()) + ", expected " +
+                                               std::to_string(t->nbytes()));
+      }
+      return;
+    }
+    Tensor got_small = sentinel(kInt64, {3});
+    Tensor got_large = sentinel(kFloat32, {100000});
+    env.dc.recv(got_small, 0, {.tag = 7});
+    env.dc.recv(got_large, 0, {.tag = 8});
+    require_same(got_small, small, "the small isend");
+    require_same(got_large, large, "the large isend");
   });
 }
 
