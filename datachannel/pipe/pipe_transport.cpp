@@ -922,6 +922,9 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
   // A caller's yield_spin (P2POptions) lengthens the spin and makes it yield.
   const auto spin_budget = std::max<std::chrono::microseconds>(tuning_.spin_budget, request.yield_spin);
   const bool yield_while_spinning = tuning_.yield_while_spinning || request.yield_spin.count() > 0;
+  // The host's yield backs off while yielding gives nothing away; a caller's
+  // yield_spin yields every round, as asked.
+  const bool adaptive_yield = request.yield_spin.count() == 0;
   if (!request.passive_wait && spin_budget.count() > 0) {
     // Set at the first look at the clock, a few rounds in: most waits of a
     // ping-pong end before it, and a clock read here costs as much as two rounds.
@@ -935,6 +938,7 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
     mark_drive();
     // The clock is read every few rounds: a round of an idle library costs less
     // than reading it.
+    unsigned idle_rounds = 0;
     for (unsigned round = 0; !request.finished(); ++round) {
       if ((round & 15U) == 15U) {
         const net::Deadline now = net::Clock::now();
@@ -950,7 +954,10 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
       // A message take_inline_message handled leaves nothing to settle.
       if (n > 0 && !completions_.empty()) settle();
       lock.unlock();
-      if (n == 0 && yield_while_spinning) std::this_thread::yield();
+      if (n == 0 && yield_while_spinning && ++idle_rounds >= (adaptive_yield ? yield_backoff_.every() : 1U)) {
+        idle_rounds = 0;
+        yield_core(adaptive_yield);
+      }
     }
     // A mark, not a time: a clock read here sat on every round trip's latency path.
     mark_drive();
@@ -968,6 +975,16 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
   const bool finished = request.block_until(until);
   blockers_.fetch_sub(1, std::memory_order_acq_rel);
   return finished;
+}
+
+void PipeTransport::yield_core(bool adaptive) noexcept {
+  if (!adaptive) {
+    std::this_thread::yield();
+    return;
+  }
+  const auto before = net::Clock::now();
+  std::this_thread::yield();
+  yield_backoff_.record(net::Clock::now() - before);
 }
 
 void PipeTransport::wake_sleeper() noexcept {

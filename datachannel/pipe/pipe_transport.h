@@ -39,6 +39,7 @@
 #include "datachannel/net/auth.h"
 #include "datachannel/pipe/message_pipe.h"
 #include "datachannel/pipe/process_watch.h"
+#include "datachannel/pipe/yield_backoff.h"
 #include "datachannel/tcp/matching.h"
 #include "datachannel/transport.h"
 
@@ -306,6 +307,10 @@ class PipeTransport final : public Transport {
   // (mark_drive); any change counts.
   std::atomic<uint64_t> drive_marks_{0};
   void mark_drive() noexcept;
+  // Gives the core away, as a waiter spinning on a host with more ranks than
+  // cores does; `adaptive`: learns from how long it took (yield_backoff.h).
+  void yield_core(bool adaptive) noexcept;
+  YieldBackoff yield_backoff_;
   // The progress thread's own: the mark it last saw, and since when it stands down.
   uint64_t marks_seen_ = 0;
   int64_t stand_down_since_ns_ = 0;
