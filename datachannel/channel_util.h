@@ -58,11 +58,4 @@ std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std:
 // A point-to-point request of this group made from `spec`, keeping its tensor.
 std::shared_ptr<RequestState> make_request(const GroupState& g, const RequestSpec& spec, Transport* engine);
 
-inline std::span<const uint8_t> bytes_of(const Tensor& t) {
-  return {static_cast<const uint8_t*>(t.numel() == 0 ? nullptr : t.data_ptr()), t.nbytes()};
-}
-inline std::span<uint8_t> writable_bytes_of(const Tensor& t) {
-  return {static_cast<uint8_t*>(t.numel() == 0 ? nullptr : t.data_ptr()), t.nbytes()};
-}
-
 }  // namespace thd::detail
