@@ -21,7 +21,7 @@ namespace thd::detail::pipe {
 namespace {
 
 constexpr size_t kHeaderBytes = tcp::kFrameHeaderBytes;
-// The largest payload send_inline offers MessagePipe::send_at_once, from a frame on
+// The largest payload send_at_once offers MessagePipe::send_at_once, from a frame on
 // its stack. Libraries' short paths take about 100 bytes (UCX's shared memory).
 constexpr size_t kAtOnceBytes = 256 - kHeaderBytes;
 // How long the progress thread keeps out of the way after a waiter last drove.
@@ -423,8 +423,12 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
     return;
   }
   if (data.size() <= tuning_.inline_bytes) {
-    std::shared_ptr<RequestState> listed = request;
-    send_inline(data, dst, envelope, listed, nullptr, nullptr);
+    if (send_at_once(data, dst, envelope)) {
+      request->complete(-1, data.size());
+    } else {
+      std::shared_ptr<RequestState> listed = request;
+      send_inline(data, dst, envelope, listed, nullptr, nullptr);
+    }
     lock.unlock();
     wake_sleeper();
     return;
@@ -479,8 +483,8 @@ std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8
     lock.unlock();
     return Transport::send_blocking(data, dst, envelope, make_request);
   }
-  // The common case whole, without send_inline's cases: on a round trip's latency
-  // path, the calls and arguments between here and the library's send showed.
+  // The common case first, in this frame: on a round trip's latency path, the
+  // calls and arguments between here and the library's send showed.
   if (send_at_once(data, dst, envelope)) {
     lock.unlock();
     wake_sleeper();
@@ -501,10 +505,6 @@ std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8
 bool PipeTransport::send_inline(std::span<const uint8_t> data, int dst, const Envelope& envelope,
                                 std::shared_ptr<RequestState>& request, const RequestMaker* make_request,
                                 std::exception_ptr* error) {
-  if (send_at_once(data, dst, envelope)) {
-    if (request != nullptr) request->complete(-1, data.size());
-    return true;
-  }
   // The send is listed in sends_ only if the pipe did not finish it at once: most
   // small sends leave inside pipe_->send (copied out), and listing them cost two
   // hash-map updates on a round trip's latency path.

@@ -227,8 +227,9 @@ class PipeTransport final : public Transport {
   std::shared_ptr<const RequestState> send_control(int peer, std::vector<uint8_t> bytes, const std::string& what);
   // A send's record in sends_, fresh or reused.
   Outgoing& add_send(const std::shared_ptr<RequestState>& request, int peer);
-  // Hands a message whose payload travels inside its control message to the pipe.
-  // True when the pipe finished it at once: its outcome is then on `request`, or,
+  // Hands a message whose payload travels inside its control message to the pipe
+  // from a record, where send_at_once did not take it (callers try that first).
+  // True when the pipe finished it within the call: its outcome is then on `request`, or,
   // for a send without one, in *error. Otherwise the send is listed in sends_
   // under `request`, which `make_request` makes then if it is null.
   bool send_inline(std::span<const uint8_t> data, int dst, const Envelope& envelope,
