@@ -14,6 +14,7 @@
 #include "datachannel/pipe/small_message_header.h"
 #include "datachannel/tcp/spin_policy.h"
 #include "datachannel/tcp/wire.h"
+#include "datachannel/transport_options.h"
 #include "tensor/log.h"
 
 namespace thd::detail::pipe {
@@ -77,16 +78,17 @@ std::exception_ptr make_error(const std::string& op, int rank, int peer, fmt::fo
 
 }  // namespace
 
-PipeTuning pipe_tuning_from_env() {
+PipeTuning pipe_tuning_from_env(const net::EnvLookup& env) {
   PipeTuning t;
-  if (auto spin = net::process_env("THD_PIPE_SPIN_US"); spin && !spin->empty()) {
+  t.unexpected_limit = max_unexpected_bytes("DataChannel::create", t.unexpected_limit, env);
+  if (auto spin = env("THD_PIPE_SPIN_US"); spin && !spin->empty()) {
     char* end = nullptr;
     const long long us = std::strtoll(spin->c_str(), &end, 10);
     THD_CHECK(end && *end == '\0' && us >= 0 && us <= 1000000, ValueError, "DataChannel::create",
               "THD_PIPE_SPIN_US must be a number of microseconds in [0, 1000000], got '{}'", *spin);
     t.spin_budget = std::chrono::microseconds(us);
   }
-  if (auto ms = net::process_env("THD_PIPE_HEARTBEAT_TIMEOUT_MS"); ms && !ms->empty()) {
+  if (auto ms = env("THD_PIPE_HEARTBEAT_TIMEOUT_MS"); ms && !ms->empty()) {
     char* end = nullptr;
     const long long v = std::strtoll(ms->c_str(), &end, 10);
     THD_CHECK(end && *end == '\0' && v >= 100 && v <= 3600000, ValueError, "DataChannel::create",
@@ -214,6 +216,8 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
       host_collectives_(pipe_->host_collectives()),
       inboxes_(static_cast<size_t>(size())),
       next_data_tag_(static_cast<size_t>(size()), 1),
+      unexpected_bytes_(static_cast<size_t>(size()), 0),
+      cut_off_(static_cast<size_t>(size()), 0),
       token_(std::move(auth.token)),
       peer_nonces_(static_cast<size_t>(size())),
       proved_(static_cast<size_t>(size()), 0),
@@ -564,6 +568,7 @@ void PipeTransport::post_recv_locked(std::span<uint8_t> data, int src, const Env
   if (tcp::UnexpectedMessage* m = queues_.find_unexpected(src, envelope)) {
     tcp::UnexpectedMessage message = std::move(*m);
     queues_.erase_unexpected(m);
+    if (message.source != rank()) unexpected_bytes_[static_cast<size_t>(message.source)] -= message.charged;
     deliver(message.source, message.header, recv, message.payload.get());
   } else if (src != kAnySource && src != rank() && peer_error(src)) {
     request->fail(lost_error(src, request->op));
@@ -745,20 +750,45 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
     return;
   }
   const uint8_t* payload = inbox.buffer.get() + header_bytes;
-  if (auto recv = queues_.take_posted(peer, header.envelope)) {
+  if (cut_off_[static_cast<size_t>(peer)]) {
+    // Read and dropped, with the receive posted again: left unreceived, its
+    // messages would pile up in the library's own unexpected queue instead.
+  } else if (auto recv = queues_.take_posted(peer, header.envelope)) {
     deliver(peer, header, *recv, payload);
   } else {
-    tcp::UnexpectedMessage message;
-    message.source = peer;
-    message.header = header;
-    if (header.kind == tcp::FrameKind::Message && header.payload_bytes > 0) {
-      message.payload.reset(new uint8_t[header.payload_bytes]);
-      std::memcpy(message.payload.get(), payload, header.payload_bytes);
-    }
-    message.arrived = header.kind == tcp::FrameKind::Message ? header.payload_bytes : 0;
-    queues_.add_unexpected(std::move(message));
+    keep_unexpected(peer, header, payload);
   }
   reposts_.push_back(&inbox);
+}
+
+void PipeTransport::keep_unexpected(int peer, const tcp::FrameHeader& header, const uint8_t* payload) {
+  // An announcement's payload waits at its sender (the library's rendezvous):
+  // only its header is held here.
+  const bool inline_payload = header.kind == tcp::FrameKind::Message;
+  const size_t charge = (inline_payload ? header.payload_bytes : 0) + tcp::UnexpectedMessage::kOverheadBytes;
+  size_t& held = unexpected_bytes_[static_cast<size_t>(peer)];
+  if (held + charge > tuning_.unexpected_limit) {
+    cut_off_[static_cast<size_t>(peer)] = 1;
+    lose_peer(peer, make_error<ConnectionError>(
+                        std::string(name_) + " backend", rank(), peer,
+                        "rank {} was cut off: it sent {} bytes of messages that no receive has taken, past the limit "
+                        "of {} per peer (THD_MAX_UNEXPECTED_BYTES); what it sends from now on is dropped",
+                        peer, held + charge, tuning_.unexpected_limit));
+    THD_LOG_WARN("{} backend (rank {}): cut off rank {}: {} bytes of its messages wait for receives (limit {})",
+                 name_, rank(), peer, held, tuning_.unexpected_limit);
+    return;
+  }
+  held += charge;
+  tcp::UnexpectedMessage message;
+  message.source = peer;
+  message.header = header;
+  message.charged = charge;
+  if (inline_payload && header.payload_bytes > 0) {
+    message.payload.reset(new uint8_t[header.payload_bytes]);
+    std::memcpy(message.payload.get(), payload, header.payload_bytes);
+  }
+  message.arrived = inline_payload ? header.payload_bytes : 0;
+  queues_.add_unexpected(std::move(message));
 }
 
 void PipeTransport::on_send_part(SendPart& part, std::exception_ptr error) {

@@ -62,6 +62,13 @@ struct PipeTuning {
   std::chrono::milliseconds close_linger{2000};
   // How long withdrawing a transfer the library has already matched waits for it.
   std::chrono::milliseconds withdraw_wait{5000};
+  // Bytes of messages that arrived before their receive held per peer (payloads
+  // and UnexpectedMessage::kOverheadBytes each; THD_MAX_UNEXPECTED_BYTES). The
+  // libraries cannot hold a sender back, so a peer past it is cut off: PeerLost,
+  // and what it sends later is read and dropped. Above what a master-worker
+  // session can have in flight to a node (its flow control's 256 MiB and the
+  // commands' heads), so that no well-behaved session meets it.
+  size_t unexpected_limit = size_t{1} << 30;
   // Pipes that cannot tell a dead peer (MessagePipe::detects_silent_peer_loss):
   // every peer is sent a heartbeat this often, and one silent for heartbeat_timeout
   // is lost (THD_PIPE_HEARTBEAT_TIMEOUT_MS).
@@ -70,7 +77,7 @@ struct PipeTuning {
 };
 
 // The defaults with THD_PIPE_SPIN_US applied; ValueError for a malformed value.
-PipeTuning pipe_tuning_from_env();
+PipeTuning pipe_tuning_from_env(const net::EnvLookup& env = net::process_env);
 // The environment's tuning, adjusted for this rank's host: with more ranks on it
 // than cores, waiters spin longer but yield their core every round.
 PipeTuning pipe_tuning_for(const DataChannelOptions& options);
@@ -208,6 +215,9 @@ class PipeTransport final : public Transport {
   void send_to_self(std::span<const uint8_t> data, const Envelope& envelope,
                     const std::shared_ptr<RequestState>& request);
   void lose_peer(int peer, std::exception_ptr why);
+  // Holds a message no receive has taken yet, or cuts its sender off when that
+  // would take it past tuning_.unexpected_limit.
+  void keep_unexpected(int peer, const tcp::FrameHeader& header, const uint8_t* payload);
   // Drives the pipe until `finished` holds or `until` passes; false on timeout.
   bool drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until, const std::function<bool()>& finished);
   void wake_sleeper() noexcept;
@@ -269,6 +279,8 @@ class PipeTransport final : public Transport {
   std::vector<ControlInbox*> reposts_;
   std::vector<ControlInbox*> flushing_;  // reposts_ being posted (flush_reposts)
   std::vector<uint32_t> next_data_tag_;                 // by peer rank
+  std::vector<size_t> unexpected_bytes_;                // by peer rank: charged for its unexpected messages
+  std::vector<char> cut_off_;                           // by peer rank: past the limit; its messages are dropped
   SendMap sends_;
   // Finished sends' map nodes with their Outgoing (and its control buffer), reused:
   // a small message costs no allocation here.

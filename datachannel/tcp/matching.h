@@ -48,6 +48,10 @@ struct PostedRecv {
 // to buffer it). An announced (rendezvous) message is only its header: its
 // payload stays with the sender until a receive takes it.
 struct UnexpectedMessage {
+  // What each one costs its sender's budget besides a payload held here, so a
+  // flood of empty messages (or of announcements) is bounded too.
+  static constexpr size_t kOverheadBytes = 256;
+
   int source = -1;
   FrameHeader header;
   std::unique_ptr<uint8_t[]> payload;  // null while parked and for empty messages

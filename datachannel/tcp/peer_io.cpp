@@ -241,9 +241,7 @@ void TcpTransport::finish_frame(Peer& p) {
 bool TcpTransport::try_buffer(Peer& p, UnexpectedMessage& message) {
   // An announcement holds no payload here: only its header is charged.
   const uint64_t size = message.announced() ? 0 : message.header.payload_bytes;
-  // Each message is charged a little more than its payload, so a flood of empty
-  // messages (or of announcements) is bounded too.
-  const uint64_t charge = size + kUnexpectedOverheadBytes;
+  const uint64_t charge = size + UnexpectedMessage::kOverheadBytes;
   if (charge > tuning_.unexpected_limit || p.buffered + charge > tuning_.unexpected_limit) return false;
   if (message.announced()) {
     p.buffered += static_cast<size_t>(charge);
@@ -435,7 +433,10 @@ void TcpTransport::sent_frame(Peer& p, SendOp& op) {
 
 void TcpTransport::update_interest(Peer& p) {
   if (p.lost) return;
-  const uint32_t want = (p.rx != Rx::Parked ? EPOLLIN | EPOLLRDHUP : 0u) | (p.sends.empty() ? 0u : EPOLLOUT);
+  // A parked peer's bytes are left in its socket, but its close is still watched:
+  // a peer that leaves while this rank holds all it may of its messages is cut off
+  // (dispatch), not waited for until a receive drains it, which may never come.
+  const uint32_t want = (p.rx != Rx::Parked ? EPOLLIN | EPOLLRDHUP : EPOLLRDHUP) | (p.sends.empty() ? 0u : EPOLLOUT);
   if (want == p.interest) return;
   epoll_event ev{};
   ev.events = want;

@@ -337,6 +337,15 @@ size_t TcpTransport::dispatch(const epoll_event* events, int n, bool as_poller) 
                   fmt::format("its connection was reset while {} bytes of its messages waited for receives",
                               p.buffered),
                   /*warn=*/false);
+      } else if (ev & EPOLLRDHUP) {
+        // It will send nothing more, and what it sent last is unread in the socket
+        // behind messages no receive has taken: keep what is buffered (receivable,
+        // as from any lost peer) and drop the rest with the connection.
+        lose_peer(p,
+                  fmt::format("it closed its connection while {} bytes of its messages waited for receives (the "
+                              "limit per peer, THD_MAX_UNEXPECTED_BYTES={}) and more were unread; those are dropped",
+                              p.buffered, tuning_.unexpected_limit),
+                  /*warn=*/true);
       }
     }
   }

@@ -13,6 +13,7 @@
 
 #include "datachannel/check.h"
 #include "datachannel/net/thread_name.h"
+#include "datachannel/transport_options.h"
 #include "tensor/log.h"
 
 namespace thd::detail::tcp {
@@ -422,6 +423,7 @@ Tuning tuning_for(const DataChannelOptions& options, const net::EnvLookup& env) 
   Tuning t;
   t.spin_budget = parse_spin_us(env("THD_TCP_SPIN_US")).value_or(kDefaultSpinBudget);
   t.rendezvous_bytes = parse_rendezvous_bytes(env("THD_TCP_RENDEZVOUS_BYTES")).value_or(kDefaultRendezvousBytes);
+  t.unexpected_limit = max_unexpected_bytes("tcp backend", kDefaultUnexpectedLimit, env);
   const int cpus = usable_cpus();
   t.cpus = cpus;
   // On one core a spinner only delays the thread it waits for.

@@ -53,13 +53,17 @@ namespace thd::detail::tcp {
 // Below this a message goes whole: the round trip of a rendezvous would cost more
 // than buffering it at the receiver.
 inline constexpr size_t kDefaultRendezvousBytes = size_t{1} << 20;
+// Past this much a peer's messages wait in its socket: nothing is lost, and its
+// sends wait (flow control), so there is no need to hold more.
+inline constexpr size_t kDefaultUnexpectedLimit = size_t{256} << 20;
 
 // The knobs of one transport; make_transport fills them from the defaults and the
 // environment, tests set them directly.
 struct Tuning {
   // Unexpected payload bytes buffered per peer before its connection is no longer
-  // read (TCP backpressure) until receives take them.
-  size_t unexpected_limit = size_t{256} << 20;
+  // read (TCP backpressure) until receives take them; a peer that closes its
+  // connection meanwhile is cut off (THD_MAX_UNEXPECTED_BYTES).
+  size_t unexpected_limit = kDefaultUnexpectedLimit;
   // Messages this large or larger go by rendezvous (THD_TCP_RENDEZVOUS_BYTES):
   // announced, and sent once the receiver has a receive for them.
   size_t rendezvous_bytes = kDefaultRendezvousBytes;
@@ -124,8 +128,6 @@ class TcpTransport final : public Transport {
   static constexpr uint64_t kKickId = UINT64_MAX - 1;  // wakes the poller
   // Per peer: headers and small payloads are read through this buffer.
   static constexpr size_t kReadBufferBytes = size_t{64} << 10;
-  // What each unexpected message costs its sender's budget besides its payload.
-  static constexpr size_t kUnexpectedOverheadBytes = 256;
 
   enum class Rx {
     Header,      // between frames

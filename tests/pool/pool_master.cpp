@@ -7,9 +7,15 @@
 //   hold URL     attach, leave tensors on every node, print "holding: <live tensors
 //                per node>", then wait to be killed (at most a minute)
 //   attach URL   attach and shut down at once: prints "attached" and exits 0
+//   flood URL BYTES
+//                claim a session as a master does, then send node 0 BYTES of
+//                messages on a tag its worker never receives, close the connections
+//                cleanly (FIN, no reset) and exit 0, printing "flooded: N sent"
 //   exit N       exit with status N without attaching
 // Errors from thd are printed ("error: ...") and exit 4.
 #include <thd/thd.h>
+
+#include "master/pool_attach.h"
 
 #include <chrono>
 #include <cstdio>
@@ -65,14 +71,52 @@ int hold() {
   return 5;  // the test should have killed it by now
 }
 
+// What a client holding the token could do to a pool: fill node 0 with messages
+// nobody will receive, past what the worker holds (its connection is then not
+// read), and leave.
+int flood(thd::MasterWorkerOptions options, size_t total) {
+  options.backend = "tcp";  // what init_master_worker resolves before it attaches
+  const thd::master::PoolSession pool = thd::master::attach_to_pool(options);
+  thd::DataChannelOptions dc;
+  dc.store = pool.store;
+  dc.rank = 0;
+  dc.world_size = pool.world_size;
+  dc.timeout = kTimeout;
+  auto channel = thd::DataChannel::create("tcp", dc);
+  constexpr size_t kMessage = 32 << 10;
+  constexpr int64_t kNobodysTag = 424242;
+  const std::vector<uint8_t> block(kMessage, 0x5a);
+  std::vector<thd::Request> sends;
+  for (size_t sent = 0; sent < total; sent += kMessage) {
+    sends.push_back(channel->isend_bytes(block, /*node 0=*/1, {.tag = kNobodysTag}));
+  }
+  // Every byte must be in the kernel before the close, or the FIN would wait
+  // behind bytes the worker no longer reads.
+  size_t left = 0;
+  for (const thd::Request& r : sends) {
+    try {
+      r.wait(std::chrono::seconds(5));
+    } catch (const std::exception&) {
+      ++left;
+    }
+  }
+  std::printf("flooded: %zu sent, %zu not\n", sends.size() - left, left);
+  std::fflush(stdout);
+  if (left != 0) return 6;
+  sends.clear();
+  channel.reset();  // closes every connection: a FIN each
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
     if (mode == "exit" && argc > 2) return std::atoi(argv[2]);
+    if (mode == "flood" && argc > 3) return flood(pool_options(argc, argv), std::stoull(argv[3]));
     if (mode != "run" && mode != "hold" && mode != "attach") {
-      std::fprintf(stderr, "usage: thd_pool_master run|hold|attach [URL] | exit N\n");
+      std::fprintf(stderr, "usage: thd_pool_master run|hold|attach [URL] | flood URL BYTES | exit N\n");
       return 2;
     }
     thd::init_master_worker(pool_options(argc, argv));

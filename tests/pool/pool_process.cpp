@@ -129,11 +129,13 @@ void TestProcess::signal(int sig) const {
   if (!status_) ::kill(pid_, sig);
 }
 
-PoolUnderTest::PoolUnderTest(int nodes, std::vector<std::string> extra_args) {
+PoolUnderTest::PoolUnderTest(int nodes, std::vector<std::string> extra_args, const EnvChanges& env) {
   std::vector<std::string> argv = {pool_thdrun_path(), "--pool", "-n", std::to_string(nodes), "--listen",
                                    "127.0.0.1:0",      "--timeout-kill", "2"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  thdrun_.emplace(std::move(argv), EnvChanges{{"THD_AUTH_TOKEN", kToken}}, SIGTERM);
+  EnvChanges all{{"THD_AUTH_TOKEN", kToken}};
+  all.insert(all.end(), env.begin(), env.end());
+  thdrun_.emplace(std::move(argv), all, SIGTERM);
   if (!thdrun_->wait_for_output("thdrun: pool ready", kLong)) {
     throw std::runtime_error("the pool did not come up:\n" + thdrun_->output());
   }

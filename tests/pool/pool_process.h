@@ -53,10 +53,11 @@ class TestProcess {
 };
 
 // A pool started with `thdrun --pool -n N --listen 127.0.0.1:0`, with the tests'
-// token in its environment, ready (every worker registered) when constructed.
+// token and `env` in its environment, ready (every worker registered) when
+// constructed.
 class PoolUnderTest {
  public:
-  explicit PoolUnderTest(int nodes, std::vector<std::string> extra_args = {});
+  explicit PoolUnderTest(int nodes, std::vector<std::string> extra_args = {}, const EnvChanges& env = {});
   const std::string& url() const { return url_; }
   TestProcess& thdrun() { return *thdrun_; }
   // The pids of thdrun's children (the workers).

@@ -63,6 +63,24 @@ TEST_F(PoolFaults, MasterKilledMidSessionLeavesNoTensorForTheNext) {
   shutdown();
 }
 
+TEST_F(PoolFaults, AClientThatFloodsANodeAndClosesCleanlyDoesNotWedgeThePool) {
+  // The workers hold at most 1 MiB of messages no receive took, per peer; the
+  // flooder sends node 0 more than that on a tag nobody receives (its connection
+  // is then not read) and closes cleanly. The worker must still see it go.
+  PoolUnderTest pool(2, {}, {{"THD_MAX_UNEXPECTED_BYTES", "1048576"}});
+  {
+    TestProcess flooder({pool_master_path(), "flood", pool.url(), std::to_string((1 << 20) + (128 << 10))},
+                        {{"THD_AUTH_TOKEN", kToken}});
+    ASSERT_EQ(flooder.wait(kLong), 0) << flooder.output();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  init_master_worker(attach_options(pool.url()));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "the next master waited";
+  EXPECT_FLOAT_EQ(sum_on(0), 20.0f);
+  EXPECT_FLOAT_EQ(sum_on(1), 20.0f);
+  shutdown();
+}
+
 TEST_F(PoolFaults, WrongTokenIsRefused) {
   PoolUnderTest pool(1);
   MasterWorkerOptions o = attach_options(pool.url());

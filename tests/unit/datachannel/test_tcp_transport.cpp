@@ -7,6 +7,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <set>
@@ -1056,6 +1057,42 @@ TEST(TcpTransport, ParkedMessageAlreadyInTheReadBufferIsDeliveredOnceUnparked) {
     EXPECT_EQ(got0, test::pattern(1024, 0));
     EXPECT_EQ(got1, test::pattern(1024, 1));
   }
+}
+
+TEST(TcpTransport, APeerThatClosesItsConnectionWhileParkedIsCutOffKeepingWhatWasBuffered) {
+  // Rank 0 buffers at most 2 KiB from rank 1: the first 1 KiB message is held, the
+  // second parks the connection with the rest unread. The fake then closes its
+  // side cleanly (a FIN, no reset): rank 0 must notice it although it is not
+  // reading that connection, as a worker must notice a master that flooded it and
+  // left.
+  FakeRank1 fake(2048);
+  ASSERT_NE(fake.rank0, nullptr);
+  Transport& t = *fake.rank0;
+  std::vector<uint8_t> frames;
+  for (int tag = 0; tag < 4; ++tag) {
+    const auto header = tcp::encode_frame_header(test::raw_envelope(tag, 1024), 1024);
+    const auto payload = test::pattern(1024, static_cast<uint32_t>(tag));
+    frames.insert(frames.end(), header.begin(), header.end());
+    frames.insert(frames.end(), payload.begin(), payload.end());
+  }
+  fake.send(frames);
+  std::this_thread::sleep_for(20ms);  // read and parked by now
+  EXPECT_EQ(t.peer_error(1), nullptr);
+  ASSERT_EQ(::shutdown(fake.sock.fd(), SHUT_WR), 0);
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (t.peer_error(1) == nullptr && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  std::string message;
+  ErrorContext ctx;
+  ASSERT_TRUE(test::holds<PeerLost>(t.peer_error(1), &message, &ctx)) << "rank 1's close went unnoticed";
+  EXPECT_NE(message.find("closed its connection while"), std::string::npos) << message;
+  EXPECT_NE(message.find("THD_MAX_UNEXPECTED_BYTES"), std::string::npos) << message;
+  EXPECT_EQ(ctx.peer, 1);
+  EXPECT_TRUE(test::closed_by_peer(fake.sock));
+  // What was buffered before it left stays receivable; what it left unread is gone.
+  std::vector<uint8_t> got(1024);
+  ASSERT_TRUE(test::wait_ok(t, *test::irecv(t, got, 1, 0)));
+  EXPECT_EQ(got, test::pattern(1024, 0));
+  EXPECT_TRUE(test::holds<PeerLost>(test::wait_error(t, *test::irecv(t, got, 1, 1), 2s)));
 }
 
 TEST(TcpTransport, RendezvousStepsOnTheWireAndDataNobodyAskedForDropsThePeer) {

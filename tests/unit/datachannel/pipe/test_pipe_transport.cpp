@@ -425,6 +425,36 @@ TEST(PipeTransport, LostPeerFailsPendingAndLaterOperationsWithPeerLost) {
   EXPECT_NE(wait_error(w[0], *later), nullptr);
 }
 
+TEST(PipeTransport, APeerPastTheUnexpectedLimitIsCutOffAndTheOthersCarryOn) {
+  // The pipes cannot hold a sender back: a peer whose messages nobody receives
+  // would grow this rank's memory without end. Past the limit it is cut off.
+  PipeTuning tuning;
+  tuning.unexpected_limit = 64 << 10;
+  World w(3, tuning);
+  const size_t n = 6000;  // inline: the payloads are held here
+  std::vector<RequestPtr> sends;
+  for (int i = 0; i < 20; ++i) sends.push_back(isend(w[1], pattern(n, static_cast<uint8_t>(i)), 0, 7));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (w[0].peer_error(1) == nullptr && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const std::exception_ptr cut = w[0].peer_error(1);
+  ASSERT_NE(cut, nullptr) << "20 x 6000 bytes nobody received did not cut rank 1 off at 64 KiB";
+  EXPECT_THROW(std::rethrow_exception(cut), PeerLost);
+  EXPECT_NE(error_text(cut).find("cut off"), std::string::npos) << error_text(cut);
+  EXPECT_NE(error_text(cut).find("THD_MAX_UNEXPECTED_BYTES"), std::string::npos) << error_text(cut);
+  // What was held before the limit stays receivable, in order.
+  std::vector<uint8_t> got(n);
+  ASSERT_EQ(wait_error(w[0], *irecv(w[0], got, 1, 7)), nullptr);
+  EXPECT_EQ(got, pattern(n, 0));
+  // Rank 2 is not concerned.
+  std::vector<uint8_t> hi(2);
+  auto r = irecv(w[0], hi, 2, 8);
+  ASSERT_EQ(wait_error(w[2], *isend(w[2], pattern(2, 5), 0, 8)), nullptr);
+  ASSERT_EQ(wait_error(w[0], *r), nullptr);
+  EXPECT_EQ(hi, pattern(2, 5));
+}
+
 TEST(PipeTransport, APeerWhoseProcessOnThisHostExitsIsLostWithinASecond) {
   // Rank 1 publishes a child process as its own; the pipes cannot tell a silent
   // peer and send no heartbeats, so only the process watch can notice the child's
@@ -730,6 +760,26 @@ TEST(PipeTuning, MoreRanksThanCoresYieldWhileSpinning) {
     // The user's budget stands; 0 still means block at once.
     ScopedEnv user("THD_PIPE_SPIN_US", "0");
     EXPECT_EQ(detail::pipe::pipe_tuning_for(o).spin_budget.count(), 0);
+  }
+}
+
+TEST(PipeTuning, TheUnexpectedLimitComesFromTheEnvironment) {
+  auto env_of = [](const char* value) {
+    return [value](const char* name) -> std::optional<std::string> {
+      if (std::string(name) == "THD_MAX_UNEXPECTED_BYTES") return std::string(value);
+      return std::nullopt;
+    };
+  };
+  EXPECT_EQ(detail::pipe::pipe_tuning_from_env(env_of("")).unexpected_limit, PipeTuning{}.unexpected_limit);
+  EXPECT_EQ(detail::pipe::pipe_tuning_from_env(env_of("2097152")).unexpected_limit, size_t{2097152});
+  for (const char* bad : {"12", "lots", "-1", "3MiB"}) {
+    SCOPED_TRACE(bad);
+    try {
+      (void)detail::pipe::pipe_tuning_from_env(env_of(bad));
+      ADD_FAILURE() << "accepted";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("THD_MAX_UNEXPECTED_BYTES"), std::string::npos) << e.what();
+    }
   }
 }
 
