@@ -1,5 +1,7 @@
 #include "master/node_link.h"
 
+#include <algorithm>
+
 #include "master/stream_handle.h"
 
 #include "datachannel/check.h"
@@ -44,6 +46,7 @@ uint64_t NodeLink::append_on(uint32_t stream, fb::Op type, const BuildOp& build)
     first = commands_.empty();
     if (first) first_append_ = Clock::now();
     commands_.push_back(fb::CreateCommand(builder_, id, type, table, stream));
+    appended_.fetch_add(1);
     pending_.store(true);  // seq_cst: paired with the flusher's asleep flag
     if (static_cast<int64_t>(builder_.GetSize()) >= options_.batch_bytes ||
         commands_.size() >= static_cast<size_t>(options_.max_ops_in_flight / 4 + 1)) {
@@ -62,6 +65,7 @@ uint64_t NodeLink::append_upload(const BuildOp& build, const Tensor& contiguous)
   const auto table = build(builder_);
   if (commands_.empty()) first_append_ = Clock::now();
   commands_.push_back(fb::CreateCommand(builder_, id, fb::Op::Upload, table, scoped_stream(node_)));
+  appended_.fetch_add(1);
   uploads_.push_back(contiguous);
   upload_bytes_ += static_cast<int64_t>(contiguous.nbytes());
   // Large payloads go at once: the caller's dist_send returns only when its bytes
@@ -76,7 +80,7 @@ void NodeLink::queue_free(uint64_t id) {
     std::lock_guard lock(free_mu_);
     first = frees_.empty();
     if (first) first_free_ = Clock::now();
-    frees_.push_back(id);
+    frees_.push_back({id, appended_.load()});
     pending_.store(true);  // seq_cst: paired with the flusher's asleep flag
   }
   if (first) on_pending_();
@@ -121,16 +125,13 @@ bool NodeLink::flush_if_idle(Clock::time_point now, std::chrono::microseconds id
 }
 
 void NodeLink::flush_locked() {
-  std::vector<uint64_t> frees;
+  std::vector<QueuedFree> frees;
   {
     std::lock_guard lock(free_mu_);
     frees.swap(frees_);
   }
   if (commands_.empty() && frees.empty()) return;
-  if (!frees.empty()) {
-    const auto table = fb::CreateFree(builder_, builder_.CreateVector(frees));
-    commands_.push_back(fb::CreateCommand(builder_, next_op_id_(), fb::Op::Free, table.Union()));
-  }
+  if (!frees.empty()) place_frees(frees);
   const auto ops = static_cast<int64_t>(commands_.size());
   const auto bytes = static_cast<int64_t>(builder_.GetSize()) + upload_bytes_;
   // Whatever happens below, this buffer is consumed: a lost node fails it.
@@ -174,6 +175,28 @@ void NodeLink::flush_locked() {
     throw;
   }
   reset();
+}
+
+void NodeLink::place_frees(const std::vector<QueuedFree>& frees) {
+  // commands_ holds the appends numbered [first, appended_); a free queued at
+  // position p goes before command p (frees from before this batch, first).
+  const uint64_t total = appended_.load();
+  const uint64_t first = total - commands_.size();
+  auto slot = [&](const QueuedFree& f) { return static_cast<size_t>(std::clamp(f.position, first, total) - first); };
+  std::vector<flatbuffers::Offset<fb::Command>> placed;
+  placed.reserve(commands_.size() + frees.size());
+  size_t next = 0;  // the next of `frees` (queued in position order)
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i <= commands_.size(); ++i) {
+    ids.clear();
+    while (next < frees.size() && slot(frees[next]) <= i) ids.push_back(frees[next++].id);
+    if (!ids.empty()) {
+      const auto table = fb::CreateFree(builder_, builder_.CreateVector(ids));
+      placed.push_back(fb::CreateCommand(builder_, next_op_id_(), fb::Op::Free, table.Union()));
+    }
+    if (i < commands_.size()) placed.push_back(commands_[i]);
+  }
+  commands_.swap(placed);
 }
 
 void NodeLink::acquire_credits(int64_t ops, int64_t bytes) {

@@ -48,7 +48,10 @@ class NodeLink {
   uint64_t append_on(uint32_t stream, fb::Op type, const BuildOp& build);
   // As append, with a tensor whose bytes follow the batch on the upload tag.
   uint64_t append_upload(const BuildOp& build, const Tensor& contiguous);
-  // Queues a Free of `id` for the next batch (never blocks, never throws).
+  // Queues a Free of `id` for the next batch (never blocks, never throws). It lands
+  // in the batch where it was issued: after the commands appended before it and
+  // ahead of those appended after, so a tensor dropped before a new one is made is
+  // freed first (the worker's memory limit counts it).
   void queue_free(uint64_t id);
   // Sends what is buffered.
   void flush();
@@ -71,7 +74,15 @@ class NodeLink {
   void throw_if_lost() const;
 
  private:
+  struct QueuedFree {
+    uint64_t id;
+    uint64_t position;  // appended_ when it was queued
+  };
+
   void flush_locked();
+  // Builds the queued frees into commands_, each group ahead of the first command
+  // appended after it (under mu_).
+  void place_frees(const std::vector<QueuedFree>& frees);
   void acquire_credits(int64_t ops, int64_t bytes);
   // Sends an empty batch `seq` that asks for an ack (under the link's lock).
   void request_ack(uint64_t seq);
@@ -91,8 +102,11 @@ class NodeLink {
   Clock::time_point first_append_{};
   std::atomic<bool> pending_{false};
 
+  // Commands appended over the link's life (under mu_); a free records it to find
+  // its place in the batch.
+  std::atomic<uint64_t> appended_{0};
   std::mutex free_mu_;  // frees come from any thread, also from handle destructors
-  std::vector<uint64_t> frees_;
+  std::vector<QueuedFree> frees_;
   Clock::time_point first_free_{};
 
   mutable std::mutex credit_mu_;

@@ -144,6 +144,39 @@ Tensor reduce(const fb::Reduce& op, const Tensor& a) {
   unknown_kind("reduce", static_cast<int>(op.kind()));
 }
 
+// The tensor memory a reduction allocates: its output, and what it stages. On the
+// CPU only argmax/argmin over every dim of a strided tensor stage (a flat copy);
+// the partial results live outside tensor memory. On a GPU a strided input may be
+// copied to the layout the kernels read, and partial results take a scratch
+// tensor of at most one byte per input element (a split covers >= 16 elements of
+// accumulators of <= 16 bytes).
+uint64_t reduction_bytes(const fb::Reduce& op, const Tensor& a) {
+  const Dims dims = dims_of(op.dims());
+  const bool arg = op.kind() == fb::ReduceKind::Argmax || op.kind() == fb::ReduceKind::Argmin;
+  const std::span<const int64_t> over = arg && !dims.empty() ? std::span(dims).first(1) : std::span(dims);
+  const uint64_t out_numel = reduced_numel(a.shape(), over, op.all_dims());
+  DType out_dtype = a.dtype();
+  switch (op.kind()) {
+    case fb::ReduceKind::Sum:
+    case fb::ReduceKind::Prod:
+      if (!is_floating_point(a.dtype())) out_dtype = kInt64;
+      break;
+    case fb::ReduceKind::Argmax:
+    case fb::ReduceKind::Argmin: out_dtype = kInt64; break;
+    case fb::ReduceKind::Any:
+    case fb::ReduceKind::All: out_dtype = kBool; break;
+    default: break;
+  }
+  uint64_t bytes = bytes_of(out_numel, out_dtype);
+  const uint64_t input_copy = a.is_contiguous() ? 0 : bytes_of(numel_of(a.shape()), a.dtype());
+  if (a.device().is_cpu()) {
+    if (arg && (op.all_dims() || dims.empty())) bytes = saturating_add(bytes, input_copy);
+  } else {
+    bytes = saturating_add(bytes, saturating_add(input_copy, numel_of(a.shape())));
+  }
+  return bytes;
+}
+
 Tensor matmul(fb::MatmulKind kind, const Tensor& a, const Tensor& b) {
   switch (kind) {
     case fb::MatmulKind::Matmul: return a.matmul(b);
@@ -248,9 +281,7 @@ void run(ExecContext& ctx, const fb::ToDevice& op) {
 void run(ExecContext& ctx, const fb::Reduce& op) {
   ctx.fresh(op.out());
   const Tensor& a = ctx.input(op.a());
-  // The result is never larger than the input; what a reduction stages is (a
-  // contiguous copy, float64 partial results).
-  ctx.reserve(saturating_mul(numel_of(a.shape()), 8));
+  ctx.reserve(reduction_bytes(op, a));
   ctx.define(op.out(), reduce(op, a));
 }
 

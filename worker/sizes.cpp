@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace thd::worker {
 
@@ -57,6 +58,23 @@ uint64_t index_select_numel(const Shape& a, int64_t dim, uint64_t index_numel) {
   uint64_t n = index_numel;
   for (int64_t i = 0; i < rank; ++i) {
     if (i != d) n = saturating_mul(n, static_cast<uint64_t>(std::max<int64_t>(a[static_cast<size_t>(i)], 0)));
+  }
+  return n;
+}
+
+uint64_t reduced_numel(const Shape& shape, std::span<const int64_t> dims, bool all_dims) {
+  if (all_dims || dims.empty()) return 1;
+  const auto rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduced(shape.size(), false);
+  for (int64_t dim : dims) {
+    // A 0-dim tensor takes dim 0 or -1 and reduces nothing.
+    const int64_t d = dim < 0 ? dim + std::max<int64_t>(rank, 1) : dim;
+    if (d < 0 || d >= std::max<int64_t>(rank, 1)) return numel_of(shape);
+    if (d < rank) reduced[static_cast<size_t>(d)] = true;
+  }
+  uint64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (!reduced[i]) n = saturating_mul(n, static_cast<uint64_t>(std::max<int64_t>(shape[i], 0)));
   }
   return n;
 }

@@ -27,6 +27,11 @@ uint64_t matmul_numel(const Shape& a, const Shape& b);
 // of range (the op refuses it).
 uint64_t index_select_numel(const Shape& a, int64_t dim, uint64_t index_numel);
 
+// Elements of a reduction's output over `dims` of a tensor of `shape` (every dim when
+// all_dims or dims is empty); the whole input's count for a dim out of range (the op
+// refuses it), so the estimate never falls short.
+uint64_t reduced_numel(const Shape& shape, std::span<const int64_t> dims, bool all_dims);
+
 inline uint64_t bytes_of(uint64_t numel, DType dtype) { return saturating_mul(numel, element_size(dtype)); }
 
 }  // namespace thd::worker
