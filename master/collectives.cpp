@@ -1,7 +1,7 @@
 // Collectives issued by the master over tensors on several nodes: one command per
 // node; the workers run the DataChannel's collective among themselves, so no tensor
 // byte passes through the master.
-#include <set>
+#include <map>
 
 #include "master/emit.h"
 #include "master/infer.h"
@@ -23,14 +23,16 @@ struct Members {
 Members members_of(const char* op, const std::vector<DistributedTensor>& tensors) {
   if (tensors.empty()) THD_THROW(ValueError, op, "expected at least one tensor");
   Members m;
-  std::set<int> seen;
+  std::map<int, size_t> seen;  // node -> the tensor on it
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Handle& h = master::operand(tensors[i], op);
     if (i == 0) m.session = master::session_of(h, op);
     else if (h.session.lock() != m.session) THD_THROW(ValueError, op, "tensor {} belongs to another session", i);
-    if (!seen.insert(h.node).second) {
-      THD_THROW(ValueError, op, "tensors {} and another one are both on node {}: a collective takes one tensor per node",
-                i, h.node);
+    if (const auto [at, fresh] = seen.emplace(h.node, i); !fresh) {
+      THD_THROW(ValueError, op,
+                "tensors {} and {} are both on node {}: a collective takes one tensor per node (move one with "
+                "to_node)",
+                at->second, i, h.node);
     }
     const Handle& first = m.handles.empty() ? h : *m.handles.front();
     if (h.meta.dtype() != first.meta.dtype() || h.meta.shape() != first.meta.shape()) {

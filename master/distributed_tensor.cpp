@@ -17,10 +17,11 @@ namespace {
 
 // The node and device a new tensor goes to: the scopes', unless the call names a
 // device.
+// A node named by the call (dist_send's) is checked as the call's, not as a scope's.
 std::shared_ptr<master::Session> placement(const char* op, std::optional<Device> explicit_device, int& node,
-                                           Device& device) {
+                                           Device& device, std::optional<int> explicit_node = std::nullopt) {
   auto s = master::current_session(op);
-  node = master::scoped_node();
+  node = explicit_node.value_or(master::scoped_node());
   device = explicit_device.value_or(master::scoped_device());
   master::check_device_valid(device, op);
   (void)s->link(node, op);  // a node out of range throws here, naming the range
@@ -43,7 +44,7 @@ DistributedTensor create(const char* op, const Shape& shape, DType dtype, std::o
   for (int64_t d : shape) {
     if (d < 0) THD_THROW(ValueError, op, "negative size in shape {}", shape_str(shape));
   }
-  return emit_new(*s, op, node, master::mirror(shape, dtype, device), fb::Op::Create, [&](auto& b, uint64_t id) {
+  return emit_new(*s, op, node, master::mirror(shape, dtype, device, op), fb::Op::Create, [&](auto& b, uint64_t id) {
     const auto dims = b.CreateVector(shape);
     const fb::Scalar v = protocol::to_fb(args.value), st = protocol::to_fb(args.start),
                      en = protocol::to_fb(args.end), sp = protocol::to_fb(args.step);
@@ -83,10 +84,9 @@ Tensor DistributedTensor::get() const {
 
 DistributedTensor DistributedTensor::from(const Tensor& local, std::optional<int> node, std::optional<Device> on) {
   if (!local.defined()) THD_THROW(ValueError, "dist_send", "the local tensor is undefined");
-  NodeScope at(node.value_or(master::scoped_node()));
   int target;
   Device device;
-  auto s = placement("dist_send", on, target, device);
+  auto s = placement("dist_send", on, target, device, node);
   // The bytes leave from host memory (a CUDA tensor of the master's is copied there
   // first) and land in the worker's, which copies them to `device`.
   const Tensor bytes = local.device().is_cpu() ? local.contiguous() : local.to(Device::cpu()).contiguous();

@@ -33,8 +33,9 @@ struct Handle {
 };
 
 // A contiguous metadata mirror of `shape` and `dtype` on `device` (views of it are
-// mirrors too).
-Tensor mirror(const Shape& shape, DType dtype, Device device = Device::cpu());
+// mirrors too). ValueError naming `op` for a negative size, or a tensor whose bytes
+// would not fit in int64 (no node could hold it).
+Tensor mirror(const Shape& shape, DType dtype, Device device = Device::cpu(), const char* op = "tensor");
 // `meta` (a mirror, or a view of one) with the same metadata on `device`.
 Tensor on_device(Tensor meta, Device device);
 

@@ -1,5 +1,6 @@
 #include "master/infer.h"
 
+#include <algorithm>
 #include <array>
 #include <unordered_map>
 
@@ -16,10 +17,19 @@ alignas(64) unsigned char g_mirror_address[64];
 
 }  // namespace
 
-Tensor mirror(const Shape& shape, DType dtype, Device device) {
+Tensor mirror(const Shape& shape, DType dtype, Device device, const char* op) {
+  const auto es = static_cast<int64_t>(element_size(dtype));
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
   int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
-  const size_t nbytes = static_cast<size_t>(numel) * element_size(dtype);
+  for (int64_t d : shape) {
+    THD_CHECK(d >= 0, ValueError, op, "negative size {} in shape {}", d, shape_str(shape));
+    if (!empty && numel > INT64_MAX / es / d) {
+      THD_THROW(ValueError, op, "a tensor of shape {} and dtype {} is too large: it needs more than 2^63 - 1 bytes",
+                shape_str(shape), dtype);
+    }
+    numel = empty ? 0 : numel * d;
+  }
+  const auto nbytes = static_cast<size_t>(numel * es);
   auto storage = std::make_shared<StorageImpl>(g_mirror_address, nbytes, device, nullptr);
   Shape strides(shape.size());
   int64_t stride = 1;

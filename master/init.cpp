@@ -73,6 +73,11 @@ void init_master_worker(const MasterWorkerOptions& requested) {
   if (options.max_ops_in_flight < 1 || options.max_bytes_in_flight < 1 || options.batch_bytes < 1) {
     THD_THROW(ValueError, "init_master_worker", "flow-control limits and batch size must be positive");
   }
+  if (options.max_streams_per_node < 1 ||
+      static_cast<size_t>(options.max_streams_per_node) > protocol::kMaxStreamsPerNode) {
+    THD_THROW(ValueError, "init_master_worker", "max_streams_per_node is {}; it must be 1..{}",
+              options.max_streams_per_node, protocol::kMaxStreamsPerNode);
+  }
   std::shared_ptr<Store> store;
   int rank = 0;
   int world_size = 0;

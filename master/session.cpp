@@ -71,6 +71,7 @@ Session::Session(std::shared_ptr<DataChannel> channel, const MasterWorkerOptions
   const int nodes = channel_->size() - 1;
   nodes_.resize(nodes);
   next_stream_.assign(static_cast<size_t>(nodes), 0);
+  live_streams_.assign(static_cast<size_t>(nodes), 0);
   clock_offsets_.assign(static_cast<size_t>(nodes), 0);
   trace_path_ = trace::trace_path_from_env();
   if (trace_path_) {
@@ -244,7 +245,9 @@ void Session::reply_loop(int node) {
 std::exception_ptr Session::remote_error(int node, uint64_t op_id, const std::string& op_name,
                                          const std::string& message) {
   try {
-    throw RemoteError(fmt::format("{} (op {}) failed on node {}: {}", op_name, op_id, node, message),
+    // what(): "index_select: op 5 failed on node 0: index 7 is out of range ..." (the
+    // worker leaves the name out of its text when it is this op's).
+    throw RemoteError(fmt::format("op {} failed on node {}: {}", op_id, node, message),
                       ErrorContext{.op = op_name, .rank = 0, .node = node, .peer = node + 1}, op_id);
   } catch (...) {
     return std::current_exception();

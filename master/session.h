@@ -54,7 +54,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // ---- streams and events (streams_api.cpp) ----
   uint64_t next_event_id() { return next_event_id_.fetch_add(1, std::memory_order_relaxed); }
-  uint32_t next_stream_id(int node);
+  // The id of a new stream on `node`, counted among its live streams; ValueError
+  // naming the limit (max_streams_per_node) when it has that many.
+  uint32_t open_stream(int node);
+  // A stream of `node` was destroyed (its last handle went).
+  void close_stream(int node);
   struct EventReport {
     bool complete = false;
     bool recorded = false;
@@ -129,6 +133,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<uint64_t> next_sync_{0};
   std::atomic<uint64_t> next_event_id_{1};
   std::vector<uint32_t> next_stream_;  // per node, under mu_
+  std::vector<int> live_streams_;      // per node, under mu_
   std::optional<std::string> trace_path_;
   std::unique_ptr<trace::Recorder> recorder_;
   std::vector<int64_t> clock_offsets_;  // per node: add to its timestamps for the master's clock

@@ -19,11 +19,30 @@ namespace thd {
 namespace master {
 
 // The session a stream or event belongs to, or ValueError (it ended).
-std::shared_ptr<Session> live_session(const std::weak_ptr<Session>& weak, const char* op) {
+std::shared_ptr<Session> live_session(const std::weak_ptr<Session>& weak, const char* op, const char* what) {
   auto s = weak.lock();
-  if (!s) THD_THROW(ValueError, op, "the stream or event belongs to a session that has ended");
+  if (!s) {
+    THD_THROW(ValueError, op,
+              "the {} belongs to a session that has ended (thd::shutdown() or a lost master-worker session): "
+              "streams and events do not carry over to a new session; create them again in this one",
+              what);
+  }
   return s;
 }
+
+namespace {
+
+// Both halves of a stream-event call in one live session, or which one is not.
+std::shared_ptr<Session> live_pair(const std::weak_ptr<Session>& stream, const std::weak_ptr<Session>& event,
+                                   const char* op) {
+  auto s = live_session(stream, op, "stream");
+  if (live_session(event, op, "event") != s) {
+    THD_THROW(ValueError, op, "the stream and the event belong to different sessions");
+  }
+  return s;
+}
+
+}  // namespace
 
 namespace {
 
@@ -38,6 +57,7 @@ StreamHandle::~StreamHandle() {
   if (id == 0) return;
   auto s = session.lock();
   if (!s) return;  // the session ended: its workers dropped every stream
+  s->close_stream(node);
   try {
     s->link(node, "~Stream").append_on(0, fb::Op::StreamDestroy,
                                        [&](auto& b) { return fb::CreateStreamDestroy(b, id).Union(); });
@@ -77,9 +97,23 @@ int EventHandle::node() const {
   return node_;
 }
 
-uint32_t Session::next_stream_id(int node) {
+uint32_t Session::open_stream(int node) {
   std::lock_guard lock(mu_);
+  int& live = live_streams_[static_cast<size_t>(node)];
+  if (live >= options_.max_streams_per_node) {
+    THD_THROW_AT(ValueError, "Stream::create", 0, node + 1,
+                 "node {} has {} streams, the most a node may have at once (MasterWorkerOptions::"
+                 "max_streams_per_node); a stream is destroyed when its last thd::Stream handle goes, so drop "
+                 "streams no longer used, or raise the limit (at most {})",
+                 node, live, protocol::kMaxStreamsPerNode);
+  }
+  ++live;
   return ++next_stream_[static_cast<size_t>(node)];
+}
+
+void Session::close_stream(int node) {
+  std::lock_guard lock(mu_);
+  --live_streams_[static_cast<size_t>(node)];
 }
 
 namespace {
@@ -156,7 +190,7 @@ Stream Stream::create(Priority priority) { return create(current_node(), priorit
 Stream Stream::create(int node, Priority priority) {
   auto s = master::current_session("Stream::create");
   master::NodeLink& l = s->link(node, "Stream::create");
-  const uint32_t id = s->next_stream_id(node);
+  const uint32_t id = s->open_stream(node);
   l.append_on(0, master::fb::Op::StreamCreate, [&](auto& b) {
     return master::fb::CreateStreamCreate(b, id, priority == Priority::High).Union();
   });
@@ -179,7 +213,7 @@ void Stream::synchronize() const {
 }
 
 bool Stream::query() const {
-  auto s = master::live_session(handle_->session, "Stream::query");
+  auto s = master::live_session(handle_->session, "Stream::query", "stream");
   return s->query_stream(node(), id());
 }
 
@@ -190,10 +224,7 @@ Event Stream::record() const {
 }
 
 void Stream::wait(const Event& event) const {
-  auto s = master::live_session(handle_->session, "Stream::wait");
-  if (event.handle_->session.lock() != s) {
-    THD_THROW(ValueError, "Stream::wait", "the stream and the event belong to different sessions");
-  }
+  auto s = master::live_pair(handle_->session, event.handle_->session, "Stream::wait");
   const int from = event.handle_->node();
   if (from < 0) return;  // never recorded: nothing to wait for (CUDA)
   const uint64_t id = event.handle_->id;
@@ -247,10 +278,7 @@ Event::Event(bool enable_timing) {
 void Event::record() { record(current_stream()); }
 
 void Event::record(const Stream& stream) {
-  auto s = master::live_session(handle_->session, "Event::record");
-  if (stream.handle_->session.lock() != s) {
-    THD_THROW(ValueError, "Event::record", "the stream and the event belong to different sessions");
-  }
+  auto s = master::live_pair(stream.handle_->session, handle_->session, "Event::record");
   handle_->bind(stream.node());
   const uint64_t id = handle_->id;
   const bool timed = handle_->timing;
@@ -262,14 +290,14 @@ void Event::record(const Stream& stream) {
 bool Event::query() const {
   const int n = handle_->node();
   if (n < 0) return true;
-  auto s = master::live_session(handle_->session, "Event::query");
+  auto s = master::live_session(handle_->session, "Event::query", "event");
   return s->query_event(n, handle_->id, /*wait=*/false, "Event::query").complete;
 }
 
 void Event::synchronize() const {
   const int n = handle_->node();
   if (n < 0) return;
-  auto s = master::live_session(handle_->session, "Event::synchronize");
+  auto s = master::live_session(handle_->session, "Event::synchronize", "event");
   auto r = s->query_event(n, handle_->id, /*wait=*/true, "Event::synchronize");
   if (r.failure) std::rethrow_exception(r.failure);
 }
@@ -285,7 +313,7 @@ float Event::elapsed_time(const Event& end) const {
   if (n != m) {
     THD_THROW(ValueError, op, "the events were recorded on nodes {} and {}: times compare only on one node", n, m);
   }
-  auto s = master::live_session(handle_->session, op);
+  auto s = master::live_session(handle_->session, op, "event");
   const auto a = s->query_event(n, handle_->id, /*wait=*/false, op);
   const auto b = s->query_event(n, end.handle_->id, /*wait=*/false, op);
   if (!a.complete || !b.complete) {
@@ -305,7 +333,7 @@ bool Event::timing() const { return handle_->timing; }
 int64_t detail::event_time_ns(const Event& event) {
   const int n = event.handle_->node();
   if (n < 0) return 0;
-  auto s = master::live_session(event.handle_->session, "event_time_ns");
+  auto s = master::live_session(event.handle_->session, "event_time_ns", "event");
   const auto r = s->query_event(n, event.handle_->id, /*wait=*/false, "event_time_ns");
   return r.recorded ? r.time_ns : 0;
 }

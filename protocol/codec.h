@@ -26,6 +26,9 @@ inline constexpr uint32_t kVersion = 4;
 inline constexpr size_t kMaxMessageBytes = size_t{64} << 20;
 inline constexpr size_t kMaxCommandsPerBatch = size_t{1} << 20;
 inline constexpr int64_t kMaxDims = 64;
+// Streams one session may have on a node at once, destroyed ones still running
+// their work included: each runs on a thread of its own.
+inline constexpr size_t kMaxStreamsPerNode = 4096;
 inline constexpr size_t kMaxVerifierDepth = 32;
 inline constexpr size_t kMaxVerifierTables = size_t{8} << 20;
 

@@ -61,6 +61,17 @@ void run_command(ExecContext& ctx, const fb::Command& c) {
 
 }  // namespace
 
+// What the master's RemoteError says after "op (op N) failed on node K: ": the
+// error without the op's name when it is the op that failed (the master names it),
+// and where the worker raised it.
+std::string failure_text(const ExecContext& ctx, const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  if (error == nullptr || error->context().op != ctx.op_name()) return e.what();
+  const ErrorContext& where = error->context();
+  if (where.file == nullptr) return error->message();
+  return fmt::format("{} ({}:{})", error->message(), where.file, where.line);
+}
+
 void fail_op(ExecContext& ctx, const fb::Command& command, const std::string& message) {
   auto poison = ctx.new_poison(message);
   // A wait that failed (its event's node was lost, or it timed out) ordered nothing:
@@ -129,9 +140,9 @@ void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared) {
     ctx.fail(p.poison, /*report=*/false);
   } catch (const PeerLost& e) {
     if (e.context().peer == 0) throw;  // the master: the session is over
-    fail_op(ctx, command, e.what());
+    fail_op(ctx, command, failure_text(ctx, e));
   } catch (const std::exception& e) {
-    fail_op(ctx, command, e.what());
+    fail_op(ctx, command, failure_text(ctx, e));
   }
 }
 

@@ -1,9 +1,11 @@
 #include "worker/streams.h"
 
 #include <atomic>
+#include <system_error>
 
 #include <fmt/format.h>
 
+#include "protocol/codec.h"
 #include "tensor/check.h"
 #include "worker/session.h"
 
@@ -26,7 +28,23 @@ void StreamSet::create(uint32_t id, bool high_priority) {
   if (live_.count(id) != 0) {
     THD_THROW(ValueError, "Stream::create", "stream {} already exists on node {}", id, session_.node());
   }
-  auto entry = std::make_unique<StreamEntry>(session_, id, high_priority);
+  // The master keeps its own, lower limit (max_streams_per_node); this one holds
+  // against any master.
+  if (live_.size() + retired_.size() >= protocol::kMaxStreamsPerNode) {
+    THD_THROW(ValueError, "Stream::create",
+              "node {} has {} streams ({} destroyed but still running their work): a session may have at most {} "
+              "streams on a node",
+              session_.node(), live_.size() + retired_.size(), retired_.size(), protocol::kMaxStreamsPerNode);
+  }
+  std::unique_ptr<StreamEntry> entry;
+  try {
+    entry = std::make_unique<StreamEntry>(session_, id, high_priority);
+  } catch (const std::system_error& e) {
+    THD_THROW(ValueError, "Stream::create",
+              "node {} could not start the thread of stream {} ({} streams on the node): {}; the process has reached "
+              "its thread limit (ulimit -u, the cgroup's pids.max): destroy streams no longer used",
+              session_.node(), id, live_.size() + retired_.size(), e.what());
+  }
   session_.seed_stream(entry->ctx);
   live_.emplace(id, std::move(entry));
 }

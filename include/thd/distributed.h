@@ -51,6 +51,9 @@ struct MasterWorkerOptions {
   // needed, or after it sat idle for flush_after.
   int64_t batch_bytes = 64 << 10;
   std::chrono::microseconds flush_after{200};
+  // Streams (thd::Stream::create) alive at once per node; each one runs on a thread
+  // of its own on its node. At most 4096.
+  int max_streams_per_node = 256;
 };
 
 // The value of `--backend NAME` or `--backend=NAME` among a program's arguments, ""

@@ -121,6 +121,21 @@ TEST_F(CallSiteErrors, NodesOutOfRange) {
   }
   EXPECT_EQ(current_node(), 0) << "a failed NodeScope must not leave the thread on another node";
   EXPECT_TRUE(same_tensor(DistributedTensor::ones({2}).get(), local));
+  // A node the call names is the call's error, not a scope's.
+  const Caught negative = expect_throws_now<IndexError>([&] { local.dist_send(-3); }, {"-3", "out of range", "0..1"},
+                                                        "dist_send(-3)");
+  EXPECT_EQ(negative.context.op, "dist_send") << negative.what;
+}
+
+TEST_F(CallSiteErrors, TensorsTooLargeForAnyNodeSaySo) {
+  // Their bytes do not fit in int64: said as such, not as a view out of its storage.
+  expect_throws_now<ValueError>([] { DistributedTensor::arange(0, int64_t{1} << 62); },
+                                {"arange", "too large", "2^63"}, "arange(0, 2^62)");
+  expect_throws_now<ValueError>([] { DistributedTensor::eye(int64_t{1} << 31); }, {"eye", "too large"},
+                                "eye(2^31)");
+  expect_throws_now<ValueError>([] { DistributedTensor::zeros({int64_t{1} << 40, int64_t{1} << 30}); },
+                                {"zeros", "too large"}, "zeros of 2^70 elements");
+  EXPECT_TRUE(same_tensor(DistributedTensor::arange(4).get(), Tensor::arange(4)));
 }
 
 TEST_F(CallSiteErrors, UndefinedHandles) {

@@ -146,6 +146,13 @@ TEST_F(Collectives, BadCallsThrowAtTheCallSite) {
   std::vector<DistributedTensor> fine = {on(0), on(1)};
   std::vector<DistributedTensor> ints = {on(0, {4}, kInt32), on(1, {4}, kInt32)};
   EXPECT_THROW(all_reduce(same_node), Error);
+  try {
+    std::vector<DistributedTensor> twice_on_0 = {on(0), on(1), on(0)};
+    all_reduce(twice_on_0);
+    ADD_FAILURE() << "two tensors on node 0 were accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensors 0 and 2 are both on node 0"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(all_reduce(shapes), Error);
   EXPECT_THROW(all_reduce(dtypes), Error);
   EXPECT_THROW(all_reduce(empty), Error);

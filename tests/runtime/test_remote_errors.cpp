@@ -52,6 +52,14 @@ Error local_error_of(const std::function<void()>& call) {
       return ::testing::AssertionFailure() << "'" << what << "' does not name node " << node;
     }
     if (e.op_id() == 0) return ::testing::AssertionFailure() << "RemoteError without the op's id: " << what;
+    // The op is named once: "index_select: op 5 failed on node 0: index 9 is out of range ...".
+    if (const size_t first = what.find(op); what.find(op + ":", first + op.size()) != std::string::npos ||
+                                            what.find(op + " (op", first + op.size()) != std::string::npos) {
+      return ::testing::AssertionFailure() << "'" << what << "' names " << op << " more than once";
+    }
+    if (what.find("op " + std::to_string(e.op_id()) + " failed on node " + std::to_string(node)) == std::string::npos) {
+      return ::testing::AssertionFailure() << "'" << what << "' does not say which op failed where";
+    }
     if (op_id != nullptr) *op_id = e.op_id();
     return ::testing::AssertionSuccess();
   } catch (...) {

@@ -4,6 +4,7 @@
 // nobody has seen yet.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 
 #include <thd/distributed.h>
@@ -65,6 +66,25 @@ TEST(Sessions, ShutdownReleasesTheMastersChannelWhileHandlesLiveOn) {
     EXPECT_EQ(detail::Transport::live_count(), before) << "the ended session's transport is still alive";
   }
   EXPECT_THROW(kept.get(), Error);
+  // In the next session they say which of them belongs to the one that ended.
+  LocalJob next(1);
+  auto expect_ended = [](const std::function<void()>& call, const std::string& which) {
+    try {
+      call();
+      ADD_FAILURE() << "no error";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("the " + which + " belongs to a session that has ended"),
+                std::string::npos)
+          << e.what();
+    }
+  };
+  Event fresh_event;
+  Stream fresh_stream = Stream::create(0);
+  expect_ended([&] { fresh_event.record(*stream); }, "stream");
+  expect_ended([&] { stream->wait(fresh_event); }, "stream");
+  expect_ended([&] { fresh_stream.wait(*event); }, "event");
+  expect_ended([&] { event->synchronize(); }, "event");
+  EXPECT_EQ(next.stop().problems(), "");
 }
 
 TEST(Sessions, ShutdownRaisesAnUnseenRemoteError) {

@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <thd/distributed.h>
 #include <thd/stream.h>
@@ -34,6 +37,48 @@ DistributedTensor busy_work(int steps = 6) {
   DistributedTensor a = DistributedTensor::ones({384, 384}, kFloat32);
   for (int i = 0; i < steps; ++i) a = a.matmul(a).mul_(1.0f / 384.0f);
   return a;
+}
+
+// Threads of a process, from /proc.
+int threads_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+TEST_F(Streams, ANodeHasAtMostMaxStreamsPerNodeAndADroppedOneMakesRoom) {
+  const int limit = MasterWorkerOptions{}.max_streams_per_node;
+  std::vector<Stream> held;
+  for (int i = 0; i < limit; ++i) held.push_back(Stream::create(1));
+  try {
+    (void)Stream::create(1);
+    ADD_FAILURE() << "stream " << limit + 1 << " of node 1 was created";
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("max_streams_per_node"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(limit)), std::string::npos) << what;
+  }
+  EXPECT_NO_THROW((void)Stream::create(0)) << "another node's streams are counted apart";
+  held.pop_back();
+  held.push_back(Stream::create(1));
+  {
+    StreamScope in(held.back());
+    EXPECT_TRUE(same_tensor((DistributedTensor::ones({4}) * 2.0f).get(), Tensor::full({4}, 2.0f)));
+  }
+  const int at_peak = threads_of(job().worker_pid(1));
+  EXPECT_LE(at_peak, limit + 64) << "a stream is a thread of its node; the node's other threads are few";
+  held.clear();
+  // Thousands of streams over a session, a few at a time: their threads go with them.
+  for (int i = 0; i < 2000; ++i) {
+    Stream s = Stream::create(1);
+    StreamScope in(s);
+    DistributedTensor::ones({4}).add_(1.0f);
+  }
+  synchronize();
+  (void)Stream::create(1);  // the node reaps the streams that finished their work
+  EXPECT_LT(threads_of(job().worker_pid(1)), 64);
 }
 
 TEST_F(Streams, OpsOnOneStreamRunInIssueOrder) {
