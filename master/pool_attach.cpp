@@ -1,7 +1,8 @@
 // The claiming side of the pool protocol (protocol/pool_store.h): draw a session
 // id, publish the session's config, compare_set pool/active from free to that id.
 // A pool held by someone else is either busy (its master is live) or ending (the
-// workers are finishing it), in which case the claim waits for the release.
+// workers are finishing it); either way the claim waits for the release, up to the
+// master's timeout.
 #include "master/pool_attach.h"
 
 #include <atomic>
@@ -21,9 +22,6 @@ using std::chrono::milliseconds;
 constexpr const char* kOp = "attach_to_pool";
 // How often a claim looks at a held pool again.
 constexpr milliseconds kPollInterval{10};
-// A holder that shows no sign of ending for this long is taken as live (busy). It
-// covers the moment between a master's death and its workers noticing.
-constexpr milliseconds kBusyGrace{1000};
 // How long a reachable store may lack pool/size before it is taken for something
 // other than a pool (the host sets it right after the store comes up).
 constexpr milliseconds kSizeWait{5000};
@@ -100,24 +98,38 @@ std::vector<int> unfinished_nodes(Store& store, uint64_t session, int nodes) {
   return out;
 }
 
-// Returns once `holder` no longer holds the pool. ValueError "pool busy" when it is
-// live; TimeoutError when it keeps ending past the deadline.
+// A master that waits silently looks hung, so the line that says why shows at the
+// default level (only THD_LOG_LEVEL=off hides it).
+void say_waiting(const std::string& url, uint64_t session, milliseconds timeout) {
+  if (::thd::detail::log_level() == ::thd::detail::LogLevel::Off) return;
+  ::thd::detail::log_write(::thd::detail::LogLevel::Warn,
+                    fmt::format("init_master_worker: the worker pool at {} serves another master (session {}); "
+                                "waiting for it to finish, up to {} ms (MasterWorkerOptions::timeout)",
+                                url, session, timeout.count()));
+}
+
+// Returns once `holder` no longer holds the pool, waiting its turn as a job queue
+// would. At the deadline: TimeoutError, "pool busy" when the holder is live, or
+// naming the nodes still ending its session.
 void wait_for_release(Store& store, const std::string& holder, int nodes, const std::string& url,
-                      Clock::time_point deadline, milliseconds timeout) {
+                      Clock::time_point deadline, milliseconds timeout, bool& said_waiting) {
   const uint64_t session = *pool::parse_active(holder, kOp);
-  const auto since = Clock::now();
   bool ending = false;
   for (;;) {
     if (current_holder(store) != holder) return;
     ending = ending || is_ending(store, session, nodes);
-    const auto now = Clock::now();
-    if (!ending && (now - since >= kBusyGrace || now >= deadline)) {
-      THD_THROW(ValueError, kOp,
-                "pool busy: the worker pool at {} serves another master (session {}); attach again once that "
-                "master has called thd::shutdown() or exited",
-                url, session);
+    if (!ending && !said_waiting) {
+      say_waiting(url, session, timeout);
+      said_waiting = true;
     }
-    if (now >= deadline) {
+    if (Clock::now() >= deadline) {
+      if (!ending) {
+        THD_THROW(TimeoutError, kOp,
+                  "pool busy: the worker pool at {} still serves another master (session {}) after {} ms; attach "
+                  "once that master has called thd::shutdown() or exited, or wait longer (MasterWorkerOptions::"
+                  "timeout)",
+                  url, session, timeout.count());
+      }
       THD_THROW(TimeoutError, kOp,
                 "the worker pool at {} is still ending session {} after {} ms: node(s) {} have not finished it "
                 "(is every thd-worker of the pool running?)",
@@ -172,6 +184,7 @@ PoolSession attach_to_pool(const MasterWorkerOptions& options) {
 
   const std::string config = pool::encode_config({.backend = options.backend, .timeout = options.timeout});
   uint64_t session = 0;
+  bool said_waiting = false;
   for (;;) {
     // A fresh id for every attempt: workers tell sessions apart by id, so one that
     // was served while this master waited must never come back.
@@ -181,7 +194,7 @@ PoolSession attach_to_pool(const MasterWorkerOptions& options) {
     const std::string holder = store->compare_set(pool::kActiveKey, "", id);
     if (holder == id) break;
     store->delete_key(pool::config_key(session));
-    wait_for_release(*store, holder, nodes, url, deadline, options.timeout);
+    wait_for_release(*store, holder, nodes, url, deadline, options.timeout, said_waiting);
   }
   THD_LOG_INFO("attach_to_pool: session {} of the pool at {} ({} nodes)", session, url, nodes);
 

@@ -12,7 +12,8 @@
 //                messages on a tag its worker never receives, close the connections
 //                cleanly (FIN, no reset) and exit 0, printing "flooded: N sent"
 //   exit N       exit with status N without attaching
-// Errors from thd are printed ("error: ...") and exit 4.
+// Errors from thd are printed ("error: ...") and exit 4. The session's timeout is
+// 10 s, or THD_POOL_MASTER_TIMEOUT_MS.
 #include <thd/thd.h>
 
 #include "master/pool_attach.h"
@@ -26,12 +27,15 @@
 
 namespace {
 
-constexpr auto kTimeout = std::chrono::seconds(10);
+std::chrono::milliseconds session_timeout() {
+  const char* ms = std::getenv("THD_POOL_MASTER_TIMEOUT_MS");
+  return ms != nullptr ? std::chrono::milliseconds(std::atoll(ms)) : std::chrono::seconds(10);
+}
 
 thd::MasterWorkerOptions pool_options(int argc, char** argv) {
   const char* url = argc > 2 ? argv[2] : std::getenv("THD_POOL_URL");
   if (url == nullptr) throw std::runtime_error("no pool address: give it as an argument or in THD_POOL_URL");
-  return thd::MasterWorkerOptions{.init_method = url, .timeout = kTimeout};
+  return thd::MasterWorkerOptions{.init_method = url, .timeout = session_timeout()};
 }
 
 std::string join(const std::vector<uint64_t>& values) {
@@ -81,7 +85,7 @@ int flood(thd::MasterWorkerOptions options, size_t total) {
   dc.store = pool.store;
   dc.rank = 0;
   dc.world_size = pool.world_size;
-  dc.timeout = kTimeout;
+  dc.timeout = options.timeout;
   auto channel = thd::DataChannel::create("tcp", dc);
   constexpr size_t kMessage = 32 << 10;
   constexpr int64_t kNobodysTag = 424242;

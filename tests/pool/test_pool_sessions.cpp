@@ -1,10 +1,11 @@
 // Masters attaching to a pool one after another: each session starts with no
-// tensor of the previous one left, and a second master meets "pool busy".
+// tensor of the previous one left, and a second master waits its turn.
 #include <gtest/gtest.h>
 
 #include <thd/thd.h>
 
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "expect_throw.h"
@@ -82,19 +83,38 @@ TEST_F(PoolSessions, AttachTwiceInARowStartsEachSessionEmpty) {
   shutdown();
 }
 
-TEST_F(PoolSessions, SecondMasterIsToldThePoolIsBusy) {
+TEST_F(PoolSessions, ASecondMasterWaitsItsTurnAndIsServedOnceTheFirstDetaches) {
   PoolUnderTest pool(2);
   init_master_worker(attach_options(pool.url()));
-  {
-    TestProcess second({pool_master_path(), "attach", pool.url()}, {{"THD_AUTH_TOKEN", kToken}});
-    EXPECT_EQ(second.wait(kLong), 4) << second.output();
-    EXPECT_NE(second.output().find("pool busy"), std::string::npos) << second.output();
-  }
+  TestProcess second({pool_master_path(), "run", pool.url()}, {{"THD_AUTH_TOKEN", kToken}});
+  // It says why it waits, and keeps waiting past the second a live holder used to get.
+  EXPECT_TRUE(second.wait_for_output("waiting for it to finish", kLong)) << second.output();
+  EXPECT_NE(second.output().find("serves another master"), std::string::npos) << second.output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE(second.running()) << second.output();
   // The first session goes on undisturbed.
   check_arithmetic_on_every_node();
   shutdown();
+  EXPECT_EQ(second.wait(kLong), 0) << second.output();
+  EXPECT_NE(second.output().find("attached: 2 nodes"), std::string::npos) << second.output();
+}
 
-  // And once it detached, the next master gets the pool.
+TEST_F(PoolSessions, AMasterStillWaitingAtItsTimeoutIsToldThePoolIsBusy) {
+  PoolUnderTest pool(2);
+  init_master_worker(attach_options(pool.url()));
+  const auto start = std::chrono::steady_clock::now();
+  {
+    TestProcess second({pool_master_path(), "attach", pool.url()},
+                       {{"THD_AUTH_TOKEN", kToken}, {"THD_POOL_MASTER_TIMEOUT_MS", "2000"}});
+    EXPECT_EQ(second.wait(kLong), 4) << second.output();
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1900));
+    EXPECT_NE(second.output().find("pool busy"), std::string::npos) << second.output();
+    EXPECT_NE(second.output().find("after 2000 ms"), std::string::npos) << second.output();
+  }
+  check_arithmetic_on_every_node();
+  shutdown();
+
+  // And once it detached, the next master gets the pool at once.
   TestProcess third({pool_master_path(), "run", pool.url()}, {{"THD_AUTH_TOKEN", kToken}});
   EXPECT_EQ(third.wait(kLong), 0) << third.output();
 }
