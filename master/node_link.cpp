@@ -201,7 +201,7 @@ void NodeLink::place_frees(const std::vector<QueuedFree>& frees) {
 
 void NodeLink::acquire_credits(int64_t ops, int64_t bytes) {
   std::unique_lock lock(credit_mu_);
-  const auto deadline = Clock::now() + options_.timeout;
+  const auto start = Clock::now();
   // A batch larger than the whole budget still goes once nothing else is in flight.
   while (!lost_ && ops_in_flight_ > 0 &&
          (ops_in_flight_ + ops > options_.max_ops_in_flight || bytes_in_flight_ + bytes > options_.max_bytes_in_flight)) {
@@ -217,15 +217,46 @@ void NodeLink::acquire_credits(int64_t ops, int64_t bytes) {
       lock.lock();
       continue;
     }
-    if (credit_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      THD_THROW_AT(TimeoutError, "flow control", 0, rank(),
-                   "worker node {} has not acknowledged {} ops / {} bytes in flight within {} ms", node_,
-                   ops_in_flight_, bytes_in_flight_, options_.timeout.count());
+    // The timeout runs from the node's last progress: a slow node that keeps
+    // finishing ops is waited for, however long its queue.
+    const auto since = std::max(start, last_progress_);
+    if (credit_cv_.wait_until(lock, since + options_.timeout) == std::cv_status::timeout &&
+        Clock::now() - std::max(start, last_progress_) >= options_.timeout) {
+      throw_no_progress_locked(
+          "flow control",
+          fmt::format("for credits ({} ops / {} bytes in flight)", ops_in_flight_, bytes_in_flight_),
+          std::max(start, last_progress_));
     }
   }
   if (lost_) std::rethrow_exception(lost_);
   ops_in_flight_ += ops;
   bytes_in_flight_ += bytes;
+}
+
+NodeLink::Clock::duration NodeLink::patience_left(Clock::time_point since) const {
+  std::lock_guard lock(credit_mu_);
+  return std::max(since, last_progress_) + options_.timeout - Clock::now();
+}
+
+void NodeLink::throw_no_progress(const char* op, const std::string& waiting_for, Clock::time_point since) const {
+  std::lock_guard lock(credit_mu_);
+  throw_no_progress_locked(op, waiting_for, since);
+}
+
+void NodeLink::throw_no_progress_locked(const char* op, const std::string& waiting_for,
+                                        Clock::time_point since) const {
+  const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
+  if (last_heard_ > since) {
+    THD_THROW_AT(TimeoutError, op, 0, rank(),
+                 "worker node {} is alive (its last progress report came {} ms ago) but finished no op in {} ms while "
+                 "the master waited {}; {} op(s) run there now: one does not finish (a wait nothing satisfies: an "
+                 "event, a receive or a collective whose peer never comes?)",
+                 node_, ago, options_.timeout.count(), waiting_for, ops_running_);
+  }
+  THD_THROW_AT(TimeoutError, op, 0, rank(),
+               "worker node {} sent nothing in {} ms (no reply, no progress report) while the master waited {}: is it "
+               "stopped (SIGSTOP, a debugger) or cut off?",
+               node_, options_.timeout.count(), waiting_for);
 }
 
 void NodeLink::request_ack(uint64_t seq) {
@@ -236,8 +267,21 @@ void NodeLink::request_ack(uint64_t seq) {
                          options_.timeout);
 }
 
+void NodeLink::on_progress(uint64_t finished, uint32_t running) {
+  std::lock_guard lock(credit_mu_);
+  const auto now = Clock::now();
+  last_heard_ = now;
+  ops_running_ = running;
+  if (finished > ops_finished_) {
+    ops_finished_ = finished;
+    last_progress_ = now;
+    credit_cv_.notify_all();  // a waiter's deadline moved
+  }
+}
+
 void NodeLink::on_ack(uint64_t batch_seq) {
   std::lock_guard lock(credit_mu_);
+  last_heard_ = last_progress_ = Clock::now();
   while (!in_flight_.empty() && in_flight_.front().seq <= batch_seq) {
     ops_in_flight_ -= in_flight_.front().ops;
     bytes_in_flight_ -= in_flight_.front().bytes;

@@ -68,10 +68,21 @@ class NodeLink {
 
   // From the node's reply thread.
   void on_ack(uint64_t batch_seq);
+  // The node's progress report: `finished` ops so far this session, `running` now.
+  void on_progress(uint64_t finished, uint32_t running);
   void on_lost(std::exception_ptr error);
   // The WorkerLost error once lost, nullptr while healthy.
   std::exception_ptr lost() const;
   void throw_if_lost() const;
+
+  // Waits on the node run out the session's timeout counted from its last progress
+  // (an ack, or a progress report whose count grew), not from their start: a slow
+  // node that keeps finishing ops is waited for. What a wait that began at `since`
+  // has left; zero or less: give up, with throw_no_progress.
+  Clock::duration patience_left(Clock::time_point since) const;
+  // TimeoutError naming `op`: the node is alive but finished nothing, or it sent
+  // nothing at all, while the master waited `waiting_for` ("for tensor 3").
+  [[noreturn]] void throw_no_progress(const char* op, const std::string& waiting_for, Clock::time_point since) const;
 
  private:
   struct QueuedFree {
@@ -84,6 +95,8 @@ class NodeLink {
   // appended after it (under mu_).
   void place_frees(const std::vector<QueuedFree>& frees);
   void acquire_credits(int64_t ops, int64_t bytes);
+  [[noreturn]] void throw_no_progress_locked(const char* op, const std::string& waiting_for,
+                                             Clock::time_point since) const;
   // Sends an empty batch `seq` that asks for an ack (under the link's lock).
   void request_ack(uint64_t seq);
 
@@ -120,6 +133,13 @@ class NodeLink {
   std::deque<InFlight> in_flight_;
   int64_t ops_in_flight_ = 0;
   int64_t bytes_in_flight_ = 0;
+  // Flow control waits as long as the node makes progress (an ack, or a report of
+  // more ops finished), and tells a stalled node (it reports, finishing nothing)
+  // from a silent one.
+  Clock::time_point last_heard_{};
+  Clock::time_point last_progress_{};
+  uint64_t ops_finished_ = 0;
+  uint32_t ops_running_ = 0;
   std::exception_ptr lost_;
 };
 

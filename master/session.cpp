@@ -18,6 +18,27 @@ constexpr std::chrono::milliseconds kFlusherMaxPeriod{5};
 constexpr int kFlusherQuietTicks = 20;
 constexpr std::chrono::milliseconds kFlusherSleepCheck{2000};
 constexpr size_t kMaxReplyBytes = size_t{1} << 20;
+using std::chrono::milliseconds;
+// The receive of an answer a wait_while_progressing bounds.
+constexpr milliseconds kNoDeadline = milliseconds::max();
+
+// Runs `wait(within)` (which throws TimeoutError once `within` passed) until it
+// returns, for as long as the node keeps making progress: a slow node working
+// through a long queue is waited for, a stalled or silent one is given up on at
+// the session's timeout, saying which it is.
+template <typename Wait>
+auto wait_while_progressing(const NodeLink& l, const char* op, const std::string& waiting_for, Wait&& wait) {
+  const auto since = Clock::now();
+  for (;;) {
+    const auto left = std::chrono::ceil<milliseconds>(l.patience_left(since));
+    if (left.count() <= 0) l.throw_no_progress(op, waiting_for, since);
+    try {
+      return wait(left);
+    } catch (const TimeoutError&) {
+      // Only this wait's own slice: the receive has no deadline.
+    }
+  }
+}
 
 std::mutex g_session_mu;
 std::shared_ptr<Session> g_session;
@@ -259,6 +280,11 @@ void Session::handle_reply(int node, const fb::Message& message) {
     case fb::Body::Ack:
       links_[node]->on_ack(message.body_as_Ack()->batch_seq());
       return;
+    case fb::Body::Progress: {
+      const fb::Progress* p = message.body_as_Progress();
+      links_[node]->on_progress(p->ops_finished(), p->ops_running());
+      return;
+    }
     case fb::Body::OpFailed: {
       const fb::OpFailed* f = message.body_as_OpFailed();
       std::lock_guard lock(mu_);
@@ -334,7 +360,9 @@ Tensor Session::fetch(const Handle& h) {
   l.throw_if_lost();
   Tensor out = Tensor::empty(h.meta.shape(), h.meta.dtype());
   const int64_t tag = next_fetch_tag();
-  Request receive = channel_->irecv(out, l.rank(), {.tag = tag, .timeout = options_.timeout});
+  // No deadline of its own: the wait below gives up when the node stops making
+  // progress, and cancels it.
+  Request receive = channel_->irecv(out, l.rank(), {.tag = tag, .timeout = kNoDeadline});
   {
     std::lock_guard lock(mu_);
     fetches_.emplace(tag, std::make_pair(h.node, receive));
@@ -355,17 +383,15 @@ Tensor Session::fetch(const Handle& h) {
     throw;
   }
   try {
-    receive.wait();
+    wait_while_progressing(l, "get", fmt::format("for tensor {}", h.id), [&](milliseconds within) {
+      receive.wait(within);
+    });
   } catch (const PeerLost& e) {
     l.on_lost(worker_lost(h.node, e));
     l.throw_if_lost();
-  } catch (const TimeoutError&) {
-    // The node is alive (its connection is up) but did not answer: stopped, or
-    // still busy with what was issued before. Say which node, and how long.
-    THD_THROW_AT(TimeoutError, "get", 0, l.rank(),
-                 "worker node {} did not send tensor {} within {} ms: is it stopped, or still busy with the work "
-                 "issued before?",
-                 h.node, h.id, options_.timeout.count());
+  } catch (...) {
+    receive.cancel();
+    throw;
   }
   return out;
 }
@@ -374,13 +400,12 @@ uint64_t Session::await_sync(int node, protocol::PostedMessage& answer, uint64_t
   NodeLink& l = *links_[node];
   const fb::Message* m = nullptr;
   try {
-    m = &protocol::verify_message(answer.wait(), "master");
+    const std::span<const uint8_t> bytes = wait_while_progressing(
+        l, "synchronize", "for its ops to finish", [&](milliseconds within) { return answer.wait(within); });
+    m = &protocol::verify_message(bytes, "master");
   } catch (const PeerLost& e) {
     l.on_lost(worker_lost(node, e));
     return 0;
-  } catch (const TimeoutError&) {
-    THD_THROW_AT(TimeoutError, "synchronize", 0, node + 1, "worker node {} did not finish its ops within {} ms", node,
-                 options_.timeout.count());
   }
   const fb::SyncDone* done = m->body_as_SyncDone();
   if (done == nullptr || done->sync_id() != sync_id) {
@@ -446,7 +471,7 @@ void Session::synchronize() {
     if (links_[n]->lost()) continue;
     const uint64_t id = ++next_sync_;
     const int64_t tag = next_fetch_tag();
-    auto answer = std::make_unique<protocol::PostedMessage>(*channel_, links_[n]->rank(), tag, options_.timeout);
+    auto answer = std::make_unique<protocol::PostedMessage>(*channel_, links_[n]->rank(), tag, kNoDeadline);
     try {
       links_[n]->append(fb::Op::Sync, [&](auto& b) { return fb::CreateSync(b, id, tag).Union(); });
       links_[n]->flush();

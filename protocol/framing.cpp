@@ -120,6 +120,12 @@ std::span<const uint8_t> PostedMessage::wait() {
   return {head_ + kHeadPrefixBytes, length};
 }
 
+std::span<const uint8_t> PostedMessage::wait(std::chrono::milliseconds within) {
+  receive_head([&] { request_.wait(within); }, source_);
+  const uint32_t length = head_length(head_, source_, kInlineBytes);
+  return {head_ + kHeadPrefixBytes, length};
+}
+
 std::vector<uint8_t> PostedMessage::wait_message(size_t max_bytes) {
   receive_head([&] { request_.wait(); }, source_);
   return message_after_head(channel_, head_, source_, tag_, max_bytes, timeout_);

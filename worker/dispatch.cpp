@@ -119,6 +119,11 @@ void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared) {
   ctx.begin(command, std::move(prepared));
   const bool control = is_control(command.op_type());
   if (!control) ctx.session().count_op();
+  struct Running {
+    Session& s;
+    explicit Running(Session& session) : s(session) { s.op_started(); }
+    ~Running() { s.op_finished(); }
+  } running{ctx.session()};
   trace::Recorder* rec = control ? nullptr : ctx.session().recorder();
   const int64_t start = rec != nullptr ? trace::now_ns() : 0;
   struct Slice {

@@ -54,6 +54,7 @@ Session::Session(std::shared_ptr<DataChannel> channel, const SessionLimits& limi
 }
 
 Session::~Session() {
+  progress_.reset();
   try {
     master_watch_.cancel();
   } catch (const std::exception&) {  // a channel already shut down failed it already
@@ -70,6 +71,33 @@ Session::~Session() {
     } catch (const std::exception&) {  // a failed GPU: nothing of it is used again
     }
   });
+}
+
+bool Session::drain_streams() {
+  uint64_t finished = ops_finished();
+  for (;;) {
+    if (streams_.drain(std::chrono::steady_clock::now() + timeout())) return true;
+    const uint64_t now = ops_finished();
+    if (now == finished || stopping() || master_lost()) return false;
+    finished = now;
+  }
+}
+
+void Session::start_progress_reports() {
+  if (progress_) return;
+  progress_ = std::make_unique<ProgressReporter>(
+      ProgressReporter::interval_for(timeout()),
+      [this] {
+        return ProgressReporter::Sample{.finished = ops_finished_.load(std::memory_order_relaxed),
+                                        .running = ops_running_.load(std::memory_order_relaxed),
+                                        .queued = !streams_.idle()};
+      },
+      [this](const ProgressReporter::Sample& s) {
+        flatbuffers::FlatBufferBuilder b(64);
+        auto body = fb::CreateProgress(b, s.finished, s.running);
+        b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::Progress, body.Union()));
+        reply({b.GetBufferPointer(), b.GetSize()});
+      });
 }
 
 size_t Session::memory_limit(Device device) {

@@ -24,6 +24,7 @@
 #include "worker/exec_context.h"
 #include "worker/handle_table.h"
 #include "worker/notice_board.h"
+#include "worker/progress_reporter.h"
 #include "worker/stream_check.h"
 #include "worker/streams.h"
 #include "worker/worker.h"
@@ -124,6 +125,20 @@ class Session {
   // Ops run (or poisoned) this session, for thd::stats.
   void count_op() { ops_executed_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
+  // Around each op a stream runs, for the master's progress reports.
+  void op_started() { ops_running_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t ops_finished() const { return ops_finished_.load(std::memory_order_relaxed); }
+  void op_finished() {
+    ops_finished_.fetch_add(1, std::memory_order_relaxed);
+    ops_running_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  // Waits until every stream ran what it holds, for as long as they keep finishing
+  // ops within the session's timeout (a long queue is not a stall); false once
+  // they finished none in a whole timeout, or the session is ending.
+  bool drain_streams();
+  // Reports this node's progress to the master while it has work (from the Hello
+  // on: the master's reply thread is listening by then).
+  void start_progress_reports();
 
   // True once the session is ending: long waits give up.
   bool stopping() const { return stopping_.load(); }
@@ -145,6 +160,8 @@ class Session {
   std::atomic<bool> stopping_{false};
   std::unique_ptr<StreamCheck> check_;
   std::atomic<uint64_t> ops_executed_{0};
+  std::atomic<uint64_t> ops_finished_{0};
+  std::atomic<uint32_t> ops_running_{0};
   std::unique_ptr<trace::Recorder> recorder_;
   const bool test_hooks_;
   const uint64_t notice_hold_latch_;
@@ -174,7 +191,8 @@ class Session {
   std::vector<std::unique_ptr<protocol::PostedMessage>> late_notices_;
   uint8_t master_watch_byte_ = 0;
   Request master_watch_;
-  StreamSet streams_;  // last: its executors stop before the rest goes
+  StreamSet streams_;  // its executors stop before the rest goes
+  std::unique_ptr<ProgressReporter> progress_;  // stopped first
 };
 
 }  // namespace thd::worker

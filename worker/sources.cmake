@@ -14,6 +14,7 @@ set(THD_WORKER_SOURCES
   worker/notice_board.cpp
   worker/ops_transfer.cpp
   worker/pool.cpp
+  worker/progress_reporter.cpp
   worker/session.cpp
   worker/sizes.cpp
   worker/stream_check.cpp

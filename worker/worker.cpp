@@ -109,10 +109,10 @@ void schedule(Session& session, const std::shared_ptr<const protocol::Received>&
   const bool collective = c.op_type() == fb::Op::Collective;
   const uint64_t turn = prepared.value;
   if (c.stream() == 0) {
-    if (!session.streams().idle() &&
-        !session.streams().drain(std::chrono::steady_clock::now() + session.timeout())) {
+    if (!session.streams().idle() && !session.drain_streams()) {
       refuse(session, c, prepared,
-             fmt::format("the default stream of node {} waited {} ms for the node's other streams to finish",
+             fmt::format("the default stream of node {} waited {} ms for the node's other streams to finish, and "
+                         "they finished no op meanwhile",
                          session.node(), session.timeout().count()));
       return;
     }
@@ -246,6 +246,7 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel, const SessionLimit
           session.open_notice_board(h->session());
           if (h->trace()) session.enable_trace();
           reply_hello(ctx, true, "");
+          session.start_progress_reports();
           break;
         }
         case Body::Goodbye:
@@ -263,6 +264,7 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel, const SessionLimit
         case Body::EventNotice:
         case Body::NodeStats:
         case Body::ClockSample:
+        case Body::Progress:
           reply_error(ctx, "receive",
                       fmt::format("a worker does not accept {} messages", fb::EnumNameBody(message->body_type())));
           break;

@@ -39,7 +39,9 @@ struct MasterWorkerOptions {
   std::string init_method = "env://";
   int world_size = -1;  // master + workers
   int rank = -1;
-  // Rendezvous, and the deadline of every wait for a worker.
+  // Rendezvous; and how long a wait for a worker (flow control, get, synchronize)
+  // goes on while the worker makes no progress: one that keeps finishing ops is
+  // waited for however long its queue is.
   std::chrono::milliseconds timeout = std::chrono::minutes(5);
   std::optional<std::string> token = std::nullopt;
   std::string bind_host = "127.0.0.1";
