@@ -35,11 +35,18 @@ inline constexpr const char* kMasterRole = "--hardening-master";
 //   audit     "master ready" with THD_AUTH_TOKEN_FILE and MASTER_PORT, then waits
 //             (at most 20 s) for the file named by THD_HARDENING_RELEASE to appear,
 //             and shuts down
+//   lose-worker  under thdrun -n 4: values on every node, then the master creates
+//             the THD_HARDENING_RELEASE file and node 1 (rank 2), which waits for
+//             it, SIGKILLs itself; the master waits for thd::WorkerLost on node 1,
+//             then computes and checks values on nodes 0 and 2 (one copied
+//             between them), prints "master finished without node 1" and
+//             shuts down; 0 when all went as said
 // and one that is not master-worker:
 //   mesh      every rank (env://) joins a tcp DataChannel with the default options;
 //             rank 2 only once the THD_HARDENING_RELEASE file appears, so the ranks
 //             below it wait with their mesh listeners open; then a barrier
-inline constexpr const char* kScenarios[] = {"return", "exit", "throw", "busy", "busy-default", "audit", "mesh"};
+inline constexpr const char* kScenarios[] = {"return", "exit",  "throw",       "busy",
+                                             "busy-default", "audit", "lose-worker", "mesh"};
 
 // Called first thing in main(): runs the role argv asks for and returns main's
 // exit status (a worker never returns). nullopt when argv asks for no role.
