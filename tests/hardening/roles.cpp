@@ -296,6 +296,7 @@ int run_master(const std::string& scenario, const std::string& url) {
 std::optional<int> run_role_if_asked(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], kWorkerRole) == 0) return run_worker();
+    if (std::strcmp(argv[i], kListenerRole) == 0) return run_listener_role(i + 1 < argc ? argv[i + 1] : "");
     if (std::strcmp(argv[i], kMasterRole) == 0) {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "%s needs a scenario\n", kMasterRole);

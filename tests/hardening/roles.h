@@ -8,6 +8,8 @@
 //                                    master is lost), 2 when init threw
 //   --hardening-master SCENARIO [URL] a master; SCENARIO is one of kScenarios,
 //                                    URL a worker pool's address (else env://)
+//   --hardening-listener KIND        a listener under a flood (listener_role.cpp):
+//                                    KIND store or mesh
 //
 // THD_HARDENING_TIMEOUT_MS sets the role's MasterWorkerOptions::timeout (the
 // test's choice, not a thd variable). Masters print what they reached on stdout,
@@ -20,6 +22,17 @@ namespace thd::test {
 
 inline constexpr const char* kWorkerRole = "--hardening-worker";
 inline constexpr const char* kMasterRole = "--hardening-master";
+inline constexpr const char* kListenerRole = "--hardening-listener";
+
+// With THD_HARDENING_NOFILE=N the process's soft descriptor limit is N (at
+// most the hard limit): a listener that runs short of descriptors. Then:
+//   store  a TCPStore server on 127.0.0.1 (THD_AUTH_TOKEN); prints
+//          "listening port=P" and serves until killed (at most a minute)
+//   mesh   ranks 0..2 of a tcp DataChannel over an in-process store; prints rank
+//          0's mesh listener as "listening port=P", then waits for the
+//          THD_HARDENING_RELEASE file before it starts ranks 1 and 2, and prints
+//          "mesh complete in MS ms" (0) or "mesh failed: ..." (1)
+int run_listener_role(const char* kind);
 
 // Master scenarios:
 //   return    work queued on every node, then main returns without shutdown()
