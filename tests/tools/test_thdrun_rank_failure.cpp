@@ -103,10 +103,10 @@ TEST(ThdrunRankFailure, WorkersLeftByASuccessfulMasterAreStoppedAfterTheGracePer
 }
 
 TEST(ThdrunRankFailure, TheMastersStatusIsTheJobsEvenWhenWorkersFailAfterIt) {
-  // Rank 0 exits 0 at once; the workers fail on their own a moment later,
-  // before the grace period is over.
-  ThdrunResult r = run_thdrun_checked(
-      probe_run({"-n", "3", "--on-rank-failure", "master-decides"}, {"ready", "@!0", "sleep", "0.2", "@!0", "exit", "6"}));
+  // Rank 0 exits 0 right after the rendezvous (once every rank is past it); the
+  // workers fail on their own half a second later, before the grace period is over.
+  ThdrunResult r = run_thdrun_checked(probe_run({"-n", "3", "--on-rank-failure", "master-decides"},
+                                                {"rendezvous", "@!0", "sleep", "0.5", "@!0", "exit", "6"}));
   EXPECT_EQ(r.status, 0) << describe(r);
   EXPECT_EQ(count(r.err, "exited with status 6 after the master exited"), 2) << describe(r);
 }
