@@ -7,6 +7,7 @@
 #include <thd/store.h>
 
 #include "master/backend_choice.h"
+#include "master/job_mode.h"
 #include "master/pool_attach.h"
 #include "master/session.h"
 #include "tensor/check.h"
@@ -126,6 +127,8 @@ void init_master_worker(const MasterWorkerOptions& requested) {
     serve_and_exit(std::move(channel));
   }
 
+  // Every worker is connected: from here a lost worker is the master's to handle.
+  if (!detach) master::announce_master_worker_job();
   auto session = std::make_shared<master::Session>(channel, options, detach);
   session->start(random_u64(), default_generator().seed());
   master::set_current_session(session);

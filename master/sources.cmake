@@ -7,6 +7,7 @@ set(THD_MASTER_SOURCES
   master/infer.cpp
   master/backend_choice.cpp
   master/init.cpp
+  master/job_mode.cpp
   master/node_link.cpp
   master/pool_attach.cpp
   master/scopes.cpp

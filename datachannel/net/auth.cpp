@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <system_error>
+#include <thread>
 
 #include "datachannel/check.h"
 #include "tensor/log.h"
@@ -237,6 +238,25 @@ void client_handshake(Socket& socket, const AuthToken& token, Deadline deadline,
             "{} failed to prove it holds this job's auth token (from {}): it is not the server "
             "this process expects",
             socket.peer(), token.source());
+}
+
+Socket connect_authenticated(const std::string& host, uint16_t port, const AuthToken& token, Deadline deadline,
+                             std::string_view op) {
+  std::chrono::milliseconds backoff{1};
+  for (;;) {
+    Socket s = Socket::connect(host, port, deadline, op);
+    try {
+      client_handshake(s, token, deadline, op);
+      return s;
+    } catch (const PeerLost& e) {
+      const auto now = Clock::now();
+      if (now + backoff >= deadline) throw;
+      THD_LOG_DEBUG("{}: {} closed the connection during the auth handshake ({}); connecting again", op,
+                    s.peer(), e.message());
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds{100});
+  }
 }
 
 ServerHandshake::ServerHandshake(const AuthToken& token) : token_(&token), server_nonce_(random_nonce()) {

@@ -105,6 +105,13 @@ Mac server_proof(const AuthToken& token, const Nonce& client_nonce, const Nonce&
 // errors (TimeoutError, PeerLost) past `deadline` or on a dropped connection.
 void client_handshake(Socket& socket, const AuthToken& token, Deadline deadline, std::string_view op);
 
+// Socket::connect, then client_handshake. A connection the server closes before the
+// handshake is over (PeerLost: a listener under a flood of silent connections
+// evicts its oldest pending ones, datachannel/net/handshake_admission.h) is made
+// again, with backoff, until `deadline`; every other failure is thrown as is.
+Socket connect_authenticated(const std::string& host, uint16_t port, const AuthToken& token, Deadline deadline,
+                             std::string_view op);
+
 // Server side as a state machine, for event loops that must not block on one
 // connection while others wait (the TCPStore server). Usage: send hello(); read
 // into input() until input_complete(); call verify() once; send its reply (if any).

@@ -53,8 +53,7 @@ struct TCPStore::Impl {
 
   // (Re)connects and authenticates; the first successful connection also joins.
   void connect_locked(net::Deadline deadline, const char* op) {
-    net::Socket s = net::Socket::connect(options.host, port, deadline, op);
-    net::client_handshake(s, token, deadline, op);
+    net::Socket s = net::connect_authenticated(options.host, port, token, deadline, op);
     sock = std::move(s);
     if (!joined) {
       wire::Request join;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "datachannel/check.h"
+#include "datachannel/net/handshake_admission.h"
 #include "datachannel/store/store_util.h"
 #include "datachannel/store/tcp_store_wire.h"
 #include "tensor/log.h"
@@ -192,6 +193,7 @@ class TCPStoreServer::Loop {
         continue;
       }
       THD_LOG_DEBUG("store server {}: connection from {}", name_, c.sock.peer());
+      for (const uint64_t victim : admission_.admit(id, net::source_address(c.sock.fd()))) shed(victim);
       progress(id);
     }
   }
@@ -297,6 +299,7 @@ class TCPStoreServer::Loop {
       if (!c->closing && c->handshake->input_complete()) {
         net::ServerHandshake::Verdict v = c->handshake->verify();
         if (v.accepted) {
+          admission_.release(c->id);  // authenticated: no longer counted against the flood limits
           c->ready = true;
           c->handshake.reset();
           clear_deadline(*c);
@@ -572,7 +575,20 @@ class TCPStoreServer::Loop {
     }
   }
 
+  // Closes a pending connection that the admission limits evicted.
+  void shed(uint64_t id) {
+    Conn* c = find(id);
+    if (c == nullptr) return;
+    // Once per server at warn: a flood would otherwise write a line per connection.
+    const auto& limits = admission_.limits();
+    close(*c, admission_.evicted() == 1 ? Level::Warn : Level::Debug,
+          fmt::format("closed before its handshake: too many connections await the handshake (at most {} per "
+                      "address, {} in all); the oldest makes room",
+                      limits.per_source, limits.total));
+  }
+
   void close(Conn& c, Level level, std::string_view why) {
+    admission_.release(c.id);
     if (level == Level::Warn) {
       THD_LOG_WARN("store server {}: {}: {}", name_, c.sock.peer(), why);
     } else {
@@ -597,6 +613,7 @@ class TCPStoreServer::Loop {
   std::atomic<bool> stopping_{false};
 
   std::unordered_map<uint64_t, Conn> conns_;  // node-based: references stay valid
+  net::HandshakeAdmission admission_;         // the connections still in the handshake
   uint64_t next_id_ = 2;                      // never reused
   std::set<std::pair<Deadline, uint64_t>> timers_;
   std::unordered_map<std::string, wire::Bytes> data_;

@@ -12,7 +12,10 @@
 //      the ServerHello goes out on accept, exactly kClientHelloBytes are read, the
 //      verdict is sent. A connection that does not finish within the handshake
 //      timeout, fails the proof, or sends garbage is logged (THD_LOG_WARN, with the
-//      peer address) and closed; other clients are served meanwhile.
+//      peer address) and closed; other clients are served meanwhile. Connections
+//      in this step are capped per source address and in all
+//      (net::HandshakeAdmission): under a flood the oldest is closed to make room,
+//      so silent connections never use up the descriptors the store needs.
 //   2. requests (datachannel/store/tcp_store_wire.h), answered in order, one at a
 //      time: while a request is parked or its reply is still being sent, the
 //      connection's further input is not read, which bounds what one client can

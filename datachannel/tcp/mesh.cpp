@@ -88,8 +88,7 @@ net::Socket connect_to(const MeshOptions& o, const Hello& self, int peer) {
   THD_CHECK(parse_endpoint(endpoint, &host, &port), ConnectionError, kOp,
             "rank {}: rank {} published the address '{}', which is not host:port", o.rank, peer, endpoint);
   try {
-    net::Socket s = net::Socket::connect(host, port, o.deadline, kOp);
-    net::client_handshake(s, *o.token, o.deadline, kOp);
+    net::Socket s = net::connect_authenticated(host, port, *o.token, o.deadline, kOp);
     const HelloBytes mine = encode_hello(self);
     s.send_all(mine, o.deadline, kOp);
     HelloBytes reply{};

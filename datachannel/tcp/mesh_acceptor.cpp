@@ -167,6 +167,7 @@ void MeshAcceptor::accept_all() {
       continue;
     }
     c->events = EPOLLOUT;
+    for (const uint64_t victim : admission_.admit(id, net::source_address(c->sock.fd()))) shed(victim);
     incoming_.push_back(std::move(c));
     if (!advance(*incoming_.back())) close(id);
   }
@@ -176,7 +177,26 @@ void MeshAcceptor::refuse(Incoming& c, const std::string& why) {
   THD_LOG_WARN("{} (rank {}): refused the connection from {}: {}", kOp, self_.rank, c.sock.peer(), why);
 }
 
+void MeshAcceptor::shed(uint64_t id) {
+  auto it = std::find_if(incoming_.begin(), incoming_.end(), [&](const auto& c) { return c->id == id; });
+  if (it == incoming_.end()) return;
+  // Once per acceptor at warn: a flood would otherwise write a line per connection.
+  const bool first = admission_.evicted() == 1;
+  const auto& limits = admission_.limits();
+  const std::string line =
+      fmt::format("{} (rank {}): closed the connection from {} before its handshake: too many connections await "
+                  "the handshake (at most {} per address, {} in all); the oldest makes room",
+                  kOp, self_.rank, (*it)->sock.peer(), limits.per_source, limits.total);
+  if (first) {
+    THD_LOG_WARN("{}", line);
+  } else {
+    THD_LOG_DEBUG("{}", line);
+  }
+  close(id);
+}
+
 void MeshAcceptor::close(uint64_t id) {
+  admission_.release(id);
   auto it = std::find_if(incoming_.begin(), incoming_.end(), [&](const auto& c) { return c->id == id; });
   if (it == incoming_.end()) return;
   if ((*it)->sock.valid()) {
@@ -234,6 +254,7 @@ bool MeshAcceptor::advance(Incoming& c) {
       net::ServerHandshake::Verdict v = c.handshake.verify();
       c.out.insert(c.out.end(), v.reply.begin(), v.reply.end());
       if (v.accepted) {
+        admission_.release(c.id);  // authenticated: no longer counted against the flood limits
         c.stage = Stage::Identity;
       } else {
         refuse(c, v.reason);

@@ -10,7 +10,9 @@
 //   3. this rank's Hello out; then the socket belongs to the mesh.
 // A connection that fails any step, or does not finish within the handshake
 // timeout, is logged (THD_LOG_WARN, with its address and why) and closed, and
-// serving goes on. Nothing beyond those fixed-size messages is read, so frames a
+// serving goes on. Connections still in step 1 are capped per source address and
+// in all (net::HandshakeAdmission): under a flood the oldest is closed to make
+// room, so silent connections never use up the descriptors a rank needs. Nothing beyond those fixed-size messages is read, so frames a
 // peer sends right after its Hello stay in the socket for the transport.
 #pragma once
 
@@ -24,6 +26,7 @@
 
 #include "datachannel/net/auth.h"
 #include "datachannel/net/fd.h"
+#include "datachannel/net/handshake_admission.h"
 #include "datachannel/net/socket.h"
 #include "datachannel/tcp/wire.h"
 
@@ -57,6 +60,8 @@ class MeshAcceptor {
   // Advances one connection; false once it is closed or handed to the mesh.
   bool advance(Incoming& c);
   void refuse(Incoming& c, const std::string& why);
+  // Closes a pending connection that the admission limits evicted.
+  void shed(uint64_t id);
   void close(uint64_t id);
   bool complete() const;
 
@@ -67,7 +72,8 @@ class MeshAcceptor {
   net::UniqueFd epoll_;
   net::UniqueFd wake_;
   std::atomic<bool> stopping_{false};
-  std::vector<std::unique_ptr<Incoming>> incoming_;  // few at a time
+  std::vector<std::unique_ptr<Incoming>> incoming_;  // at most the admission limit awaiting the handshake
+  net::HandshakeAdmission admission_;
   uint64_t next_id_ = 2;                              // 0, 1: listener, wake-up
   std::vector<net::Socket> connected_;
   std::exception_ptr error_;

@@ -1,5 +1,6 @@
 #include "roles.h"
 
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -152,6 +153,82 @@ int audit() {
   return 0;
 }
 
+// The rank of node 1 in lose-worker: it dies by its own hand once the master
+// has put the release file in place.
+constexpr int kLostRank = 2;
+constexpr int kLostNode = kLostRank - 1;
+
+// Started before init_master_worker on the doomed rank, which never returns from it.
+void die_when_released(const std::string& release) {
+  std::thread([release] {
+    while (!std::filesystem::exists(release)) std::this_thread::sleep_for(milliseconds(5));
+    ::kill(::getpid(), SIGKILL);
+  }).detach();
+}
+
+float sum_on(const DistributedTensor& t) { return t.sum().item<float>(); }
+
+int lose_worker() {
+  if (num_nodes() != 3) {
+    std::fprintf(stderr, "master: lose-worker needs 3 nodes (thdrun -n 4), got %d\n", num_nodes());
+    return 2;
+  }
+  // Node n holds 1000 elements of n + 1.
+  std::vector<DistributedTensor> held;
+  for (int node = 0; node < 3; ++node) {
+    NodeScope on(node);
+    held.push_back(DistributedTensor::ones({1000}) * static_cast<float>(node + 1));
+  }
+  for (int node = 0; node < 3; ++node) {
+    if (sum_on(held[static_cast<size_t>(node)]) != 1000.0f * static_cast<float>(node + 1)) {
+      std::fprintf(stderr, "master: node %d holds the wrong values before the loss\n", node);
+      return 3;
+    }
+  }
+  // The release file makes node 1 kill itself.
+  const std::string release = env_or("THD_HARDENING_RELEASE", "");
+  std::FILE* f = release.empty() ? nullptr : std::fopen(release.c_str(), "w");
+  if (f == nullptr || std::fclose(f) != 0) {
+    std::fprintf(stderr, "master: cannot create the release file '%s'\n", release.c_str());
+    return 2;
+  }
+  bool lost = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!lost && std::chrono::steady_clock::now() < deadline) {
+    try {
+      NodeScope on(kLostNode);
+      (void)sum_on(held[static_cast<size_t>(kLostNode)] + 1.0f);
+      std::this_thread::sleep_for(milliseconds(10));
+    } catch (const WorkerLost& e) {
+      say(std::string("master caught WorkerLost: ") + e.what());
+      lost = true;
+    }
+  }
+  if (!lost) {
+    std::fprintf(stderr, "master: no WorkerLost for node %d within 20 s\n", kLostNode);
+    return 3;
+  }
+  // The survivors' tensors are intact, they compute, and they exchange data.
+  DistributedTensor on2 = held[0].to_node(2) + held[2];  // 1 + 3 on node 2
+  DistributedTensor on0;
+  {
+    NodeScope on(0);
+    on0 = held[0] * 5.0f;
+  }
+  if (sum_on(on2) != 4000.0f || sum_on(on0) != 5000.0f || sum_on(held[2]) != 3000.0f) {
+    std::fprintf(stderr, "master: wrong values on the surviving nodes: %g %g %g\n", sum_on(on2), sum_on(on0),
+                 sum_on(held[2]));
+    return 3;
+  }
+  say("master finished without node " + std::to_string(kLostNode));
+  try {
+    shutdown();
+  } catch (const WorkerLost&) {
+    // shutdown() reports the lost node again: known, and handled above.
+  }
+  return 0;
+}
+
 int mesh() {
   try {
     RendezvousResult joined = rendezvous("env://", -1, -1, std::chrono::seconds(20));
@@ -185,6 +262,9 @@ int run_master(const std::string& scenario, const std::string& url) {
     return 2;
   }
   if (scenario == "mesh") return mesh();
+  if (scenario == "lose-worker" && env_or("RANK", "") == std::to_string(kLostRank)) {
+    die_when_released(env_or("THD_HARDENING_RELEASE", ""));
+  }
   try {
     init_master_worker(role_options(url));  // ranks > 0 of an SPMD launch serve and exit here
   } catch (const std::exception& e) {
@@ -195,6 +275,7 @@ int run_master(const std::string& scenario, const std::string& url) {
     if (scenario == "busy") return busy();
     if (scenario == "busy-default") return busy_default();
     if (scenario == "audit") return audit();
+    if (scenario == "lose-worker") return lose_worker();
     queue_some_work();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "master: %s\n", e.what());
@@ -215,6 +296,7 @@ int run_master(const std::string& scenario, const std::string& url) {
 std::optional<int> run_role_if_asked(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], kWorkerRole) == 0) return run_worker();
+    if (std::strcmp(argv[i], kListenerRole) == 0) return run_listener_role(i + 1 < argc ? argv[i + 1] : "");
     if (std::strcmp(argv[i], kMasterRole) == 0) {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "%s needs a scenario\n", kMasterRole);

@@ -21,6 +21,8 @@
 //   stdin               "stdin rank=R text=T": what stdin holds, newlines dropped
 //   print TEXT          TEXT and a newline on stdout; eprint: on stderr
 //   print-partial TEXT  TEXT without a newline on stdout
+//   master-worker       write "master-worker" into THD_JOB_MODE_FILE, as
+//                        init_master_worker does on rank 0 (master/job_mode.h)
 //   @R / @!R            run the next step only on rank R / on every rank but R
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -233,6 +235,15 @@ size_t run_step(const std::vector<std::string>& args, size_t i) {
   }
   if (step == "rendezvous") {
     rendezvous();
+    return i + 1;
+  }
+  if (step == "master-worker") {
+    const char* path = std::getenv("THD_JOB_MODE_FILE");
+    if (path == nullptr) fail("THD_JOB_MODE_FILE is not set");
+    FILE* f = std::fopen(path, "w");
+    if (f == nullptr || std::fputs("master-worker\n", f) < 0 || std::fclose(f) != 0) {
+      fail(std::string("cannot write ") + path);
+    }
     return i + 1;
   }
   if (step == "bind") {

@@ -54,6 +54,15 @@ TEST(ThdrunOptions, BackendIsPassedOnByName) {
   EXPECT_THROW(parse({"--backend", "a b", "-n", "2", "p"}), ValueError);
 }
 
+TEST(ThdrunOptions, OnRankFailurePolicies) {
+  EXPECT_EQ(parse({"-n", "2", "p"}).options.on_rank_failure, OnRankFailure::Auto);
+  EXPECT_EQ(parse({"--on-rank-failure", "auto", "-n", "2", "p"}).options.on_rank_failure, OnRankFailure::Auto);
+  EXPECT_EQ(parse({"--on-rank-failure=kill-all", "-n", "2", "p"}).options.on_rank_failure, OnRankFailure::KillAll);
+  EXPECT_EQ(parse({"--on-rank-failure", "master-decides", "-n", "2", "p"}).options.on_rank_failure,
+            OnRankFailure::MasterDecides);
+  EXPECT_NE(help_text().find("--on-rank-failure auto|kill-all|master-decides"), std::string::npos);
+}
+
 TEST(ThdrunOptions, HelpAndVersionNeedNothingElse) {
   EXPECT_EQ(parse({"--help"}).action, Action::Help);
   EXPECT_EQ(parse({"-h"}).action, Action::Help);
@@ -98,7 +107,11 @@ INSTANTIATE_TEST_SUITE_P(
                       BadArgs{{"-x", "p"}, "unknown option '-x'"},
                       BadArgs{{"-n", "1", "--nproc", "2", "p"}, "option --nproc is given twice"},
                       BadArgs{{"--tag-output=yes", "-n", "1", "p"}, "option --tag-output takes no value"},
-                      BadArgs{{"-n", "1", "--", ""}, "the program name is empty"}));
+                      BadArgs{{"-n", "1", "--", ""}, "the program name is empty"},
+                      BadArgs{{"--on-rank-failure", "master", "-n", "2", "p"},
+                              "--on-rank-failure takes auto, kill-all or master-decides, got 'master'"},
+                      BadArgs{{"--pool", "-n", "2", "--on-rank-failure", "kill-all"},
+                              "--on-rank-failure is for a job's ranks"}));
 
 }  // namespace
 }  // namespace thd::launch

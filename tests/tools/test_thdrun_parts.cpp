@@ -78,6 +78,19 @@ TEST(ThdrunToken, PrivateDirectoryRemovedWithItsOwner) {
   EXPECT_FALSE(fs::exists(dir)) << dir;
 }
 
+TEST(ThdrunToken, AJobWithAnInheritedTokenStillGetsAPrivateDirectory) {
+  std::string dir;
+  {
+    TokenDir run_dir = TokenDir::create(/*with_token=*/false);
+    dir = run_dir.dir();
+    EXPECT_TRUE(run_dir.file().empty());
+    EXPECT_EQ(mode_of(dir), 0700u);
+    EXPECT_TRUE(fs::is_empty(dir));
+    EXPECT_EQ(fs::path(run_dir.job_mode_file()).parent_path(), fs::path(dir));
+  }
+  EXPECT_FALSE(fs::exists(dir)) << dir;
+}
+
 TEST(ThdrunToken, FileModeIgnoresTheUmask) {
   const mode_t old = ::umask(0);
   TokenDir token = TokenDir::create();
@@ -88,7 +101,7 @@ TEST(ThdrunToken, FileModeIgnoresTheUmask) {
 TEST(ThdrunEnv, RankVariablesReplaceInheritedOnes) {
   const std::vector<std::string> base = {"PATH=/bin", "RANK=9", "RANKING=keep", "MASTER_PORT=1", "X=a=b"};
   JobEnv job{.master_addr = "10.0.0.1", .master_port = 29555, .world_size = 8, .local_world_size = 4,
-             .first_rank = 4, .token_file = "/tmp/d/token"};
+             .first_rank = 4, .token_file = "/tmp/d/token", .job_mode_file = "/tmp/d/job_mode"};
   const std::vector<std::string> env = rank_environment(base, job, 1);
   EXPECT_EQ(find_variable(env, "PATH"), "/bin");
   EXPECT_EQ(find_variable(env, "RANKING"), "keep");
@@ -100,14 +113,17 @@ TEST(ThdrunEnv, RankVariablesReplaceInheritedOnes) {
   EXPECT_EQ(find_variable(env, "MASTER_ADDR"), "10.0.0.1");
   EXPECT_EQ(find_variable(env, "MASTER_PORT"), "29555");
   EXPECT_EQ(find_variable(env, "THD_AUTH_TOKEN_FILE"), "/tmp/d/token");
+  EXPECT_EQ(find_variable(env, "THD_JOB_MODE_FILE"), "/tmp/d/job_mode");
   EXPECT_EQ(std::count_if(env.begin(), env.end(), [](const std::string& e) { return e.starts_with("RANK="); }), 1);
   // The PSM driver's signal handlers stay out of the ranks from their first instant.
   EXPECT_EQ(find_variable(env, "IPATH_NO_BACKTRACE"), "1");
-  EXPECT_EQ(env.size(), base.size() - 2 + 8);
+  EXPECT_EQ(env.size(), base.size() - 2 + 9);
   EXPECT_EQ(find_variable(rank_environment({"IPATH_NO_BACKTRACE=0"}, job, 0), "IPATH_NO_BACKTRACE"), "0");
 
   job.token_file.reset();
+  job.job_mode_file.reset();
   EXPECT_FALSE(find_variable(rank_environment(base, job, 0), "THD_AUTH_TOKEN_FILE").has_value());
+  EXPECT_FALSE(find_variable(rank_environment(base, job, 0), "THD_JOB_MODE_FILE").has_value());
 }
 
 TEST(ThdrunEnv, InheritedTokenIsDetected) {

@@ -41,8 +41,8 @@ int run_local_job(const LaunchOptions& options) {
   SignalEvents signals;
 
   const std::vector<std::string> base_env = current_environment();
-  std::optional<TokenDir> token;
-  if (!has_auth_token(base_env)) token.emplace(TokenDir::create());
+  // A job that inherits its token still gets a private directory, for the job mode.
+  const TokenDir run_dir = TokenDir::create(!has_auth_token(base_env));
 
   JobEnv job;
   job.master_addr = options.master_addr;
@@ -50,7 +50,8 @@ int run_local_job(const LaunchOptions& options) {
   job.world_size = options.nproc;
   job.local_world_size = options.nproc;
   job.first_rank = 0;
-  if (token) job.token_file = token->file();
+  if (!run_dir.file().empty()) job.token_file = run_dir.file();
+  job.job_mode_file = run_dir.job_mode_file();
 
   // The ranks run in their own process groups, which a terminal does not let read
   // (SIGTTIN would stop them): rank 0 reads thdrun's stdin only when it is a file
@@ -59,7 +60,9 @@ int run_local_job(const LaunchOptions& options) {
   THD_CHECK(dev_null.valid(), Error, kOp, "cannot open /dev/null: {}", std::system_category().message(errno));
   const bool rank0_reads_stdin = ::isatty(STDIN_FILENO) == 0;
 
-  Supervisor supervisor(signals, SupervisorOptions{.kill_grace = options.kill_grace});
+  Supervisor supervisor(signals, SupervisorOptions{.kill_grace = options.kill_grace,
+                                                  .on_rank_failure = options.on_rank_failure,
+                                                  .job_mode_file = *job.job_mode_file});
   for (int rank = 0; rank < options.nproc; ++rank) {
     ProcessSpec spec;
     spec.argv = options.command;

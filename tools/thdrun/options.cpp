@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kOp = "thdrun";
 constexpr double kMaxKillGraceSeconds = 3600;
 
-enum class Opt { Nproc, MasterAddr, MasterPort, TimeoutKill, TagOutput, Pool, Listen, Backend };
+enum class Opt { Nproc, MasterAddr, MasterPort, TimeoutKill, TagOutput, Pool, Listen, Backend, OnRankFailure };
 
 // Every spelling thdrun accepts.
 constexpr cli::OptionSpec<Opt> kOptions[] = {
@@ -27,7 +27,15 @@ constexpr cli::OptionSpec<Opt> kOptions[] = {
     {Opt::Pool, "--pool", false},
     {Opt::Listen, "--listen", true},
     {Opt::Backend, "--backend", true},
+    {Opt::OnRankFailure, "--on-rank-failure", true},
 };
+
+OnRankFailure parse_on_rank_failure(std::string_view name, std::string_view value) {
+  if (value == "auto") return OnRankFailure::Auto;
+  if (value == "kill-all") return OnRankFailure::KillAll;
+  if (value == "master-decides") return OnRankFailure::MasterDecides;
+  THD_THROW(ValueError, kOp, "{} takes auto, kill-all or master-decides, got '{}'", name, value);
+}
 
 void apply(const cli::OptionSpec<Opt>& spec, std::string_view value, LaunchOptions& o) {
   switch (spec.id) {
@@ -54,6 +62,9 @@ void apply(const cli::OptionSpec<Opt>& spec, std::string_view value, LaunchOptio
       THD_CHECK(!value.empty() && value.find_first_of(" \t\n=") == std::string_view::npos, ValueError, kOp,
                 "{} takes a backend name (tcp, mpi, ucx, libfabric), got '{}'", spec.name, value);
       o.backend = std::string(value);
+      return;
+    case Opt::OnRankFailure:
+      o.on_rank_failure = parse_on_rank_failure(spec.name, value);
       return;
     case Opt::Listen: {
       cli::HostPort listen = cli::parse_listen_address(kOp, spec.name, value);
@@ -82,6 +93,9 @@ ParsedArgs parse_args(std::span<const std::string> args) {
     THD_CHECK(!reader.seen(Opt::MasterAddr) && !reader.seen(Opt::MasterPort), ValueError, kOp,
               "--pool takes --listen HOST:PORT for the pool's address, not --master-addr/--master-port");
     THD_CHECK(out.options.nproc > 0, ValueError, kOp, "missing -n N: how many workers the pool keeps");
+    THD_CHECK(!reader.seen(Opt::OnRankFailure), ValueError, kOp,
+              "--on-rank-failure is for a job's ranks; a pool's master and workers have a policy of their own "
+              "(docs/worker_pool.md)");
   } else {
     THD_CHECK(!reader.seen(Opt::Listen), ValueError, kOp, "--listen is for --pool only");
     THD_CHECK(!out.options.command.empty(), ValueError, kOp, "no program to run");
@@ -111,10 +125,17 @@ supervises them. Each process gets the environment of a thd job:
                             exits (kept as is when THD_AUTH_TOKEN or
                             THD_AUTH_TOKEN_FILE is already set)
 
-If a process fails (non-zero exit or a signal), the others get SIGTERM, then
-SIGKILL, and thdrun exits with the failed process's status (128+signal for a
-signal). SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to every process; a
-second SIGINT kills them.
+If a process fails (non-zero exit or a signal), what happens depends on
+--on-rank-failure. kill-all: the others get SIGTERM, then SIGKILL, and thdrun
+exits with the failed process's status (128+signal for a signal).
+master-decides: a failed worker (rank > 0) is reported and the job goes on (the
+master sees thd::WorkerLost); the job ends when the master (rank 0) exits: the
+ranks still running get SIGTERM at once if it failed, after the --timeout-kill
+grace period if it exited 0, and thdrun exits with the master's status. The
+default, auto, is master-decides for a master-worker job (init_master_worker
+tells thdrun so once its workers are connected) and kill-all otherwise.
+SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to every process; a second
+SIGINT kills them.
 
 options:
   -n, --nproc, --nproc-per-node N
@@ -122,7 +143,11 @@ options:
   --master-addr ADDR  address of rank 0's store (default 127.0.0.1)
   --master-port PORT  its port (default: a free port)
   --timeout-kill S    seconds between SIGTERM and SIGKILL when stopping the
-                      processes after a failure (default 5)
+                      processes after a failure, and the time workers have to
+                      exit by themselves after the master (default 5)
+  --on-rank-failure auto|kill-all|master-decides
+                      what a failed rank does to the job (default auto: see
+                      above)
   --backend NAME      the DataChannel backend of the job (tcp, mpi, ucx,
                       libfabric): exported as THD_BACKEND, which
                       init_master_worker uses when the program names none
@@ -137,7 +162,8 @@ options:
   -h, --help          this text
   -V, --version       thdrun's version
 
-exit status: 0 when every process exits with 0; else the first failure's status;
+exit status: 0 when every process exits with 0; else the first failure's status
+(master-decides: the master's status, whatever the workers' were);
 2 for a bad command line; 126/127 when the program cannot be run / is not found;
 1 when thdrun itself fails. A pool stopped by a signal exits 0. Details:
 docs/thdrun.md, docs/worker_pool.md

@@ -14,6 +14,14 @@ namespace thd::launch {
 // More local processes than this is a typo (-n 1000000), not a job.
 inline constexpr int kMaxLocalProcesses = 1024;
 
+// What a rank's failure (non-zero exit or a signal) does to the job (docs/thdrun.md).
+enum class OnRankFailure {
+  Auto,           // MasterDecides in a master-worker job, KillAll otherwise
+  KillAll,        // the other ranks are stopped; the job's status is the failure's
+  MasterDecides,  // a worker's death is the master's (rank 0's) to handle; the job
+                  // ends when the master exits, with the master's status
+};
+
 struct LaunchOptions {
   int nproc = 0;                                  // -n: processes to start
   std::string master_addr = "127.0.0.1";          // --master-addr
@@ -21,6 +29,7 @@ struct LaunchOptions {
   std::chrono::milliseconds kill_grace{5000};     // --timeout-kill: SIGTERM -> SIGKILL
   bool tag_output = false;                        // --tag-output
   std::optional<std::string> backend;             // --backend: THD_BACKEND of every process
+  OnRankFailure on_rank_failure = OnRankFailure::Auto;  // --on-rank-failure
   // --pool: keep -n thd-worker processes serving masters (docs/worker_pool.md);
   // the command, if any, runs as a master of the pool and the pool stops after it.
   bool pool = false;

@@ -42,6 +42,7 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base, 
       {"MASTER_PORT", std::to_string(job.master_port)},
   };
   if (job.token_file) set.emplace_back("THD_AUTH_TOKEN_FILE", *job.token_file);
+  if (job.job_mode_file) set.emplace_back("THD_JOB_MODE_FILE", *job.job_mode_file);
   // Debian's libfabric loads the PSM driver (libinfinipath), whose load-time
   // constructor catches SIGTERM, SIGINT and the crash signals unless this is set.
   // thd's library puts them back when it loads (datachannel/

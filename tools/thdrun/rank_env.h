@@ -22,6 +22,8 @@ struct JobEnv {
   int first_rank = 0;
   // THD_AUTH_TOKEN_FILE for the ranks; nullopt leaves the inherited token settings alone.
   std::optional<std::string> token_file;
+  // THD_JOB_MODE_FILE for the ranks (master/job_mode.h); nullopt: not set.
+  std::optional<std::string> job_mode_file;
 };
 
 // This process's environment as NAME=value strings.
@@ -36,7 +38,7 @@ std::optional<std::string> find_variable(const std::vector<std::string>& env, co
 bool has_auth_token(const std::vector<std::string>& env);
 
 // `base` with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT (and THD_AUTH_TOKEN_FILE when job.token_file is set) replaced by this
+// MASTER_PORT (and THD_AUTH_TOKEN_FILE, THD_JOB_MODE_FILE when set in `job`) replaced by this
 // rank's values; every other variable is kept in order.
 std::vector<std::string> rank_environment(const std::vector<std::string>& base, const JobEnv& job, int local_rank);
 

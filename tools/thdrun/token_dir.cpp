@@ -50,15 +50,16 @@ std::string random_token_hex(size_t bytes) {
   return hex;
 }
 
-TokenDir TokenDir::create() {
+TokenDir TokenDir::create(bool with_token) {
   std::error_code ec;
   std::filesystem::path base = std::filesystem::temp_directory_path(ec);
   if (ec) base = "/tmp";
   std::string tmpl = (base / "thdrun-XXXXXX").string();
-  THD_CHECK(::mkdtemp(tmpl.data()) != nullptr, Error, kOp, "cannot create a private directory '{}' for the auth token: {}",
+  THD_CHECK(::mkdtemp(tmpl.data()) != nullptr, Error, kOp, "cannot create the job's private directory '{}': {}",
             tmpl, errno_text(errno));
   TokenDir dir;  // from here on, an exception removes what was made
   dir.dir_ = tmpl;
+  if (!with_token) return dir;
   dir.file_ = tmpl + "/token";
 
   // O_EXCL|O_NOFOLLOW: the file is new, in a directory only we can write to. The

@@ -1,5 +1,7 @@
-// The job's shared secret, handed to the ranks as a file: a fresh random token in a
-// private directory that lives exactly as long as the launcher's TokenDir.
+// The job's private run directory, living exactly as long as the launcher's
+// TokenDir: the shared secret handed to the ranks as a file (a fresh random token),
+// and the file through which the master says the job is master-worker
+// (master/job_mode.h).
 #pragma once
 
 #include <cstddef>
@@ -11,15 +13,16 @@ namespace thd::launch {
 // when the random generator fails.
 std::string random_token_hex(size_t bytes = 32);
 
-// A directory made by mkdtemp (mode 0700) under $TMPDIR (else /tmp), holding one
-// file `token` (mode 0600) with a fresh random_token_hex() and a newline. The
+// A directory made by mkdtemp (mode 0700) under $TMPDIR (else /tmp), holding the
+// file `token` (mode 0600) with a fresh random_token_hex() and a newline, unless
+// the job keeps a token it inherited (with_token false). The
 // destructor removes the directory with everything in it, so every way out of
 // the launcher that unwinds the stack removes the secret. (A SIGKILLed launcher
 // cannot clean up; the directory is then left behind, readable by its owner only.)
 class TokenDir {
  public:
   // Throws thd::Error naming the path when the directory or file cannot be made.
-  static TokenDir create();
+  static TokenDir create(bool with_token = true);
 
   TokenDir(TokenDir&& other) noexcept;
   TokenDir& operator=(TokenDir&& other) noexcept;
@@ -28,8 +31,10 @@ class TokenDir {
   ~TokenDir();
 
   const std::string& dir() const noexcept { return dir_; }
-  // What THD_AUTH_TOKEN_FILE names.
+  // What THD_AUTH_TOKEN_FILE names; empty without a token.
   const std::string& file() const noexcept { return file_; }
+  // What THD_JOB_MODE_FILE names: written by the master, if at all.
+  std::string job_mode_file() const { return dir_ + "/job_mode"; }
 
  private:
   TokenDir() = default;
