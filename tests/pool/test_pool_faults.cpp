@@ -1,9 +1,11 @@
 // What the pool does when something goes wrong: a master or a worker killed
-// mid-session, a wrong token, a session that can never end.
+// mid-session, a client that floods a node and closes cleanly, a wrong token, a
+// session that can never end.
 #include <gtest/gtest.h>
 
 #include <signal.h>
 
+#include <cstdio>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -75,7 +77,10 @@ TEST_F(PoolFaults, AClientThatFloodsANodeAndClosesCleanlyDoesNotWedgeThePool) {
   }
   const auto start = std::chrono::steady_clock::now();
   init_master_worker(attach_options(pool.url()));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "the next master waited";
+  const auto attached = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(attached, std::chrono::seconds(5)) << "the next master waited";
+  std::printf("[ figures  ] after a flood of 1.125 MiB and a clean close, the next master attached in %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(attached).count()));
   EXPECT_FLOAT_EQ(sum_on(0), 20.0f);
   EXPECT_FLOAT_EQ(sum_on(1), 20.0f);
   shutdown();
