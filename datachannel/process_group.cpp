@@ -3,6 +3,7 @@
 
 #include <thd/process_group.h>
 
+#include "datachannel/backend_choice.h"
 #include "datachannel/check.h"
 
 namespace thd {
@@ -30,6 +31,8 @@ void init_process_group(const ProcessGroupOptions& options) {
               "thd::destroy_process_group() first",
               g_default->rank(), g_default->size());
   }
+  // Resolved first: a backend that is not built fails before the rendezvous waits.
+  const std::string backend = detail::chosen_backend(options.backend);
   RendezvousOptions rv;
   rv.init_method = options.init_method;
   rv.rank = options.rank;
@@ -45,7 +48,7 @@ void init_process_group(const ProcessGroupOptions& options) {
   dc.timeout = options.timeout;
   dc.token = options.token;
   dc.bind_host = options.bind_host;
-  g_default = DataChannel::create(options.backend, dc);
+  g_default = DataChannel::create(backend, dc);
 }
 
 bool is_initialized() {

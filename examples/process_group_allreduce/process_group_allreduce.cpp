@@ -26,9 +26,9 @@ void expect(bool ok, const char* what, int rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --backend NAME picks the backend (mpirun -n 4 process_group_allreduce --backend mpi).
-  const std::string backend = thd::backend_from_args(argc, argv);
-  thd::init_process_group({.backend = backend.empty() ? "tcp" : backend, .init_method = "env://"});
+  // --backend NAME picks the backend (mpirun -n 4 process_group_allreduce --backend mpi);
+  // without it, THD_BACKEND (thdrun --backend ucx), else tcp.
+  thd::init_process_group({.backend = thd::backend_from_args(argc, argv), .init_method = "env://"});
   const int rank = thd::get_rank();
   const int world = thd::get_world_size();
 

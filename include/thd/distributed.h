@@ -68,6 +68,10 @@ std::string backend_from_args(int argc, const char* const* argv);
 void init_master_worker(const MasterWorkerOptions& options = {});
 // True on the master between init_master_worker() and shutdown().
 bool is_master();
+// The DataChannel backend of the session: the one MasterWorkerOptions::backend
+// named, else $THD_BACKEND (thdrun --backend), else "tcp". ValueError unless
+// initialized.
+std::string backend_name();
 // Waits for every node, ends the session (workers free everything; SPMD workers
 // exit) and raises the first unreported remote error, if any. Safe to call twice.
 void shutdown();
@@ -426,6 +430,7 @@ struct StreamStats {
 };
 struct NodeStats {
   int node = -1;
+  std::string backend;               // the session's DataChannel backend (thd::backend_name())
   uint64_t ops_executed = 0;         // ops run (or poisoned without running) this session
   std::vector<StreamStats> streams;  // the default stream first (its ops run as they arrive: never queued)
   // Handed to the node's DataChannel: commands, replies, copies and collectives.

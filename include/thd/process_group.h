@@ -18,7 +18,9 @@
 namespace thd {
 
 struct ProcessGroupOptions {
-  std::string backend = "tcp";
+  // "tcp", "mpi", "ucx", "libfabric", "nccl". Empty: $THD_BACKEND (thdrun
+  // --backend sets it), else "tcp", as init_master_worker.
+  std::string backend = "";
   // env:// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), tcp://host:port or
   // file:///path, as thd::rendezvous.
   std::string init_method = "env://";
