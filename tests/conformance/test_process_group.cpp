@@ -39,7 +39,7 @@ void exercise_free_functions(int rank, uint64_t salt) {
   // (recv's default source).
   if (rank != 0) {
     thd::send(pattern(kInt32, 4, seed_of(rank, salt)), 0);
-    Request r = thd::isend(pattern(kInt32, 4, seed_of(rank, salt + 1)), 0, {.tag = 1});
+    Request r = thd::isend(pattern(kInt32, 4, seed_of(rank, salt + 1)), 0, nullptr, {.tag = 1});
     r.wait();
   } else {
     for (int i = 1; i < n; ++i) {
@@ -47,7 +47,7 @@ void exercise_free_functions(int rank, uint64_t salt) {
       const int source = thd::recv(got);
       require(source > 0 && source < n, "thd::recv() from any rank returned source " + std::to_string(source));
       require_same(got, pattern(kInt32, 4, seed_of(source, salt)), "thd::recv() from any rank");
-      Request r = thd::irecv(got, source, {.tag = 1});
+      Request r = thd::irecv(got, source, nullptr, {.tag = 1});
       r.wait();
       require_same(got, pattern(kInt32, 4, seed_of(source, salt + 1)), "thd::irecv()");
     }
