@@ -1,12 +1,14 @@
 // The process-group free functions with a group argument (thd/process_group.h):
 // roots and peers as global ranks, group-rank helpers, every collective's async
-// form, and the list forms with their errors. Ranks are threads; each passes its
-// world channel (or a subgroup of it) as the group.
+// form, the list forms with their errors, and the object collectives. Ranks are
+// threads; each passes its world channel (or a subgroup of it) as the group.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
+#include <thd/object_collectives.h>
 #include <thd/process_group.h>
 
 #include "backends.h"
@@ -351,6 +353,101 @@ TEST_P(ProcessGroupApi, AllGatherListOfAnotherRanksWrongSizeFailsOnlyThere) {
       require_same(list[0], filled(kInt32, 3, 1), "all_gather on the rank with the right list");
     }
     check_all_reduce(env.dc, kInt64, 3, ReduceOp::Sum, 32);
+  });
+}
+
+// ---- object collectives ------------------------------------------------------------------
+
+struct Point {
+  int32_t x = 0;
+  std::string name;
+  bool operator==(const Point&) const = default;
+};
+
+}  // namespace
+}  // namespace thd::conformance
+
+// The documented hook: a user type's codec, in namespace thd.
+template <>
+struct thd::ObjectCodec<thd::conformance::Point> {
+  static std::vector<uint8_t> encode(const thd::conformance::Point& p) {
+    std::vector<uint8_t> b(sizeof p.x);
+    std::memcpy(b.data(), &p.x, sizeof p.x);
+    b.insert(b.end(), p.name.begin(), p.name.end());
+    return b;
+  }
+  static thd::conformance::Point decode(std::span<const uint8_t> b) {
+    if (b.size() < sizeof(int32_t)) throw thd::ValueError("a Point needs at least 4 bytes");
+    thd::conformance::Point p;
+    std::memcpy(&p.x, b.data(), sizeof p.x);
+    p.name.assign(b.begin() + sizeof p.x, b.end());
+    return p;
+  }
+};
+
+namespace thd::conformance {
+namespace {
+
+std::string text_of(int rank) { return std::string(static_cast<size_t>(rank) * 3, static_cast<char>('a' + rank)); }
+
+TEST_P(ProcessGroupApi, ObjectCollectives) {
+  run_world(backend(), 3, [](RankEnv& env) {
+    const Group group = world_of(env);
+    const int r = env.rank;
+
+    std::string config = r == 2 ? "lr=0.1;epochs=3" : "stale";
+    broadcast_object(config, 2, group);
+    require(config == "lr=0.1;epochs=3", "broadcast_object(std::string) gave '" + config + "'");
+
+    std::vector<std::string> names;
+    all_gather_object(names, text_of(r), group);  // rank 0's is empty
+    require(names == std::vector<std::string>{text_of(0), text_of(1), text_of(2)}, "all_gather_object(std::string)");
+
+    std::vector<double> at_one;
+    gather_object(0.5 * r, at_one, 1, group);
+    if (r == 1) {
+      require(at_one == std::vector<double>{0.0, 0.5, 1.0}, "gather_object(double) on the destination");
+    } else {
+      require(at_one.empty(), "gather_object wrote the list of a rank that is not the destination");
+    }
+
+    Point p;
+    scatter_object(p, r == 0 ? std::vector<Point>{{1, "one"}, {2, ""}, {3, "three"}} : std::vector<Point>{}, 0, group);
+    const std::vector<Point> sent = {{1, "one"}, {2, ""}, {3, "three"}};
+    require(p == sent[static_cast<size_t>(r)], "scatter_object(Point) through a user codec");
+
+    std::vector<uint8_t> blob = r == 1 ? std::vector<uint8_t>{0, 255, 7} : std::vector<uint8_t>{9};
+    broadcast_object(blob, 1, group);
+    require(blob == std::vector<uint8_t>({0, 255, 7}), "broadcast_object(bytes)");
+
+    std::vector<Point> list = r == 0 ? std::vector<Point>{{5, "five"}, {6, "six"}} : std::vector<Point>{};
+    broadcast_object_list(list, 0, group);
+    require(list == std::vector<Point>({{5, "five"}, {6, "six"}}), "broadcast_object_list(Point)");
+
+    // A source list of the wrong length fails on every rank, not only the source.
+    std::string out;
+    require_throws<ValueError>(
+        [&] { scatter_object(out, r == 0 ? std::vector<std::string>{"x", "y"} : std::vector<std::string>{}, 0, group); },
+        {"scatter_object"}, "scatter_object with a source list of 2 for 3 ranks");
+    check_all_reduce(env.dc, kInt32, 2, ReduceOp::Sum, 33);
+  });
+}
+
+TEST_P(ProcessGroupApi, ObjectCollectivesOnASubgroupWithGlobalRoots) {
+  run_world(backend(), 4, [](RankEnv& env) {
+    const Group odds = env.dc.new_group({3, 1});
+    if (get_rank(odds) < 0) {
+      std::string s;
+      require_throws<ValueError>([&] { broadcast_object(s, 3, odds); }, {"broadcast_object", "not a member"},
+                                 "broadcast_object on a group this rank is not in");
+      return;
+    }
+    std::string s = env.rank == 3 ? "from three" : "";
+    broadcast_object(s, 3, odds);
+    require(s == "from three", "broadcast_object(src=3) on {3, 1} gave '" + s + "'");
+    std::vector<int64_t> all;
+    all_gather_object(all, int64_t{env.rank} * 100, odds);
+    require(all == std::vector<int64_t>({300, 100}), "all_gather_object on {3, 1}: group-rank order");
   });
 }
 
