@@ -6,6 +6,7 @@
 
 #include "datachannel/channel_util.h"
 #include "datachannel/check.h"
+#include "datachannel/collective_launch.h"
 #include "datachannel/collectives/algorithms.h"
 #include "datachannel/collectives/reduce_kernels.h"
 
@@ -24,37 +25,6 @@ constexpr int64_t kMaxCollectiveTag = INT32_MAX;
 
 MessageKind kind_of(MessageOp op, DType dtype, int64_t count, int root = -1, ReduceOp reduce = ReduceOp::Sum) {
   return {op, static_cast<uint8_t>(dtype), static_cast<uint8_t>(reduce), root, static_cast<uint64_t>(count)};
-}
-
-// Issues one collective: takes its sequence number now (issue order), then runs
-// `body` on the queue of its tag. A blocking call on an idle queue runs here.
-Request launch(GroupState& g, const MessageKind& kind, const CollectiveOptions& o, std::vector<Tensor> keep,
-               std::function<void(Comm&)> body, bool blocking) {
-  const std::string op{detail::message_op_name(kind.op)};
-  detail::check_tag(g, o.tag, op, kMaxCollectiveTag);
-  const uint32_t seq = g.next_sequence(o.tag);
-  const Envelope env{detail::collective_context(g.id), (o.tag << 32) | static_cast<int64_t>(seq), kind};
-  auto req = detail::make_request(g, op, detail::resolve_timeout(g, o.timeout), /*engine=*/nullptr);
-  req->keepalive = std::move(keep);
-
-  auto task = [req, transport = g.transport, ranks = g.world_ranks, rank = g.rank, env, op,
-               body = std::move(body)]() {
-    try {
-      if (net::Clock::now() >= req->deadline) {
-        THD_THROW_AT(TimeoutError, op, transport->rank(), -1,
-                     "did not start before its deadline: the collectives issued before it on this group took "
-                     "too long");
-      }
-      Comm comm(*transport, *ranks, rank, env, req->deadline, op);
-      body(comm);
-      req->complete(-1, 0);
-    } catch (...) {
-      req->fail(std::current_exception());
-    }
-  };
-  auto& queue = g.queue(o.tag);
-  if (!(blocking && queue.try_run_inline(task))) queue.submit(std::move(task));
-  return Request(std::move(req));
 }
 
 // An input read while outputs are written: a private copy when it shares memory
@@ -87,7 +57,7 @@ Request all_reduce_impl(GroupState& g, Tensor& t, ReduceOp op, const CollectiveO
   const DType dtype = t.dtype();
   const auto count = static_cast<size_t>(t.numel());
   void* data = data_of(t);
-  return launch(g, kind_of(MessageOp::AllReduce, dtype, t.numel(), -1, op), o, {t},
+  return detail::launch_collective(g, kind_of(MessageOp::AllReduce, dtype, t.numel(), -1, op), o, {t},
                 [=](Comm& c) { detail::all_reduce(c, data, count, dtype, op); }, blocking);
 }
 
@@ -98,7 +68,7 @@ Request broadcast_impl(GroupState& g, Tensor& t, int root, const CollectiveOptio
   detail::check_tensor(g, t, "broadcast", "the tensor", true);
   void* data = data_of(t);
   const size_t nbytes = t.nbytes();
-  return launch(g, kind_of(MessageOp::Broadcast, t.dtype(), t.numel(), root), o, {t},
+  return detail::launch_collective(g, kind_of(MessageOp::Broadcast, t.dtype(), t.numel(), root), o, {t},
                 [=](Comm& c) { detail::broadcast(c, data, nbytes, root); }, blocking);
 }
 
@@ -111,7 +81,7 @@ Request reduce_impl(GroupState& g, Tensor& t, int root, ReduceOp op, const Colle
   const DType dtype = t.dtype();
   const auto count = static_cast<size_t>(t.numel());
   void* data = data_of(t);
-  return launch(g, kind_of(MessageOp::Reduce, dtype, t.numel(), root, op), o, {t},
+  return detail::launch_collective(g, kind_of(MessageOp::Reduce, dtype, t.numel(), root, op), o, {t},
                 [=](Comm& c) { detail::reduce(c, data, count, dtype, op, root); }, blocking);
 }
 
@@ -129,7 +99,7 @@ Request all_gather_impl(GroupState& g, Tensor& out, const Tensor& in, const Coll
   const void* from = data_of(src);
   void* to = data_of(out);
   const size_t block = src.nbytes();
-  return launch(g, kind_of(MessageOp::AllGather, in.dtype(), in.numel()), o, {out, src},
+  return detail::launch_collective(g, kind_of(MessageOp::AllGather, in.dtype(), in.numel()), o, {out, src},
                 [=](Comm& c) { detail::all_gather(c, from, to, block); }, blocking);
 }
 
@@ -150,7 +120,7 @@ Request reduce_scatter_impl(GroupState& g, Tensor& out, const Tensor& in, Reduce
   void* to = data_of(out);
   const DType dtype = out.dtype();
   const auto count = static_cast<size_t>(out.numel());
-  return launch(g, kind_of(MessageOp::ReduceScatter, dtype, out.numel(), -1, rop), o, {out, src},
+  return detail::launch_collective(g, kind_of(MessageOp::ReduceScatter, dtype, out.numel(), -1, rop), o, {out, src},
                 [=](Comm& c) { detail::reduce_scatter(c, from, to, count, dtype, rop); }, blocking);
 }
 
@@ -173,7 +143,7 @@ Request gather_impl(GroupState& g, Tensor& out, const Tensor& in, int root, cons
   const size_t block = src.nbytes();
   std::vector<Tensor> keep{src};
   if (is_root) keep.push_back(out);
-  return launch(g, kind_of(MessageOp::Gather, in.dtype(), in.numel(), root), o, std::move(keep),
+  return detail::launch_collective(g, kind_of(MessageOp::Gather, in.dtype(), in.numel(), root), o, std::move(keep),
                 [=](Comm& c) { detail::gather(c, from, to, block, root); }, blocking);
 }
 
@@ -197,7 +167,7 @@ Request scatter_impl(GroupState& g, Tensor& out, const Tensor& in, int root, con
   const size_t block = out.nbytes();
   std::vector<Tensor> keep{out};
   if (is_root) keep.push_back(src);
-  return launch(g, kind_of(MessageOp::Scatter, out.dtype(), out.numel(), root), o, std::move(keep),
+  return detail::launch_collective(g, kind_of(MessageOp::Scatter, out.dtype(), out.numel(), root), o, std::move(keep),
                 [=](Comm& c) { detail::scatter(c, from, to, block, root); }, blocking);
 }
 
@@ -220,14 +190,14 @@ Request all_to_all_impl(GroupState& g, Tensor& out, const Tensor& in, const Coll
   const void* from = data_of(src);
   void* to = data_of(out);
   const size_t block = src.nbytes() / static_cast<size_t>(g.size());
-  return launch(g, kind_of(MessageOp::AllToAll, in.dtype(), in.numel()), o, {out, src},
+  return detail::launch_collective(g, kind_of(MessageOp::AllToAll, in.dtype(), in.numel()), o, {out, src},
                 [=](Comm& c) { detail::all_to_all(c, from, to, block); }, blocking);
 }
 
 Request barrier_impl(GroupState& g, const CollectiveOptions& o, bool blocking) {
   detail::check_member(g, "barrier");
   const MessageKind kind{MessageOp::Barrier, detail::kRawBytes, 0, -1, 0};
-  return launch(g, kind, o, {}, [](Comm& c) { detail::barrier(c); }, blocking);
+  return detail::launch_collective(g, kind, o, {}, [](Comm& c) { detail::barrier(c); }, blocking);
 }
 
 }  // namespace
@@ -282,5 +252,38 @@ Request DataChannel::iall_to_all(Tensor& out, const Tensor& in, const Collective
 }
 void DataChannel::barrier(const CollectiveOptions& o) { barrier_impl(state(), o, true).wait(); }
 Request DataChannel::ibarrier(const CollectiveOptions& o) { return barrier_impl(state(), o, false); }
+
+namespace detail {
+
+Request launch_collective(GroupState& g, const MessageKind& kind, const CollectiveOptions& o, std::vector<Tensor> keep,
+                          std::function<void(Comm&)> body, bool blocking) {
+  const std::string op{detail::message_op_name(kind.op)};
+  detail::check_tag(g, o.tag, op, kMaxCollectiveTag);
+  const uint32_t seq = g.next_sequence(o.tag);
+  const Envelope env{detail::collective_context(g.id), (o.tag << 32) | static_cast<int64_t>(seq), kind};
+  auto req = detail::make_request(g, op, detail::resolve_timeout(g, o.timeout), /*engine=*/nullptr);
+  req->keepalive = std::move(keep);
+
+  auto task = [req, transport = g.transport, ranks = g.world_ranks, rank = g.rank, env, op,
+               body = std::move(body)]() {
+    try {
+      if (net::Clock::now() >= req->deadline) {
+        THD_THROW_AT(TimeoutError, op, transport->rank(), -1,
+                     "did not start before its deadline: the collectives issued before it on this group took "
+                     "too long");
+      }
+      Comm comm(*transport, *ranks, rank, env, req->deadline, op);
+      body(comm);
+      req->complete(-1, 0);
+    } catch (...) {
+      req->fail(std::current_exception());
+    }
+  };
+  auto& queue = g.queue(o.tag);
+  if (!(blocking && queue.try_run_inline(task))) queue.submit(std::move(task));
+  return Request(std::move(req));
+}
+
+}  // namespace detail
 
 }  // namespace thd

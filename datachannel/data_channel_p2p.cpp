@@ -45,12 +45,26 @@ const Tensor& contiguous_source(const Tensor& tensor, Tensor& copy) {
   return copy;
 }
 
+[[noreturn]] void throw_self(const GroupState& g, int peer, std::string_view op, std::string_view what) {
+  THD_THROW_AT(ValueError, std::string(op), g.world_rank(), -1,
+               "{} rank {} is this process's own rank: a rank cannot {} itself (the message would never be "
+               "matched); copy the tensor instead",
+               what, peer, what == "destination" ? "send to" : "receive from");
+}
+
+// As torch.distributed: a message to or from oneself is refused at the call.
+void check_not_self(const GroupState& g, int peer, std::string_view op, std::string_view what) {
+  if (peer != g.rank || peer < 0) [[likely]] return;
+  throw_self(g, peer, op, what);
+}
+
 // The checks every point-to-point call makes before anything is posted; returns
 // the peer's world rank (kAnySource stays kAnySource).
 int checked_peer(const GroupState& g, int peer, std::string_view op, std::string_view what, bool any_ok,
                  int64_t tag) {
   detail::check_member(g, op);
   detail::check_rank(g, peer, op, what, any_ok);
+  check_not_self(g, peer, op, what);
   detail::check_tag(g, tag, op, kMaxP2PTag);
   return peer == kAnySource ? kAnySource : (*g.world_ranks)[peer];
 }
@@ -68,9 +82,10 @@ detail::RequestSpec p2p_spec(const GroupState& g, detail::OpLabel op, const P2PO
 // (through `make`) only when the message does not leave within the call; null
 // when it left. What send, send_bytes and isend share, so that theirs is the only
 // call between the caller and the transport.
-std::shared_ptr<detail::RequestState> send_lazily(GroupState& g, std::span<const uint8_t> data, MessageKind kind,
-                                                  int dst, const P2POptions& o, const Tensor* keep) {
-  const int world_dst = checked_peer(g, dst, "send", "destination", /*any_ok=*/false, o.tag);
+std::shared_ptr<detail::RequestState> send_lazily(GroupState& g, std::string_view op,
+                                                  std::span<const uint8_t> data, MessageKind kind, int dst,
+                                                  const P2POptions& o, const Tensor* keep) {
+  const int world_dst = checked_peer(g, dst, op, "destination", /*any_ok=*/false, o.tag);
   struct Context {
     GroupState* g;
     int dst;
@@ -102,9 +117,9 @@ void wait_for(std::shared_ptr<detail::RequestState> request) {
 // isend: a message that leaves within the call gets its (finished) request made
 // afterwards, off the latency path of an irecv/isend/wait exchange, where making
 // it first (a clock read, the request's memory and fields) came before the send.
-Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind, int dst, const P2POptions& o,
-                  const Tensor* keep) {
-  auto req = send_lazily(g, data, kind, dst, o, keep);
+Request post_send(GroupState& g, std::string_view op, std::span<const uint8_t> data, MessageKind kind, int dst,
+                  const P2POptions& o, const Tensor* keep) {
+  auto req = send_lazily(g, op, data, kind, dst, o, keep);
   if (!req) {
     req = detail::make_request(g, p2p_spec(g, detail::OpLabel::send_to(dst, o.tag), o, nullptr), g.transport.get());
     req->complete(-1, data.size());
@@ -112,11 +127,11 @@ Request post_send(GroupState& g, std::span<const uint8_t> data, MessageKind kind
   return Request(std::move(req));
 }
 
-Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int src, const P2POptions& o,
-                  const Tensor* keep) {
-  const int world_src = checked_peer(g, src, "recv", "source", /*any_ok=*/true, o.tag);
-  const detail::OpLabel op = detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag);
-  auto req = detail::make_request(g, p2p_spec(g, op, o, keep), g.transport.get());
+Request post_recv(GroupState& g, std::string_view op, std::span<uint8_t> data, MessageKind kind, int src,
+                  const P2POptions& o, const Tensor* keep) {
+  const int world_src = checked_peer(g, src, op, "source", /*any_ok=*/true, o.tag);
+  const detail::OpLabel label = detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag);
+  auto req = detail::make_request(g, p2p_spec(g, label, o, keep), g.transport.get());
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   g.transport->count_recv(data.size());
   g.transport->post_recv(data, world_src, env, req);
@@ -125,9 +140,9 @@ Request post_recv(GroupState& g, std::span<uint8_t> data, MessageKind kind, int 
 
 // A receive the caller waits for at once: the transport may keep its request on
 // its stack (Transport::recv_blocking). Returns the source's rank in the group.
-int recv_and_wait(GroupState& g, std::span<uint8_t> data, MessageKind kind, int src, const P2POptions& o,
-                  const Tensor* keep) {
-  const int world_src = checked_peer(g, src, "recv", "source", /*any_ok=*/true, o.tag);
+int recv_and_wait(GroupState& g, std::string_view op, std::span<uint8_t> data, MessageKind kind, int src,
+                  const P2POptions& o, const Tensor* keep) {
+  const int world_src = checked_peer(g, src, op, "source", /*any_ok=*/true, o.tag);
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   g.transport->count_recv(data.size());
   const int world_source = g.transport->recv_blocking(
@@ -139,6 +154,7 @@ int recv_and_wait(GroupState& g, std::span<uint8_t> data, MessageKind kind, int 
 
 Request DataChannel::isend(const Tensor& tensor, int dst, const P2POptions& options) {
   if (detail::on_device(tensor)) {
+    check_not_self(state(), dst, "isend", "destination");
     return detail::device_collectives(state(), "send").send(state(), tensor, dst, options);
   }
   detail::check_tensor(state(), tensor, "send", "the tensor", /*must_be_contiguous=*/false);
@@ -146,28 +162,30 @@ Request DataChannel::isend(const Tensor& tensor, int dst, const P2POptions& opti
   Tensor copy;
   const Tensor& src = contiguous_source(tensor, copy);
   const TensorMessage m = message_of(src);
-  return post_send(state(), m.bytes, m.kind, dst, options, &src);
+  return post_send(state(), "isend", m.bytes, m.kind, dst, options, &src);
 }
 
 Request DataChannel::irecv(Tensor& tensor, int src, const P2POptions& options) {
   if (detail::on_device(tensor)) {
+    check_not_self(state(), src, "irecv", "source");
     return detail::device_collectives(state(), "recv").recv(state(), tensor, src, options);
   }
   detail::check_tensor(state(), tensor, "recv", "the tensor", /*must_be_contiguous=*/true);
   const TensorMessage m = message_of(tensor);
-  return post_recv(state(), m.bytes, m.kind, src, options, &tensor);
+  return post_recv(state(), "irecv", m.bytes, m.kind, src, options, &tensor);
 }
 
 Request DataChannel::isend_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
-  return post_send(state(), data, bytes_kind(data.size()), dst, options, nullptr);
+  return post_send(state(), "isend_bytes", data, bytes_kind(data.size()), dst, options, nullptr);
 }
 
 Request DataChannel::irecv_bytes(std::span<uint8_t> data, int src, const P2POptions& options) {
-  return post_recv(state(), data, bytes_kind(data.size()), src, options, nullptr);
+  return post_recv(state(), "irecv_bytes", data, bytes_kind(data.size()), src, options, nullptr);
 }
 
 void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options) {
   if (detail::on_device(tensor)) {
+    check_not_self(state(), dst, "send", "destination");
     isend(tensor, dst, options).wait();
     return;
   }
@@ -175,26 +193,27 @@ void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options)
   Tensor copy;
   const Tensor& src = contiguous_source(tensor, copy);
   const TensorMessage m = message_of(src);
-  wait_for(send_lazily(state(), m.bytes, m.kind, dst, options, &src));
+  wait_for(send_lazily(state(), "send", m.bytes, m.kind, dst, options, &src));
 }
 
 int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
   if (detail::on_device(tensor)) {
+    check_not_self(state(), src, "recv", "source");
     Request r = irecv(tensor, src, options);
     r.wait();
     return r.source();
   }
   detail::check_tensor(state(), tensor, "recv", "the tensor", /*must_be_contiguous=*/true);
   const TensorMessage m = message_of(tensor);
-  return recv_and_wait(state(), m.bytes, m.kind, src, options, &tensor);
+  return recv_and_wait(state(), "recv", m.bytes, m.kind, src, options, &tensor);
 }
 
 void DataChannel::send_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
-  wait_for(send_lazily(state(), data, bytes_kind(data.size()), dst, options, nullptr));
+  wait_for(send_lazily(state(), "send_bytes", data, bytes_kind(data.size()), dst, options, nullptr));
 }
 
 int DataChannel::recv_bytes(std::span<uint8_t> data, int src, const P2POptions& options) {
-  return recv_and_wait(state(), data, bytes_kind(data.size()), src, options, nullptr);
+  return recv_and_wait(state(), "recv_bytes", data, bytes_kind(data.size()), src, options, nullptr);
 }
 
 }  // namespace thd

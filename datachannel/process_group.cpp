@@ -1,9 +1,16 @@
-// Process-group mode: the default group behind thd's free functions.
+// Process-group mode: the default group behind thd's free functions, groups as
+// arguments, and global ranks translated to group ranks.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <mutex>
 
 #include <thd/process_group.h>
 
+#include "datachannel/backend_choice.h"
 #include "datachannel/check.h"
+#include "datachannel/collective_lists.h"
+#include "datachannel/group_state.h"
 
 namespace thd {
 
@@ -20,6 +27,24 @@ std::shared_ptr<ProcessGroup> current(const char* op) {
   return g_default;
 }
 
+// The group a call runs on: the one given, else the default group.
+std::shared_ptr<ProcessGroup> group_of(const Group& group, const char* op) { return group ? group : current(op); }
+
+// A global rank's rank in `g`; ValueError naming it when it is not a member.
+int group_rank_of(const ProcessGroup& g, int global_rank, const char* op, const char* what) {
+  const int r = detail::position_in(g.world_ranks(), global_rank);
+  if (r < 0) {
+    THD_THROW(ValueError, op, "{} rank {} is not in the group (its members are global ranks {})", what, global_rank,
+              g.world_ranks());
+  }
+  return r;
+}
+
+// A peer of a point-to-point call: kAnySource stays kAnySource.
+int peer_in(const ProcessGroup& g, int global_rank, const char* op, const char* what) {
+  return global_rank == kAnySource ? kAnySource : group_rank_of(g, global_rank, op, what);
+}
+
 }  // namespace
 
 void init_process_group(const ProcessGroupOptions& options) {
@@ -30,6 +55,8 @@ void init_process_group(const ProcessGroupOptions& options) {
               "thd::destroy_process_group() first",
               g_default->rank(), g_default->size());
   }
+  // Resolved first: a backend that is not built fails before the rendezvous waits.
+  const std::string backend = detail::chosen_backend(options.backend);
   RendezvousOptions rv;
   rv.init_method = options.init_method;
   rv.rank = options.rank;
@@ -45,7 +72,7 @@ void init_process_group(const ProcessGroupOptions& options) {
   dc.timeout = options.timeout;
   dc.token = options.token;
   dc.bind_host = options.bind_host;
-  g_default = DataChannel::create(options.backend, dc);
+  g_default = DataChannel::create(backend, dc);
 }
 
 bool is_initialized() {
@@ -67,41 +94,199 @@ void destroy_process_group() {
 std::shared_ptr<ProcessGroup> default_group() { return current("default_group"); }
 int get_rank() { return current("get_rank")->rank(); }
 int get_world_size() { return current("get_world_size")->size(); }
+int get_rank(const Group& group) { return group_of(group, "get_rank")->rank(); }
+int get_world_size(const Group& group) { return group_of(group, "get_world_size")->size(); }
 std::string get_backend() { return current("get_backend")->backend(); }
 std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) { return current("new_group")->new_group(std::move(ranks)); }
 
-void send(const Tensor& t, int dst, const P2POptions& o) { current("send")->send(t, dst, o); }
-int recv(Tensor& t, int src, const P2POptions& o) { return current("recv")->recv(t, src, o); }
-Request isend(const Tensor& t, int dst, const P2POptions& o) { return current("isend")->isend(t, dst, o); }
-Request irecv(Tensor& t, int src, const P2POptions& o) { return current("irecv")->irecv(t, src, o); }
+int get_group_rank(const Group& group, int global_rank) {
+  return group_rank_of(*group_of(group, "get_group_rank"), global_rank, "get_group_rank", "global");
+}
 
-void all_reduce(Tensor& t, ReduceOp op, const CollectiveOptions& o) { current("all_reduce")->all_reduce(t, op, o); }
-void broadcast(Tensor& t, int root, const CollectiveOptions& o) { current("broadcast")->broadcast(t, root, o); }
-void reduce(Tensor& t, int root, ReduceOp op, const CollectiveOptions& o) {
-  current("reduce")->reduce(t, root, op, o);
+int get_global_rank(const Group& group, int group_rank) {
+  const auto g = group_of(group, "get_global_rank");
+  if (group_rank < 0 || group_rank >= g->size()) {
+    THD_THROW(ValueError, "get_global_rank", "group rank {} is out of range for a group of size {}", group_rank,
+              g->size());
+  }
+  return g->world_ranks()[static_cast<size_t>(group_rank)];
 }
-void all_gather(Tensor& out, const Tensor& in, const CollectiveOptions& o) {
-  current("all_gather")->all_gather(out, in, o);
-}
-void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, const CollectiveOptions& o) {
-  current("reduce_scatter")->reduce_scatter(out, in, op, o);
-}
-void gather(Tensor& out, const Tensor& in, int root, const CollectiveOptions& o) {
-  current("gather")->gather(out, in, root, o);
-}
-void scatter(Tensor& out, const Tensor& in, int root, const CollectiveOptions& o) {
-  current("scatter")->scatter(out, in, root, o);
-}
-void all_to_all(Tensor& out, const Tensor& in, const CollectiveOptions& o) {
-  current("all_to_all")->all_to_all(out, in, o);
-}
-void barrier(const CollectiveOptions& o) { current("barrier")->barrier(o); }
 
-Request iall_reduce(Tensor& t, ReduceOp op, const CollectiveOptions& o) {
-  return current("iall_reduce")->iall_reduce(t, op, o);
+// ---- point to point --------------------------------------------------------------------
+
+void send(const Tensor& t, int dst, const Group& group, const P2POptions& o) {
+  const auto g = group_of(group, "send");
+  g->send(t, peer_in(*g, dst, "send", "destination"), o);
 }
-Request ibroadcast(Tensor& t, int root, const CollectiveOptions& o) {
-  return current("ibroadcast")->ibroadcast(t, root, o);
+
+int recv(Tensor& t, int src, const Group& group, const P2POptions& o) {
+  const auto g = group_of(group, "recv");
+  const int from = g->recv(t, peer_in(*g, src, "recv", "source"), o);
+  return g->world_ranks()[static_cast<size_t>(from)];
+}
+
+Work isend(const Tensor& t, int dst, const Group& group, const P2POptions& o) {
+  const auto g = group_of(group, "isend");
+  return g->isend(t, peer_in(*g, dst, "isend", "destination"), o);
+}
+
+Work irecv(Tensor& t, int src, const Group& group, const P2POptions& o) {
+  const auto g = group_of(group, "irecv");
+  return g->irecv(t, peer_in(*g, src, "irecv", "source"), o);
+}
+
+// ---- collectives: each blocking form is its async form waited for ---------------------------
+
+Work iall_reduce(Tensor& t, ReduceOp op, const Group& group, const CollectiveOptions& o) {
+  return group_of(group, "all_reduce")->iall_reduce(t, op, o);
+}
+Work ibroadcast(Tensor& t, int src, const Group& group, const CollectiveOptions& o) {
+  const auto g = group_of(group, "broadcast");
+  return g->ibroadcast(t, group_rank_of(*g, src, "broadcast", "src"), o);
+}
+Work ireduce(Tensor& t, int dst, ReduceOp op, const Group& group, const CollectiveOptions& o) {
+  const auto g = group_of(group, "reduce");
+  return g->ireduce(t, group_rank_of(*g, dst, "reduce", "dst"), op, o);
+}
+Work ibarrier(const Group& group, const CollectiveOptions& o) { return group_of(group, "barrier")->ibarrier(o); }
+Work iall_gather(Tensor& out, const Tensor& in, const Group& group, const CollectiveOptions& o) {
+  return group_of(group, "all_gather")->iall_gather(out, in, o);
+}
+Work iall_gather_into_tensor(Tensor& out, const Tensor& in, const Group& group, const CollectiveOptions& o) {
+  return group_of(group, "all_gather_into_tensor")->iall_gather(out, in, o);
+}
+Work ireduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, const Group& group, const CollectiveOptions& o) {
+  return group_of(group, "reduce_scatter")->ireduce_scatter(out, in, op, o);
+}
+Work ireduce_scatter_tensor(Tensor& out, const Tensor& in, ReduceOp op, const Group& group,
+                            const CollectiveOptions& o) {
+  return group_of(group, "reduce_scatter_tensor")->ireduce_scatter(out, in, op, o);
+}
+Work igather(Tensor& out, const Tensor& in, int dst, const Group& group, const CollectiveOptions& o) {
+  const auto g = group_of(group, "gather");
+  return g->igather(out, in, group_rank_of(*g, dst, "gather", "dst"), o);
+}
+Work iscatter(Tensor& out, const Tensor& in, int src, const Group& group, const CollectiveOptions& o) {
+  const auto g = group_of(group, "scatter");
+  return g->iscatter(out, in, group_rank_of(*g, src, "scatter", "src"), o);
+}
+Work iall_to_all(Tensor& out, const Tensor& in, const Group& group, const CollectiveOptions& o) {
+  return group_of(group, "all_to_all")->iall_to_all(out, in, o);
+}
+
+namespace {
+// The list forms run on the group's state, and a blocking call may run inline.
+Work all_gather_list(const std::vector<Tensor>& list, const Tensor& t, const Group& group, const CollectiveOptions& o,
+                     bool blocking) {
+  return detail::all_gather_list(group_of(group, "all_gather")->state(), list, t, o, blocking);
+}
+Work gather_list(const Tensor& t, const std::vector<Tensor>& list, int dst, const Group& group,
+                 const CollectiveOptions& o, bool blocking) {
+  const auto g = group_of(group, "gather");
+  return detail::gather_list(g->state(), t, list, group_rank_of(*g, dst, "gather", "dst"), o, blocking);
+}
+Work scatter_list(Tensor& t, const std::vector<Tensor>& list, int src, const Group& group, const CollectiveOptions& o,
+                  bool blocking) {
+  const auto g = group_of(group, "scatter");
+  return detail::scatter_list(g->state(), t, list, group_rank_of(*g, src, "scatter", "src"), o, blocking);
+}
+Work reduce_scatter_list(Tensor& out, const std::vector<Tensor>& list, ReduceOp op, const Group& group,
+                         const CollectiveOptions& o, bool blocking) {
+  return detail::reduce_scatter_list(group_of(group, "reduce_scatter")->state(), out, list, op, o, blocking);
+}
+Work all_to_all_list(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins, const Group& group,
+                     const CollectiveOptions& o, bool blocking) {
+  return detail::all_to_all_list(group_of(group, "all_to_all")->state(), outs, ins, o, blocking);
+}
+Work all_to_all_split(Tensor& out, const Tensor& in, const std::vector<int64_t>& out_splits,
+                      const std::vector<int64_t>& in_splits, const Group& group, const CollectiveOptions& o,
+                      bool blocking) {
+  return detail::all_to_all_single(group_of(group, "all_to_all_single")->state(), out, in, out_splits, in_splits, o,
+                                   blocking);
+}
+}  // namespace
+
+Work iall_gather(const std::vector<Tensor>& list, const Tensor& t, const Group& group, const CollectiveOptions& o) {
+  return all_gather_list(list, t, group, o, false);
+}
+Work igather(const Tensor& t, const std::vector<Tensor>& list, int dst, const Group& group,
+             const CollectiveOptions& o) {
+  return gather_list(t, list, dst, group, o, false);
+}
+Work iscatter(Tensor& t, const std::vector<Tensor>& list, int src, const Group& group, const CollectiveOptions& o) {
+  return scatter_list(t, list, src, group, o, false);
+}
+Work ireduce_scatter(Tensor& out, const std::vector<Tensor>& list, ReduceOp op, const Group& group,
+                     const CollectiveOptions& o) {
+  return reduce_scatter_list(out, list, op, group, o, false);
+}
+Work iall_to_all(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins, const Group& group,
+                 const CollectiveOptions& o) {
+  return all_to_all_list(outs, ins, group, o, false);
+}
+Work iall_to_all_single(Tensor& out, const Tensor& in, const std::vector<int64_t>& out_splits,
+                        const std::vector<int64_t>& in_splits, const Group& group, const CollectiveOptions& o) {
+  return all_to_all_split(out, in, out_splits, in_splits, group, o, false);
+}
+
+void all_reduce(Tensor& t, ReduceOp op, const Group& group, const CollectiveOptions& o) {
+  group_of(group, "all_reduce")->all_reduce(t, op, o);
+}
+void broadcast(Tensor& t, int src, const Group& group, const CollectiveOptions& o) {
+  const auto g = group_of(group, "broadcast");
+  g->broadcast(t, group_rank_of(*g, src, "broadcast", "src"), o);
+}
+void reduce(Tensor& t, int dst, ReduceOp op, const Group& group, const CollectiveOptions& o) {
+  const auto g = group_of(group, "reduce");
+  g->reduce(t, group_rank_of(*g, dst, "reduce", "dst"), op, o);
+}
+void barrier(const Group& group, const CollectiveOptions& o) { group_of(group, "barrier")->barrier(o); }
+void all_gather(Tensor& out, const Tensor& in, const Group& group, const CollectiveOptions& o) {
+  group_of(group, "all_gather")->all_gather(out, in, o);
+}
+void all_gather_into_tensor(Tensor& out, const Tensor& in, const Group& group, const CollectiveOptions& o) {
+  group_of(group, "all_gather_into_tensor")->all_gather(out, in, o);
+}
+void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, const Group& group, const CollectiveOptions& o) {
+  group_of(group, "reduce_scatter")->reduce_scatter(out, in, op, o);
+}
+void reduce_scatter_tensor(Tensor& out, const Tensor& in, ReduceOp op, const Group& group,
+                           const CollectiveOptions& o) {
+  group_of(group, "reduce_scatter_tensor")->reduce_scatter(out, in, op, o);
+}
+void gather(Tensor& out, const Tensor& in, int dst, const Group& group, const CollectiveOptions& o) {
+  const auto g = group_of(group, "gather");
+  g->gather(out, in, group_rank_of(*g, dst, "gather", "dst"), o);
+}
+void scatter(Tensor& out, const Tensor& in, int src, const Group& group, const CollectiveOptions& o) {
+  const auto g = group_of(group, "scatter");
+  g->scatter(out, in, group_rank_of(*g, src, "scatter", "src"), o);
+}
+void all_to_all(Tensor& out, const Tensor& in, const Group& group, const CollectiveOptions& o) {
+  group_of(group, "all_to_all")->all_to_all(out, in, o);
+}
+
+void all_gather(const std::vector<Tensor>& list, const Tensor& t, const Group& group, const CollectiveOptions& o) {
+  all_gather_list(list, t, group, o, true).wait();
+}
+void gather(const Tensor& t, const std::vector<Tensor>& list, int dst, const Group& group,
+            const CollectiveOptions& o) {
+  gather_list(t, list, dst, group, o, true).wait();
+}
+void scatter(Tensor& t, const std::vector<Tensor>& list, int src, const Group& group, const CollectiveOptions& o) {
+  scatter_list(t, list, src, group, o, true).wait();
+}
+void reduce_scatter(Tensor& out, const std::vector<Tensor>& list, ReduceOp op, const Group& group,
+                    const CollectiveOptions& o) {
+  reduce_scatter_list(out, list, op, group, o, true).wait();
+}
+void all_to_all(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins, const Group& group,
+                const CollectiveOptions& o) {
+  all_to_all_list(outs, ins, group, o, true).wait();
+}
+void all_to_all_single(Tensor& out, const Tensor& in, const std::vector<int64_t>& out_splits,
+                       const std::vector<int64_t>& in_splits, const Group& group, const CollectiveOptions& o) {
+  all_to_all_split(out, in, out_splits, in_splits, group, o, true).wait();
 }
 
 }  // namespace thd

@@ -1,12 +1,8 @@
-// Which DataChannel backend a master-worker job uses: the program's choice, else
-// the launcher's (thdrun --backend exports THD_BACKEND), else tcp.
-#include <cstdlib>
+// The backend named among a program's arguments (thd::backend_from_args).
 #include <cstring>
 #include <string>
 
 #include <thd/distributed.h>
-
-#include "master/backend_choice.h"
 
 namespace thd {
 
@@ -19,13 +15,4 @@ std::string backend_from_args(int argc, const char* const* argv) {
   return "";
 }
 
-namespace master {
-
-std::string chosen_backend(const std::string& requested) {
-  if (!requested.empty()) return requested;
-  const char* env = std::getenv("THD_BACKEND");
-  return env != nullptr && *env != '\0' ? std::string(env) : std::string("tcp");
-}
-
-}  // namespace master
 }  // namespace thd

@@ -1,10 +1,11 @@
-// MasterWorkerOptions::backend resolved: the option, else $THD_BACKEND, else "tcp".
+// MasterWorkerOptions::backend resolved: the option, else $THD_BACKEND, else "tcp"
+// (the rule init_process_group follows too; datachannel/backend_choice.h).
 #pragma once
 
-#include <string>
+#include "datachannel/backend_choice.h"
 
 namespace thd::master {
 
-std::string chosen_backend(const std::string& requested);
+using detail::chosen_backend;
 
 }  // namespace thd::master

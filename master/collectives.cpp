@@ -69,7 +69,7 @@ void issue(const char* op, const Members& m, Build&& build) {
   for (int n : m.nodes) m.session->link(n, op).flush();
 }
 
-void in_place(const char* op, std::vector<DistributedTensor>& tensors, fb::CollectiveKind kind, int root, ReduceOp r) {
+void in_place(const char* op, const std::vector<DistributedTensor>& tensors, fb::CollectiveKind kind, int root, ReduceOp r) {
   const Members m = members_of(op, tensors);
   check_reduce_op(op, r, m.handles.front()->meta.dtype());
   issue(op, m, [&](auto& b, size_t i, uint64_t trace_id) {
@@ -85,16 +85,16 @@ size_t check_root(const char* op, size_t root_index, size_t n) {
 
 }  // namespace
 
-void all_reduce(std::vector<DistributedTensor>& tensors, ReduceOp op) {
+void all_reduce(const std::vector<DistributedTensor>& tensors, ReduceOp op) {
   in_place("all_reduce", tensors, fb::CollectiveKind::AllReduce, 0, op);
 }
 
-void broadcast(std::vector<DistributedTensor>& tensors, size_t root_index) {
+void broadcast(const std::vector<DistributedTensor>& tensors, size_t root_index) {
   const int root = static_cast<int>(check_root("broadcast", root_index, tensors.size()));
   in_place("broadcast", tensors, fb::CollectiveKind::Broadcast, root, ReduceOp::Sum);
 }
 
-void reduce(std::vector<DistributedTensor>& tensors, size_t root_index, ReduceOp op) {
+void reduce(const std::vector<DistributedTensor>& tensors, size_t root_index, ReduceOp op) {
   const int root = static_cast<int>(check_root("reduce", root_index, tensors.size()));
   in_place("reduce", tensors, fb::CollectiveKind::Reduce, root, op);
 }

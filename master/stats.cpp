@@ -33,6 +33,7 @@ NodeStats Session::node_stats(int node) {
   }
   NodeStats out;
   out.node = node;
+  out.backend = channel_->backend();
   out.ops_executed = s->ops_executed();
   if (s->streams() != nullptr) {
     for (const fb::StreamLoad* load : *s->streams()) out.streams.push_back({load->stream(), load->queued()});
@@ -53,6 +54,8 @@ NodeStats Session::node_stats(int node) {
 }
 
 }  // namespace master
+
+std::string backend_name() { return master::current_session("backend_name")->channel().backend(); }
 
 std::vector<NodeStats> stats() {
   auto s = master::current_session("stats");

@@ -26,9 +26,9 @@ void expect(bool ok, const char* what, int rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --backend NAME picks the backend (mpirun -n 4 process_group_allreduce --backend mpi).
-  const std::string backend = thd::backend_from_args(argc, argv);
-  thd::init_process_group({.backend = backend.empty() ? "tcp" : backend, .init_method = "env://"});
+  // --backend NAME picks the backend (mpirun -n 4 process_group_allreduce --backend mpi);
+  // without it, THD_BACKEND (thdrun --backend ucx), else tcp.
+  thd::init_process_group({.backend = thd::backend_from_args(argc, argv), .init_method = "env://"});
   const int rank = thd::get_rank();
   const int world = thd::get_world_size();
 
@@ -57,15 +57,19 @@ int main(int argc, char** argv) {
     expect(rows.select(0, r).sum().item<int64_t>() == 3 * r * 10, "all_gather", rank);
   }
 
-  // A subgroup of the even ranks runs its own all_reduce; the odd ranks are not
-  // members (rank() == -1) and skip it.
+  // A subgroup of the even ranks runs its own all_reduce and a broadcast from its
+  // last member (src is a global rank, as in torch); the odd ranks are not
+  // members (get_rank(group) == -1) and skip it.
   std::vector<int> evens;
   for (int r = 0; r < world; r += 2) evens.push_back(r);
   auto even_group = thd::new_group(evens);
-  if (even_group->is_member()) {
+  if (thd::get_rank(even_group) >= 0) {
     thd::Tensor e = thd::Tensor::ones({4});
-    even_group->all_reduce(e);
+    thd::all_reduce(e, thd::ReduceOp::Sum, even_group);
     expect(e.sum().item<float>() == 4.0f * static_cast<float>(evens.size()), "subgroup all_reduce", rank);
+    thd::Tensor from_last = thd::Tensor::full({2}, rank, thd::kInt32);
+    thd::broadcast(from_last, evens.back(), even_group);
+    expect(from_last.min().item<int64_t>() == evens.back(), "subgroup broadcast", rank);
   }
 
   thd::barrier();

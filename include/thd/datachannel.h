@@ -124,6 +124,9 @@ class Request {
   size_t bytes() const;
   // The error of a failed operation, nullptr otherwise (or while pending).
   std::exception_ptr error() const;
+  // torch's Work names: is_completed() is test(), exception() is error().
+  bool is_completed() const { return test(); }
+  std::exception_ptr exception() const { return error(); }
   // Withdraws a pending point-to-point operation (MPI_Cancel): it fails with `why`
   // (default: a thd::Error saying it was cancelled) and the backend stops touching
   // its buffer. A finished request is left as it is. ValueError for a collective's
@@ -135,6 +138,9 @@ class Request {
  private:
   std::shared_ptr<detail::RequestState> state_;
 };
+
+// torch.distributed's name for the handle of an async operation.
+using Work = Request;
 
 // Waits for every request (each with its own deadline) and throws the first error.
 void wait_all(std::span<const Request> requests);

@@ -70,6 +70,10 @@ std::string backend_from_args(int argc, const char* const* argv);
 void init_master_worker(const MasterWorkerOptions& options = {});
 // True on the master between init_master_worker() and shutdown().
 bool is_master();
+// The DataChannel backend of the session: the one MasterWorkerOptions::backend
+// named, else $THD_BACKEND (thdrun --backend), else "tcp". ValueError unless
+// initialized.
+std::string backend_name();
 // Waits for every node, ends the session (workers free everything; SPMD workers
 // exit) and raises the first unreported remote error, if any. Safe to call twice.
 void shutdown();
@@ -405,12 +409,14 @@ std::ostream& operator<<(std::ostream& os, const DistributedTensor& t);
 // The tensors live on distinct nodes (one per node taking part) and agree in dtype
 // and shape. The master sends one command per node; the workers run the
 // DataChannel's collective among themselves; no tensor byte passes the master.
+// The in-place forms write the remote tensors the handles share, so they take
+// the handles by const reference: thd::all_reduce({g0, g1, g2}) works on g0..g2.
 // In place: every tensor ends up as the op over all of them.
-void all_reduce(std::vector<DistributedTensor>& tensors, ReduceOp op = ReduceOp::Sum);
+void all_reduce(const std::vector<DistributedTensor>& tensors, ReduceOp op = ReduceOp::Sum);
 // tensors[root_index] is copied into every other tensor.
-void broadcast(std::vector<DistributedTensor>& tensors, size_t root_index);
+void broadcast(const std::vector<DistributedTensor>& tensors, size_t root_index);
 // tensors[root_index] ends up as the op over all of them; the others are unchanged.
-void reduce(std::vector<DistributedTensor>& tensors, size_t root_index, ReduceOp op = ReduceOp::Sum);
+void reduce(const std::vector<DistributedTensor>& tensors, size_t root_index, ReduceOp op = ReduceOp::Sum);
 // One output per input, on its node, of shape [n, *input.shape()]: every input in order.
 std::vector<DistributedTensor> all_gather(const std::vector<DistributedTensor>& inputs);
 // Inputs of shape [n * k, ...]; output i (on input i's node) is [k, ...], the op
@@ -428,6 +434,7 @@ struct StreamStats {
 };
 struct NodeStats {
   int node = -1;
+  std::string backend;               // the session's DataChannel backend (thd::backend_name())
   uint64_t ops_executed = 0;         // ops run (or poisoned without running) this session
   std::vector<StreamStats> streams;  // the default stream first (its ops run as they arrive: never queued)
   // Handed to the node's DataChannel: commands, replies, copies and collectives.

@@ -10,6 +10,7 @@
 #include <thd/generator.h>
 #include <thd/half.h>
 #include <thd/memory.h>
+#include <thd/object_collectives.h>
 #include <thd/process_group.h>
 #include <thd/scalar.h>
 #include <thd/storage.h>

@@ -48,6 +48,30 @@ TEST_P(InvalidCalls, PointToPoint) {
   });
 }
 
+// As torch.distributed: a rank cannot send to or receive from itself, in any form;
+// the error names the call and the rank.
+TEST_P(InvalidCalls, SendingToOrReceivingFromSelf) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    DataChannel& dc = env.dc;
+    const int me = env.rank;
+    const std::string rank = "rank " + std::to_string(me);
+    Tensor t = Tensor::zeros({4});
+    std::vector<uint8_t> bytes(4);
+    require_throws<ValueError>([&] { dc.send(t, me); }, {"send", rank, "own rank"}, "send to self");
+    require_throws<ValueError>([&] { dc.isend(t, me); }, {"isend", rank, "own rank"}, "isend to self");
+    require_throws<ValueError>([&] { dc.recv(t, me); }, {"recv", rank, "own rank"}, "recv from self");
+    require_throws<ValueError>([&] { dc.irecv(t, me); }, {"irecv", rank, "own rank"}, "irecv from self");
+    require_throws<ValueError>([&] { dc.send_bytes(bytes, me); }, {"send_bytes", rank}, "send_bytes to self");
+    require_throws<ValueError>([&] { dc.irecv_bytes(bytes, me); }, {"irecv_bytes", rank}, "irecv_bytes from self");
+    // In a subgroup, by group rank.
+    std::shared_ptr<DataChannel> g = dc.new_group({1, 0});
+    require_throws<ValueError>([&] { g->isend(t, g->rank()); }, {"isend", "rank " + std::to_string(g->rank())},
+                               "isend to self in a subgroup");
+    // Nothing was sent: the channel works as before.
+    check_send_recv_ring(dc, kInt64, 3, 0, 2);
+  });
+}
+
 TEST_P(InvalidCalls, Collectives) {
   run_world(backend(), 2, [](RankEnv& env) {
     DataChannel& dc = env.dc;

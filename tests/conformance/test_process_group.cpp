@@ -39,7 +39,7 @@ void exercise_free_functions(int rank, uint64_t salt) {
   // (recv's default source).
   if (rank != 0) {
     thd::send(pattern(kInt32, 4, seed_of(rank, salt)), 0);
-    Request r = thd::isend(pattern(kInt32, 4, seed_of(rank, salt + 1)), 0, {.tag = 1});
+    Request r = thd::isend(pattern(kInt32, 4, seed_of(rank, salt + 1)), 0, nullptr, {.tag = 1});
     r.wait();
   } else {
     for (int i = 1; i < n; ++i) {
@@ -47,7 +47,7 @@ void exercise_free_functions(int rank, uint64_t salt) {
       const int source = thd::recv(got);
       require(source > 0 && source < n, "thd::recv() from any rank returned source " + std::to_string(source));
       require_same(got, pattern(kInt32, 4, seed_of(source, salt)), "thd::recv() from any rank");
-      Request r = thd::irecv(got, source, {.tag = 1});
+      Request r = thd::irecv(got, source, nullptr, {.tag = 1});
       r.wait();
       require_same(got, pattern(kInt32, 4, seed_of(source, salt + 1)), "thd::irecv()");
     }
@@ -162,6 +162,36 @@ TEST_P(ProcessGroupMode, FileInitMethod) {
       try {
         thd::init_process_group(options_for(b, init, r));
         exercise_free_functions(r, 400);
+        thd::destroy_process_group();
+        return 0;
+      } catch (...) {
+        std::fprintf(stderr, "rank %d failed: %s\n", r, describe(std::current_exception()).c_str());
+        return 1;
+      }
+    });
+  }
+  const auto codes = children.wait_all(milliseconds(60000));
+  EXPECT_EQ(codes, std::vector<int>(kRanks, 0)) << describe_exit_codes(codes);
+}
+
+// init_process_group() without a backend runs on the one the launcher chose:
+// thdrun --backend NAME exports THD_BACKEND=NAME to every rank.
+TEST_P(ProcessGroupMode, BackendFromTheLauncher) {
+  const std::string b = backend();
+  const uint16_t port = test::free_port();
+  test::Children children;
+  for (int r = 0; r < kRanks; ++r) {
+    children.spawn([&, r]() -> int {
+      try {
+        ::setenv("THD_BACKEND", b.c_str(), 1);  // this child's environment, as thdrun sets it
+        ProcessGroupOptions o = options_for(b, "tcp://127.0.0.1:" + std::to_string(port), r);
+        o.backend = "";
+        thd::init_process_group(o);
+        require(thd::get_backend() == b, "init_process_group() without a backend, THD_BACKEND=" + b + ", runs on '" +
+                                             thd::get_backend() + "'");
+        Tensor t = Tensor::full({3}, r + 1, kInt32);
+        thd::all_reduce(t);
+        require_same(t, Tensor::full({3}, 1 + 2 + 3, kInt32), "all_reduce over THD_BACKEND's backend");
         thd::destroy_process_group();
         return 0;
       } catch (...) {

@@ -115,6 +115,32 @@ TEST_F(Collectives, AllGatherAndReduceScatter) {
   }
 }
 
+// The in-place collectives take a braced list of handles, as torch code lists
+// tensors: the handles share the remote tensors, which the collective writes.
+TEST_F(Collectives, InPlaceFormsTakeABracedList) {
+  const Tensor a = sample_tensor({5}, kFloat64, 80);
+  const Tensor b = sample_tensor({5}, kFloat64, 81);
+  const Tensor c = sample_tensor({5}, kFloat64, 82);
+  const DistributedTensor g0 = a.dist_send(0);
+  const DistributedTensor g1 = b.dist_send(1);
+  const DistributedTensor g2 = c.dist_send(2);
+  all_reduce({g0, g1, g2});
+  const Tensor sum = fold({a, b, c}, ReduceOp::Sum);
+  EXPECT_TRUE(all_match({g0, g1, g2}, {sum, sum, sum}, {0, 1, 2}));
+
+  all_reduce({g2, g0}, ReduceOp::Max);
+  EXPECT_TRUE(all_match({g0, g1, g2}, {sum, sum, sum}, {0, 1, 2})) << "max of equal tensors";
+
+  const DistributedTensor h0 = DistributedTensor::from(a, 0);
+  const DistributedTensor h1 = DistributedTensor::from(b, 1);
+  broadcast({h0, h1}, 1);
+  EXPECT_TRUE(all_match({h0, h1}, {b, b}, {0, 1}));
+  const DistributedTensor r1 = DistributedTensor::from(a, 1);
+  const DistributedTensor r2 = DistributedTensor::from(c, 2);
+  reduce({r1, r2}, 0, ReduceOp::Min);
+  EXPECT_TRUE(all_match({r1, r2}, {fold({a, c}, ReduceOp::Min), c}, {1, 2}));
+}
+
 TEST_F(Collectives, OrderedWithTheOpsAroundThem) {
   std::vector<DistributedTensor> xs;
   for (int node = 0; node < 3; ++node) xs.push_back(DistributedTensor::from(Tensor::full({4}, node + 1, kInt64), node));

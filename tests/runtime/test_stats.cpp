@@ -81,5 +81,14 @@ TEST_F(Stats, CountOpsBytesMemoryAndQueuedWork) {
   EXPECT_EQ(idle.streams[1].queued_ops, 0u);
 }
 
+// The session reports the backend it runs on: the one init_master_worker chose
+// (LocalJob names none, so THD_BACKEND's, else tcp; runtime.ucx sets ucx).
+TEST_F(Stats, TheSessionReportsItsBackend) {
+  const char* env = std::getenv("THD_BACKEND");
+  const std::string expected = env != nullptr && *env != '\0' ? env : "tcp";
+  EXPECT_EQ(backend_name(), expected);
+  for (const NodeStats& n : stats()) EXPECT_EQ(n.backend, expected) << "node " << n.node;
+}
+
 }  // namespace
 }  // namespace thd::test

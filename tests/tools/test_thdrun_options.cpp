@@ -78,6 +78,17 @@ TEST(ThdrunOptions, HelpAndVersionNeedNothingElse) {
   EXPECT_EQ(version_text(), std::string("thdrun (thd) ") + THD_VERSION_STRING);
 }
 
+TEST(ThdrunOptions, HelpSaysBothInitCallsReadTheBackend) {
+  const std::string help = help_text();
+  const size_t backend = help.find("--backend NAME");
+  ASSERT_NE(backend, std::string::npos);
+  const size_t next = help.find("\n  --", backend + 1);
+  const std::string entry = help.substr(backend, next - backend);
+  EXPECT_NE(entry.find("THD_BACKEND"), std::string::npos) << entry;
+  EXPECT_NE(entry.find("init_master_worker"), std::string::npos) << entry;
+  EXPECT_NE(entry.find("init_process_group"), std::string::npos) << entry;
+}
+
 struct BadArgs {
   Args args;
   const char* message;

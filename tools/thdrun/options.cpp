@@ -150,7 +150,8 @@ options:
                       above)
   --backend NAME      the DataChannel backend of the job (tcp, mpi, ucx,
                       libfabric): exported as THD_BACKEND, which
-                      init_master_worker uses when the program names none
+                      init_master_worker and init_process_group use when the
+                      program names none
   --tag-output        prefix every output line with "[rank R] " ("[node K] " and
                       "[master] " with --pool)
   --pool              keep a pool of N thd-worker processes (nodes 0..N-1)
