@@ -8,6 +8,10 @@
 //     every rank joins an mpi:// rendezvous; then rank 0 alone starts another with
 //     a 3 s timeout, which no other rank joins: it must fail with a TimeoutError
 //     naming the rendezvous and its timeout within about that time.
+//   spmd_sessions channel
+//     every rank joins an mpi:// rendezvous; then rank 0 alone creates an mpi
+//     DataChannel with a 3 s timeout, whose set-up no other rank joins: it must
+//     fail with a TimeoutError naming the MPI call and its timeout, in about that.
 //
 // Exits 0 when rank 0 saw what it should, 1 (with the reason on stderr) otherwise.
 #include <chrono>
@@ -76,6 +80,30 @@ int lone_rendezvous() {
   return fail("the lone rendezvous succeeded");
 }
 
+int lone_channel() {
+  thd::RendezvousOptions o;
+  o.init_method = "mpi://";
+  o.timeout = kTimeout;
+  const thd::RendezvousResult joined = thd::rendezvous(o);
+  if (joined.rank != 0) return 0;  // the others leave: MPI_Finalize at exit
+  const auto start = Clock::now();
+  try {
+    (void)thd::DataChannel::create(
+        "mpi", {.store = joined.store, .rank = joined.rank, .world_size = joined.world_size, .timeout = kTimeout});
+  } catch (const thd::TimeoutError& e) {
+    const double took = seconds_since(start);
+    if (took < 2.9 || took > 6.0) return fail("the lone channel set-up timed out after " + std::to_string(took) + " s");
+    if (!mentions(e.what(), "MPI_Comm_idup") || !mentions(e.what(), "3000 ms")) {
+      return fail(std::string("the timeout does not name the MPI call and its timeout: ") + e.what());
+    }
+    std::printf("spmd_sessions: the lone channel set-up failed after %.3f s: %s\n", took, e.what());
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(std::string("the lone channel set-up failed with something other than a TimeoutError: ") + e.what());
+  }
+  return fail("the lone channel set-up succeeded");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,8 +111,9 @@ int main(int argc, char** argv) {
   try {
     if (mode == "session") return second_session(thd::backend_from_args(argc, argv));
     if (mode == "rendezvous") return lone_rendezvous();
+    if (mode == "channel") return lone_channel();
   } catch (const std::exception& e) {
     return fail(e.what());
   }
-  return fail("usage: spmd_sessions session [--backend NAME] | rendezvous");
+  return fail("usage: spmd_sessions session [--backend NAME] | rendezvous | channel");
 }
