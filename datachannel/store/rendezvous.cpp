@@ -310,11 +310,11 @@ RendezvousResult rendezvous(const RendezvousOptions& options) { return rendezvou
 
 namespace detail {
 
-std::string_view rendezvous_launcher(const RendezvousOptions& options) {
-  if (backend_scheme(options, net::process_env) != nullptr) return "mpirun";
+std::string_view rendezvous_launcher(const RendezvousOptions& options, const net::EnvLookup& env) {
+  if (backend_scheme(options, env) != nullptr) return "mpirun";
   if (options.init_method != "env://" || options.rank >= 0) return {};
-  const auto rank = net::process_env("RANK");
-  const auto task = net::process_env("SLURM_PROCID");
+  const auto rank = env("RANK");
+  const auto task = env("SLURM_PROCID");
   if ((!rank || rank->empty()) && task && !task->empty()) return "srun";
   return {};
 }
