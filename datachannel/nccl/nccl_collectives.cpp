@@ -214,10 +214,16 @@ Request NcclCollectives::reduce_scatter(GroupState& g, Tensor& out, const Tensor
   const auto count = static_cast<size_t>(out.numel());
   Launch launch{.op = name, .device = device_of(out), .timeout = resolve_timeout(g, o.timeout),
                 .keep = {out}, .bytes = out.nbytes()};
-  // Widened, the input is a private copy already; the output is written by the rounding.
+  // Widened, the input is a private copy already, and the output is written only
+  // by the rounding of its float32 result.
   const bool widen = accumulates_in_float32(in.dtype(), op);
   const Tensor src = widen ? in.to(kFloat32) : readable_input(in, out);
-  const Tensor dst = widen ? accumulating_copy(out, op, launch, /*write_back=*/true) : out;
+  Tensor dst = out;
+  if (widen) {
+    dst = Tensor::empty(out.shape(), kFloat32, out.device());
+    launch.keep.push_back(dst);
+    launch.then = [narrow = out, dst]() mutable { narrow.copy_(dst); };
+  }
   launch.keep.push_back(src);
   const Reduction r = reduction_for(src.dtype(), op, name);
   const void* from = src.data_ptr();
