@@ -22,6 +22,8 @@
 //   ref.tcp.p2p.bw.64MiB              the same over the plain socket                         GB/s
 //   ratio.dc.<b>.p2p.bw               dc / ref rate                                          x
 //   dc.<b>.allreduce.n<N>.<size>.busbw  all_reduce float32 sum, 4KiB, 1MiB, 64MiB           GB/s (nccl-tests busbw)
+//   dc.<b>.allreduce.f16.n<N>.<size>.busbw  all_reduce float16 sum (float32 accumulation),  GB/s (of the float16
+//                                     1MiB, 64MiB                                          bytes)
 //   dc.<b>.broadcast.n<N>.64MiB.busbw   broadcast from rank 0                                GB/s (busbw = algbw)
 //   ref.mpi.allreduce.n<N>.64MiB.busbw  MPI_Allreduce under Open MPI over TCP (full runs)    GB/s
 //   ratio.dc.<b>.allreduce.n<N>.64MiB.vs_mpi  dc / MPI bus bandwidth                         x

@@ -10,6 +10,7 @@
 #include "master/job_mode.h"
 #include "master/pool_attach.h"
 #include "master/session.h"
+#include "master/spmd_launch.h"
 #include "tensor/check.h"
 #include "tensor/log.h"
 #include "worker/worker.h"
@@ -83,18 +84,19 @@ void init_master_worker(const MasterWorkerOptions& requested) {
   int rank = 0;
   int world_size = 0;
   std::function<void()> detach;
+  RendezvousOptions rv;
   if (master::names_a_pool(options)) {
     master::PoolSession pool = master::attach_to_pool(options);
     store = pool.store;
     world_size = pool.world_size;
     detach = pool.detach;
   } else {
-    RendezvousOptions rv;
     rv.init_method = options.init_method;
     rv.rank = options.rank;
     rv.world_size = options.world_size;
     rv.timeout = options.timeout;
     rv.token = options.token;
+    master::check_launch_has_workers(rv);
     RendezvousResult joined = rendezvous(rv);
     store = joined.store;
     rank = joined.rank;
@@ -132,6 +134,7 @@ void init_master_worker(const MasterWorkerOptions& requested) {
   auto session = std::make_shared<master::Session>(channel, options, detach);
   session->start(random_u64(), default_generator().seed());
   master::set_current_session(session);
+  if (!detach) master::note_session_started(rv);
   std::call_once(g_atexit_once, [] { std::atexit(shutdown_at_exit); });
 }
 

@@ -12,6 +12,7 @@ set(THD_MASTER_SOURCES
   master/pool_attach.cpp
   master/scopes.cpp
   master/session.cpp
+  master/spmd_launch.cpp
   master/stats.cpp
   master/trace.cpp
   master/streams_api.cpp

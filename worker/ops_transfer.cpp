@@ -5,6 +5,7 @@
 #include <string>
 
 #include "datachannel/channel_util.h"
+#include "datachannel/collectives/float32_accumulation.h"
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/collective_path.h"
@@ -127,6 +128,24 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
   ctx.define(op.out(), std::move(out));
 }
 
+namespace {
+
+bool reduces(fb::CollectiveKind kind) {
+  return kind == fb::CollectiveKind::AllReduce || kind == fb::CollectiveKind::Reduce ||
+         kind == fb::CollectiveKind::ReduceScatter;
+}
+
+// The float32 scratch a float16/bfloat16 reduction runs on (the input widened, and
+// a reduce_scatter's output: datachannel/collectives/float32_accumulation.h), on
+// the host or on the GPU, whichever way the collective goes.
+uint64_t accumulation_bytes(fb::CollectiveKind kind, const Tensor& t, ReduceOp reduce, uint64_t out_numel) {
+  if (!reduces(kind) || !detail::accumulates_in_float32(t.dtype(), reduce)) return 0;
+  const uint64_t numel = saturating_add(numel_of(t.shape()), kind == fb::CollectiveKind::ReduceScatter ? out_numel : 0);
+  return bytes_of(numel, kFloat32);
+}
+
+}  // namespace
+
 void run(ExecContext& ctx, const fb::Collective& op) {
   // In the order the command loop read the collectives, whatever stream runs them.
   Session& session = ctx.session();
@@ -178,21 +197,26 @@ void run(ExecContext& ctx, const fb::Collective& op) {
   std::optional<std::string> cannot_stage;
   if (!poison) {
     try {
-      const uint64_t out_bytes =
-          makes_output ? bytes_of(numel_of(protocol::shape_from_fb(op.out_shape(), "collective")), e->tensor.dtype())
-                       : 0;
+      const uint64_t out_numel =
+          makes_output ? numel_of(protocol::shape_from_fb(op.out_shape(), "collective")) : 0;
+      const uint64_t out_bytes = bytes_of(out_numel, e->tensor.dtype());
       const uint64_t staged_bytes =
           needs_host_copy(e->tensor) ? bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()) : 0;
+      // A group of one reduces nothing: no copy.
+      const uint64_t wide_bytes = nodes.size() > 1 ? accumulation_bytes(op.kind(), e->tensor, reduce, out_numel) : 0;
+      const uint64_t host_bytes = saturating_add(saturating_add(staged_bytes, out_bytes), wide_bytes);
       if (on_gpu) {
-        if (out_bytes != 0) ctx.reserve(out_bytes, e->tensor.device());
+        if (const uint64_t device_bytes = saturating_add(out_bytes, wide_bytes); device_bytes != 0) {
+          ctx.reserve(device_bytes, e->tensor.device());
+        }
         try {
           // Staged, the output is made on the host first.
-          ctx.reserve(saturating_add(staged_bytes, out_bytes), Device::cpu());
+          ctx.reserve(host_bytes, Device::cpu());
         } catch (const Error& err) {
           cannot_stage = err.message();
         }
       } else {
-        ctx.reserve(saturating_add(staged_bytes, out_bytes), Device::cpu());
+        ctx.reserve(host_bytes, Device::cpu());
       }
     } catch (const Error& err) {
       refused = err.message();
@@ -207,10 +231,8 @@ void run(ExecContext& ctx, const fb::Collective& op) {
     mine.refused_node = ctx.node() + 1;
   } else {
     if (cannot_stage) mine.cannot_stage_node = ctx.node() + 1;
-    const bool reduces = op.kind() == fb::CollectiveKind::AllReduce || op.kind() == fb::CollectiveKind::Reduce ||
-                         op.kind() == fb::CollectiveKind::ReduceScatter;
     try {
-      if (auto gpu = device_path_gpu(e->tensor, reduces ? std::optional(reduce) : std::nullopt);
+      if (auto gpu = device_path_gpu(e->tensor, reduces(op.kind()) ? std::optional(reduce) : std::nullopt);
           gpu && detail::device_collectives_usable(group.state(), e->tensor.device().index())) {
         mine.gpu = *gpu;
       }

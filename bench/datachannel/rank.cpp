@@ -277,13 +277,21 @@ class RankBench {
 
   void all_reduce() {
     ctx_group("allreduce");
+    all_reduce_figures(kFloat32, "allreduce", sizes_.allreduce_bytes);
+    all_reduce_figures(kFloat16, "allreduce.f16", sizes_.allreduce_f16_bytes);
+  }
+
+  // all_reduce sum of `dtype` tensors of each size; `what` names the figures.
+  void all_reduce_figures(DType dtype, const std::string& what, const std::vector<int64_t>& sizes) {
     const int n = s_.world_size;
+    const auto elem = static_cast<int64_t>(element_size(dtype));
     std::vector<Tensor> tensors;
     std::vector<DistCase> cases;
-    for (int64_t bytes : sizes_.allreduce_bytes) tensors.push_back(Tensor::empty({bytes / 4}, kFloat32));
+    for (int64_t bytes : sizes) tensors.push_back(Tensor::empty({bytes / elem}, dtype));
     for (size_t k = 0; k < tensors.size(); ++k) {
       Tensor& t = tensors[k];
-      const std::string name = dc(fmt::format("allreduce.n{}.{}.busbw", n, size_label(sizes_.allreduce_bytes[k])));
+      const std::string label = size_label(sizes[k]);
+      const std::string name = dc(fmt::format("{}.n{}.{}.busbw", what, n, label));
       if (!ctx_.enabled(name)) {
         cases.push_back({name, nullptr});
         continue;
@@ -292,7 +300,8 @@ class RankBench {
       t.fill_(rank() + 1);
       channel_->all_reduce(t);
       const float expected = static_cast<float>(n * (n + 1) / 2);
-      check_elements(t, [&](int64_t) { return expected; }, "all_reduce of " + size_label(sizes_.allreduce_bytes[k]));
+      check_elements(t.to(kFloat32), [&](int64_t) { return expected; },
+                     fmt::format("all_reduce of {} {}", label, dtype_name(dtype)));
       // Zeros stay zeros: repeated sums neither overflow nor go denormal.
       t.fill_(0);
       cases.push_back({name, [this, tensor = &t](int64_t calls) {
@@ -301,8 +310,9 @@ class RankBench {
     }
     const std::vector<double> t = timer_.time(ctx_, cases);
     for (size_t k = 0; k < cases.size(); ++k) {
-      // nccl-tests' bus bandwidth: what each rank's link carries in a ring algorithm.
-      const double algbw = static_cast<double>(sizes_.allreduce_bytes[k]) / t[k] / kGiga;
+      // nccl-tests' bus bandwidth: what each rank's link carries in a ring algorithm
+      // (of the tensor's own bytes, whatever the wire carries).
+      const double algbw = static_cast<double>(sizes[k]) / t[k] / kGiga;
       figures_.emit(cases[k].name, algbw * 2.0 * (n - 1) / n, "GB/s");
     }
   }

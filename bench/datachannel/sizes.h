@@ -13,6 +13,7 @@ struct Sizes {
       : bw_bytes(quick ? kKiB * 64 : kMiB * 64),
         allreduce_bytes(quick ? std::vector<int64_t>{kKiB * 4, kKiB * 16, kKiB * 64}
                               : std::vector<int64_t>{kKiB * 4, kMiB, kMiB * 64}),
+        allreduce_f16_bytes(quick ? std::vector<int64_t>{kKiB * 64} : std::vector<int64_t>{kMiB, kMiB * 64}),
         broadcast_bytes(quick ? kKiB * 64 : kMiB * 64) {}
 
   static constexpr int64_t kKiB = 1024;
@@ -21,6 +22,8 @@ struct Sizes {
   int64_t rtt_bytes = 8;
   int64_t bw_bytes;
   std::vector<int64_t> allreduce_bytes;  // float32 tensors: multiples of 4
+  // float16 tensors (summed in float32: twice the bytes on the wire), by their own size.
+  std::vector<int64_t> allreduce_f16_bytes;
   int64_t broadcast_bytes;
   // The all_reduce size compared with MPI (full runs only).
   static constexpr int64_t kMpiAllreduceBytes = kMiB * 64;

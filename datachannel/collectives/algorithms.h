@@ -36,7 +36,9 @@ void all_to_all(Comm& comm, const void* in, void* out, size_t nbytes_per_rank);
 void barrier(Comm& comm);
 
 // ---- the algorithms ---------------------------------------------------------------
-// Each is complete on its own (Avg included) and handles any group size and count.
+// Each is complete on its own (Avg included) and handles any group size and count;
+// float16 and bfloat16 sums, averages and products accumulate in float32
+// (float32_accumulation.h).
 void ring_all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op);
 void recursive_doubling_all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op);
 void binomial_tree_broadcast(Comm& comm, void* data, size_t nbytes, int root);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "datachannel/collectives/algorithms.h"
+#include "datachannel/collectives/float32_accumulation.h"
 #include "datachannel/collectives/blocks.h"
 #include "datachannel/collectives/reduce_kernels.h"
 
@@ -14,6 +15,11 @@ void binomial_tree_reduce(Comm& comm, void* data, size_t count, DType dtype, Red
   const int n = comm.size();
   const size_t nbytes = count * element_size(dtype);
   if (nbytes == 0) return;
+  if (n > 1 && accumulates_in_float32(dtype, op)) {
+    return reduce_in_float32(data, count, dtype, /*write_back=*/comm.rank() == root, [&](float* wide) {
+      binomial_tree_reduce(comm, wide, count, DType::Float32, op, root);
+    });
+  }
   const int v = ring_index(comm.rank() - root, n);
   auto to_rank = [&](int virtual_rank) { return ring_index(virtual_rank + root, n); };
   const bool is_root = v == 0;

@@ -11,6 +11,7 @@
 #include <bit>
 
 #include "datachannel/collectives/algorithms.h"
+#include "datachannel/collectives/float32_accumulation.h"
 #include "datachannel/collectives/blocks.h"
 #include "datachannel/collectives/reduce_kernels.h"
 
@@ -24,6 +25,11 @@ void recursive_doubling_all_reduce(Comm& comm, void* data, size_t count, DType d
   if (n == 1) {
     finish_reduce(data, count, dtype, op, n);
     return;
+  }
+  if (accumulates_in_float32(dtype, op)) {
+    return reduce_in_float32(data, count, dtype, /*write_back=*/true, [&](float* wide) {
+      recursive_doubling_all_reduce(comm, wide, count, DType::Float32, op);
+    });
   }
   const int pof2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
   const int extra = n - pof2;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "datachannel/collectives/algorithms.h"
+#include "datachannel/collectives/float32_accumulation.h"
 #include "datachannel/collectives/reduce_kernels.h"
 #include "datachannel/collectives/ring.h"
 
@@ -19,6 +20,11 @@ void ring_all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp
   if (n == 1) {
     finish_reduce(data, count, dtype, op, n);
     return;
+  }
+  if (accumulates_in_float32(dtype, op)) {
+    return reduce_in_float32(data, count, dtype, /*write_back=*/true, [&](float* wide) {
+      ring_all_reduce(comm, wide, count, DType::Float32, op, chunk_bytes);
+    });
   }
   const size_t elem = element_size(dtype);
   const BlockLayout layout(count, elem, n, chunk_bytes);

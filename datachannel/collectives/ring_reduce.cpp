@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "datachannel/collectives/algorithms.h"
+#include "datachannel/collectives/float32_accumulation.h"
 #include "datachannel/collectives/reduce_kernels.h"
 #include "datachannel/collectives/ring.h"
 
@@ -16,6 +17,11 @@ void ring_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op,
   if (n == 1) {
     finish_reduce(data, count, dtype, op, n);
     return;
+  }
+  if (accumulates_in_float32(dtype, op)) {
+    return reduce_in_float32(data, count, dtype, /*write_back=*/r == root, [&](float* wide) {
+      ring_reduce(comm, wide, count, DType::Float32, op, root, chunk_bytes);
+    });
   }
   const size_t elem = element_size(dtype);
   const BlockLayout layout(count, elem, n, chunk_bytes);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "datachannel/collectives/algorithms.h"
+#include "datachannel/collectives/float32_accumulation.h"
 #include "datachannel/collectives/pipeline.h"
 #include "datachannel/collectives/reduce_kernels.h"
 #include "datachannel/collectives/ring.h"
@@ -68,6 +69,12 @@ void ring_reduce_scatter(Comm& comm, const void* in, void* out, size_t count_per
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   if (block_bytes == 0) return;
+  if (n > 1 && accumulates_in_float32(dtype, op)) {
+    const size_t in_count = count_per_rank * static_cast<size_t>(n);
+    return reduce_in_float32(in, in_count, out, count_per_rank, dtype, [&](const float* wide_in, float* wide_out) {
+      ring_reduce_scatter(comm, wide_in, wide_out, count_per_rank, DType::Float32, op, chunk_bytes);
+    });
+  }
   if (n == 1) {
     if (src != dst) std::memmove(dst, src, block_bytes);
   } else {

@@ -8,6 +8,7 @@
 
 #include "datachannel/check.h"
 #include "datachannel/collectives/algorithms.h"
+#include "datachannel/collectives/float32_accumulation.h"
 #include "datachannel/collectives/reduce_kernels.h"
 #include "datachannel/host_collectives.h"
 
@@ -77,6 +78,12 @@ void all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) 
   check_buffer(comm, data, nbytes, "the buffer");
   if (nbytes == 0) return;
   if (comm.size() == 1) return finish_reduce(data, count, dtype, op, 1);
+  // Widened here, before a backend's native collectives are offered the call, so
+  // they see float32 too (MPI has no 16-bit types).
+  if (accumulates_in_float32(dtype, op)) {
+    return reduce_in_float32(data, count, dtype, /*write_back=*/true,
+                             [&](float* wide) { all_reduce(comm, wide, count, DType::Float32, op); });
+  }
   if (HostCollectives* native = native_for(comm); native && native->all_reduce(comm, data, count, dtype, op)) return;
   switch (choose_all_reduce(nbytes, count, comm.size())) {
     case AllReduceAlgorithm::RecursiveDoubling: return recursive_doubling_all_reduce(comm, data, count, dtype, op);
@@ -102,6 +109,10 @@ void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int 
   check_buffer(comm, data, nbytes, "the buffer");
   if (nbytes == 0) return;
   if (comm.size() == 1) return finish_reduce(data, count, dtype, op, 1);
+  if (accumulates_in_float32(dtype, op)) {
+    return reduce_in_float32(data, count, dtype, /*write_back=*/comm.rank() == root,
+                             [&](float* wide) { reduce(comm, wide, count, DType::Float32, op, root); });
+  }
   switch (choose_reduce(nbytes, comm.size())) {
     case ReduceAlgorithm::BinomialTree: return binomial_tree_reduce(comm, data, count, dtype, op, root);
     case ReduceAlgorithm::Ring: return ring_reduce(comm, data, count, dtype, op, root);
@@ -124,6 +135,12 @@ void reduce_scatter(Comm& comm, const void* in, void* out, size_t count_per_rank
   check_buffer(comm, in, nbytes, "the input");
   check_buffer(comm, out, nbytes, "the output");
   if (nbytes == 0) return;
+  if (comm.size() > 1 && accumulates_in_float32(dtype, op)) {
+    const size_t in_count = count_per_rank * static_cast<size_t>(comm.size());
+    return reduce_in_float32(in, in_count, out, count_per_rank, dtype, [&](const float* wide_in, float* wide_out) {
+      reduce_scatter(comm, wide_in, wide_out, count_per_rank, DType::Float32, op);
+    });
+  }
   if (HostCollectives* native = native_for(comm);
       native && native->reduce_scatter(comm, in, out, count_per_rank, dtype, op)) {
     return;

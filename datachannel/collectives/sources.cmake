@@ -4,6 +4,7 @@ set(THD_DC_COLLECTIVE_SOURCES
   collectives/binomial_tree_reduce.cpp
   collectives/comm.cpp
   collectives/dissemination_barrier.cpp
+  collectives/float32_accumulation.cpp
   collectives/linear_gather.cpp
   collectives/linear_scatter.cpp
   collectives/pairwise_all_to_all.cpp

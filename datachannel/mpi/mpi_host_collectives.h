@@ -26,7 +26,9 @@
 //   order on every member); other tags and groups are independent sequences that
 //   would need a communicator each.
 // - Results: only dtypes and ops whose MPI result is thd's exactly (no float
-//   min/max, whose NaN handling MPI leaves open; no float16, bfloat16 or bool).
+//   min/max, whose NaN handling MPI leaves open; no float16, bfloat16 or bool:
+//   16-bit sums, products and averages are offered here already widened to
+//   float32, collectives/float32_accumulation.h).
 #pragma once
 
 #include <array>

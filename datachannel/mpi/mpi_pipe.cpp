@@ -1,8 +1,10 @@
 #include "datachannel/mpi/mpi_pipe.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -13,6 +15,7 @@
 #include "datachannel/check.h"
 #include "datachannel/mpi/mpi_host_collectives.h"
 #include "datachannel/mpi/mpi_library.h"
+#include "datachannel/mpi/mpi_wait.h"
 
 namespace thd::detail::mpi {
 
@@ -287,23 +290,34 @@ std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options) 
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &found);
   const int tag_ub = found && attr ? *static_cast<int*>(attr) : 32767;
-  MPI_Comm comm = MPI_COMM_NULL;
-  // Collective over the world: every rank creates its channel together, as with tcp.
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), kOp, "MPI_Comm_dup");
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  // Collective over the world: every rank creates its channel together, as with
+  // tcp, within the channel's timeout (a rank that never comes fails the others'
+  // set-up with a TimeoutError, not a hang).
+  const net::Deadline deadline = net::deadline_after(options.timeout);
+  auto dup = [&] {
+    auto comm = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Comm_idup(MPI_COMM_WORLD, comm.get(), &request), kOp, "MPI_Comm_idup");
+    wait_within(request, deadline, options.timeout, kOp, "MPI_Comm_idup", comm);
+    MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+    return *comm;
+  };
+  MPI_Comm comm = dup();
   // MPI's own collectives run on a communicator of their own, so their sequence
   // never meets the pipe's messages. The ranks agree on the largest sizes MPI
   // takes (the smallest any asks for), so a call is MPI's on every member or on
   // none.
-  MPI_Comm native = MPI_COMM_NULL;
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &native), kOp, "MPI_Comm_dup");
-  MPI_Comm_set_errhandler(native, MPI_ERRORS_RETURN);
-  unsigned long long limits[5] = {asked.all_reduce_bytes, asked.broadcast_bytes, asked.all_gather_bytes,
-                                  asked.all_to_all_bytes, asked.reduce_scatter_bytes};
-  check(MPI_Allreduce(MPI_IN_PLACE, limits, 5, MPI_UNSIGNED_LONG_LONG, MPI_MIN, native), kOp, "MPI_Allreduce");
-  const NativeLimits agreed{static_cast<size_t>(limits[0]), static_cast<size_t>(limits[1]),
-                            static_cast<size_t>(limits[2]), static_cast<size_t>(limits[3]),
-                            static_cast<size_t>(limits[4])};
+  MPI_Comm native = dup();
+  auto limits = std::make_shared<std::array<unsigned long long, 5>>(std::array<unsigned long long, 5>{
+      asked.all_reduce_bytes, asked.broadcast_bytes, asked.all_gather_bytes, asked.all_to_all_bytes,
+      asked.reduce_scatter_bytes});
+  MPI_Request agreeing = MPI_REQUEST_NULL;
+  check(MPI_Iallreduce(MPI_IN_PLACE, limits->data(), 5, MPI_UNSIGNED_LONG_LONG, MPI_MIN, native, &agreeing), kOp,
+        "MPI_Iallreduce");
+  wait_within(agreeing, deadline, options.timeout, kOp, "MPI_Iallreduce", limits);
+  const auto& l = *limits;
+  const NativeLimits agreed{static_cast<size_t>(l[0]), static_cast<size_t>(l[1]), static_cast<size_t>(l[2]),
+                            static_cast<size_t>(l[3]), static_cast<size_t>(l[4])};
   std::unique_ptr<MpiHostCollectives> collectives;
   if (agreed.any()) {
     collectives = std::make_unique<MpiHostCollectives>(native, agreed);

@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -12,6 +15,7 @@
 #include "datachannel/check.h"
 #include "datachannel/mpi/mpi_library.h"
 #include "datachannel/mpi/mpi_rendezvous.h"
+#include "datachannel/mpi/mpi_wait.h"
 #include "datachannel/net/auth.h"
 
 namespace thd::detail::mpi {
@@ -20,14 +24,58 @@ namespace {
 
 constexpr const char* kOp = "rendezvous (mpi://)";
 
-// Rank 0's string to every rank, length first.
-std::string broadcast(std::string value, int rank) {
-  int length = rank == 0 ? static_cast<int>(value.size()) : 0;
-  check(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD), kOp, "MPI_Bcast");
-  value.resize(static_cast<size_t>(length));
-  check(MPI_Bcast(value.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD), kOp, "MPI_Bcast");
-  return value;
-}
+// The rendezvous's collectives over MPI_COMM_WORLD, each nonblocking and waited
+// for within the rendezvous's deadline (mpi_wait.h).
+class WorldCalls {
+ public:
+  explicit WorldCalls(std::chrono::milliseconds timeout)
+      : timeout_(timeout), deadline_(net::deadline_after(timeout)) {}
+
+  // The largest of every rank's `value`.
+  int max(int value) {
+    auto v = std::make_shared<int>(value);
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, v.get(), 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &request), kOp,
+          "MPI_Iallreduce");
+    wait_within(request, deadline_, timeout_, kOp, "MPI_Iallreduce", v);
+    return *v;
+  }
+
+  // Rank 0's string to every rank, length first.
+  std::string broadcast(const std::string& value, int rank) {
+    auto length = std::make_shared<int>(rank == 0 ? static_cast<int>(value.size()) : 0);
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Ibcast(length.get(), 1, MPI_INT, 0, MPI_COMM_WORLD, &request), kOp, "MPI_Ibcast");
+    wait_within(request, deadline_, timeout_, kOp, "MPI_Ibcast", length);
+    auto text = std::make_shared<std::string>(rank == 0 ? value : std::string());
+    text->resize(static_cast<size_t>(*length));
+    check(MPI_Ibcast(text->data(), *length, MPI_CHAR, 0, MPI_COMM_WORLD, &request), kOp, "MPI_Ibcast");
+    wait_within(request, deadline_, timeout_, kOp, "MPI_Ibcast", text);
+    return *text;
+  }
+
+  // Whether every rank runs on this host (the same host name): then the store
+  // stays on loopback.
+  bool all_on_this_host(int size) {
+    constexpr size_t kName = 256;
+    auto names = std::make_shared<std::vector<char>>(kName * (static_cast<size_t>(size) + 1), '\0');
+    char* mine = names->data() + kName * static_cast<size_t>(size);
+    if (::gethostname(mine, kName - 1) != 0) mine[0] = '\0';
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(mine, static_cast<int>(kName), MPI_CHAR, names->data(), static_cast<int>(kName), MPI_CHAR,
+                         MPI_COMM_WORLD, &request),
+          kOp, "MPI_Iallgather");
+    wait_within(request, deadline_, timeout_, kOp, "MPI_Iallgather", names);
+    for (int r = 0; r < size; ++r) {
+      if (std::memcmp(names->data() + kName * static_cast<size_t>(r), mine, kName) != 0) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  net::Deadline deadline_;
+};
 
 std::string random_token() {
   std::string token;
@@ -36,19 +84,6 @@ std::string random_token() {
     for (uint8_t b : n) token += fmt::format("{:02x}", b);
   }
   return token;
-}
-
-// Whether every rank runs on this host: then the store stays on loopback.
-bool all_ranks_on_this_host(int size) {
-  MPI_Comm local = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), kOp,
-        "MPI_Comm_split_type");
-  int local_size = 0;
-  MPI_Comm_size(local, &local_size);
-  MPI_Comm_free(&local);
-  int all = local_size == size ? 1 : 0;
-  check(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), kOp, "MPI_Allreduce");
-  return all == 1;
 }
 
 }  // namespace
@@ -70,16 +105,17 @@ RendezvousResult rendezvous(const RendezvousOptions& options) {
     if (auto env = net::process_env("THD_AUTH_TOKEN"); env && !env->empty()) token = *env;
   }
   const bool have_token = !!token || net::process_env("THD_AUTH_TOKEN_FILE").has_value();
-  int any_missing = have_token ? 0 : 1;
-  check(MPI_Allreduce(MPI_IN_PLACE, &any_missing, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), kOp, "MPI_Allreduce");
-  if (any_missing) {
+  // Every call below is collective: a rank that never joins (one that exited, or is
+  // in MPI_Finalize) makes them time out instead of hang.
+  WorldCalls world(options.timeout);
+  if (world.max(have_token ? 0 : 1) != 0) {
     // No rank was given a secret: rank 0 makes one and MPI hands it to the others,
     // never through the environment of the launcher or a command line.
-    token = broadcast(rank == 0 ? random_token() : std::string(), rank);
+    token = world.broadcast(rank == 0 ? random_token() : std::string(), rank);
     ::setenv("THD_AUTH_TOKEN", token->c_str(), 1);
   }
 
-  const bool local = all_ranks_on_this_host(size);
+  const bool local = world.all_on_this_host(size);
   std::shared_ptr<TCPStore> server;
   std::string address;
   if (rank == 0) {
@@ -94,7 +130,7 @@ RendezvousResult rendezvous(const RendezvousOptions& options) {
     if (!local && ::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
     address = fmt::format("{}\n{}", local || host[0] == '\0' ? "127.0.0.1" : host, server->port());
   }
-  address = broadcast(address, rank);
+  address = world.broadcast(address, rank);
   if (rank == 0) return {server, rank, size};
   const size_t nl = address.find('\n');
   TCPStoreOptions o;

@@ -4,4 +4,5 @@ set(THD_DC_MPI_SOURCES
   mpi/mpi_library.cpp
   mpi/mpi_pipe.cpp
   mpi/mpi_rendezvous.cpp
+  mpi/mpi_wait.cpp
 )

@@ -11,6 +11,7 @@
 
 #include "datachannel/channel_util.h"
 #include "datachannel/check.h"
+#include "datachannel/collectives/float32_accumulation.h"
 #include "datachannel/nccl/nccl_device.h"
 #include "datachannel/nccl/nccl_runner.h"
 #include "datachannel/nccl/nccl_types.h"
@@ -109,6 +110,20 @@ ncclResult_t grouped(const CallSite& site, Body&& body) {
 
 int device_of(const Tensor& t) { return t.device().index(); }
 
+// What a reduction of `t` by `op` runs on: `t` itself, or for float16 and
+// bfloat16 sums, averages and products (NCCL would reduce in 16 bits, rounding
+// every step) a float32 copy made on the stream now, which `launch` keeps and, when
+// write_back, rounds into `t` once after the NCCL call (float32_accumulation.h).
+Tensor accumulating_copy(const Tensor& t, ReduceOp op, Launch& launch, bool write_back) {
+  if (!accumulates_in_float32(t.dtype(), op)) return t;
+  Tensor wide = t.to(kFloat32);
+  launch.keep.push_back(wide);
+  if (write_back) {
+    launch.then = [narrow = t, wide]() mutable { narrow.copy_(wide); };
+  }
+  return wide;
+}
+
 }  // namespace
 
 NcclCollectives::NcclCollectives(int world_rank, int world_size)
@@ -121,12 +136,14 @@ Request NcclCollectives::all_reduce(GroupState& g, Tensor& t, ReduceOp op, const
   const char* name = "all_reduce";
   check_call(g, o, name);
   check_on_device(g, t, name, "the tensor", true);
-  const Reduction r = reduction_for(t.dtype(), op, name);
+  (void)reduction_for(t.dtype(), op, name);
   if (t.numel() == 0) return Request();
-  void* data = t.data_ptr();
   const auto count = static_cast<size_t>(t.numel());
   Launch launch{.op = name, .device = device_of(t), .timeout = resolve_timeout(g, o.timeout),
                 .keep = {t}, .bytes = t.nbytes()};
+  const Tensor work = accumulating_copy(t, op, launch, /*write_back=*/true);
+  const Reduction r = reduction_for(work.dtype(), op, name);
+  void* data = work.data_ptr();
   launch.enqueue = [=](ncclComm_t c, cudaStream_t s, const CallSite& site) {
     return THD_NCCL_CALL(ncclAllReduce(data, data, count, r.type, r.op, c, s), site);
   };
@@ -154,12 +171,14 @@ Request NcclCollectives::reduce(GroupState& g, Tensor& t, int root, ReduceOp op,
   check_call(g, o, name);
   check_rank(g, root, name, "root");
   check_on_device(g, t, name, "the tensor", true);
-  const Reduction r = reduction_for(t.dtype(), op, name);
+  (void)reduction_for(t.dtype(), op, name);
   if (t.numel() == 0) return Request();
-  void* data = t.data_ptr();
   const auto count = static_cast<size_t>(t.numel());
   Launch launch{.op = name, .device = device_of(t), .timeout = resolve_timeout(g, o.timeout),
                 .keep = {t}, .bytes = t.nbytes()};
+  const Tensor work = accumulating_copy(t, op, launch, /*write_back=*/g.rank == root);
+  const Reduction r = reduction_for(work.dtype(), op, name);
+  void* data = work.data_ptr();
   launch.enqueue = [=](ncclComm_t c, cudaStream_t s, const CallSite& site) {
     return THD_NCCL_CALL(ncclReduce(data, data, count, r.type, r.op, root, c, s), site);
   };
@@ -189,15 +208,26 @@ Request NcclCollectives::reduce_scatter(GroupState& g, Tensor& out, const Tensor
   const char* name = "reduce_scatter";
   check_call(g, o, name);
   check_input_output(g, out, in, name);
-  const Reduction r = reduction_for(in.dtype(), op, name);
+  (void)reduction_for(in.dtype(), op, name);
   check_numel(g, in, g.size() * out.numel(), name, "input", "group size x output elements");
   if (out.numel() == 0) return Request();
-  const Tensor src = readable_input(in, out);
-  const void* from = src.data_ptr();
-  void* to = out.data_ptr();
   const auto count = static_cast<size_t>(out.numel());
   Launch launch{.op = name, .device = device_of(out), .timeout = resolve_timeout(g, o.timeout),
-                .keep = {out, src}, .bytes = out.nbytes()};
+                .keep = {out}, .bytes = out.nbytes()};
+  // Widened, the input is a private copy already, and the output is written only
+  // by the rounding of its float32 result.
+  const bool widen = accumulates_in_float32(in.dtype(), op);
+  const Tensor src = widen ? in.to(kFloat32) : readable_input(in, out);
+  Tensor dst = out;
+  if (widen) {
+    dst = Tensor::empty(out.shape(), kFloat32, out.device());
+    launch.keep.push_back(dst);
+    launch.then = [narrow = out, dst]() mutable { narrow.copy_(dst); };
+  }
+  launch.keep.push_back(src);
+  const Reduction r = reduction_for(src.dtype(), op, name);
+  const void* from = src.data_ptr();
+  void* to = dst.data_ptr();
   launch.enqueue = [=](ncclComm_t c, cudaStream_t s, const CallSite& site) {
     return THD_NCCL_CALL(ncclReduceScatter(from, to, count, r.type, r.op, c, s), site);
   };

@@ -99,6 +99,7 @@ Request Runner::run(GroupState& g, Launch launch) {
       nccl_touched = true;
       comm->finish(launch.enqueue(handle, stream, site), deadline, site);
       enqueued = true;
+      if (launch.then) launch.then();
       auto* token = new std::shared_ptr<Completion>(completion);
       if (const cudaError_t err = cudaLaunchHostFunc(stream, &Runner::on_device_done, token); err != cudaSuccess) {
         delete token;

@@ -41,6 +41,9 @@ struct Launch {
   // Makes the NCCL calls on (communicator, stream): the result of the last one,
   // ncclSuccess or ncclInProgress (THD_NCCL_CALL throws the rest).
   std::function<ncclResult_t(ncclComm_t, cudaStream_t, const CallSite&)> enqueue{};
+  // Enqueues what must follow the NCCL calls on the same stream (the rounding of
+  // a 16-bit reduction run in float32); may be empty.
+  std::function<void()> then{};
 };
 
 class Runner {

@@ -308,6 +308,19 @@ RendezvousResult rendezvous_with_env(RendezvousOptions opt, const net::EnvLookup
 
 RendezvousResult rendezvous(const RendezvousOptions& options) { return rendezvous_with_env(options, net::process_env); }
 
+namespace detail {
+
+std::string_view rendezvous_launcher(const RendezvousOptions& options, const net::EnvLookup& env) {
+  if (backend_scheme(options, env) != nullptr) return "mpirun";
+  if (options.init_method != "env://" || options.rank >= 0) return {};
+  const auto rank = env("RANK");
+  const auto task = env("SLURM_PROCID");
+  if ((!rank || rank->empty()) && task && !task->empty()) return "srun";
+  return {};
+}
+
+}  // namespace detail
+
 RendezvousResult rendezvous(const std::string& init_method, int rank, int world_size, milliseconds timeout) {
   RendezvousOptions o;
   o.init_method = init_method;

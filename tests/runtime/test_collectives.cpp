@@ -5,6 +5,8 @@
 // them. Bad calls throw at the call site.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <thd/distributed.h>
 
 #include "job_fixture.h"
@@ -193,6 +195,33 @@ TEST_F(Collectives, BadCallsThrowAtTheCallSite) {
   all_reduce(fine);
   EXPECT_TRUE(same_tensor(fine[0].get(), Tensor::full({4}, 2)));
   EXPECT_TRUE(same_tensor(same_node[1].get(), Tensor::ones({4})));
+}
+
+// float16 and bfloat16 sums among the workers accumulate in float32 and are
+// rounded once (torch's _test_allreduce_basics): four nodes' 15464, 5632, -13960
+// and -7592 sum to -456 in float16 and -416 in bfloat16 (whose inputs round to
+// 15488, 5632, -13952, -7584), where 16-bit partial sums give -464 and -384.
+class FourNodeCollectives : public JobTest<4> {};
+
+TEST_F(FourNodeCollectives, HalfPrecisionAllReduceSumRoundsOnce) {
+  const double inputs[4] = {15464, 5632, -13960, -7592};
+  for (DType dt : {kFloat16, kBFloat16}) {
+    const double expected = dt == kFloat16 ? -456 : -416;
+    // One element, and one past the sizes the small-message algorithm takes.
+    for (int64_t count : {int64_t{1}, int64_t{40'000}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + ", " + std::to_string(count) + " elements");
+      std::vector<DistributedTensor> xs;
+      for (int node = 0; node < 4; ++node) xs.push_back(Tensor::full({count}, inputs[node], dt).dist_send(node));
+      all_reduce(xs, ReduceOp::Sum);
+      const Tensor first = xs[0].get();
+      for (float v : first.to(kFloat32).to_vector<float>()) {
+        ASSERT_NEAR(v, expected, 1e-3 * std::abs(expected)) << "16-bit partial sums were rounded before the end";
+      }
+      for (int node = 1; node < 4; ++node) {
+        EXPECT_TRUE(same_tensor(xs[static_cast<size_t>(node)].get(), first)) << "node " << node << " differs";
+      }
+    }
+  }
 }
 
 }  // namespace

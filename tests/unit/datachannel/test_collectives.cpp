@@ -630,6 +630,79 @@ TEST(Collectives, ReduceScatterEveryDTypeAndOp) {
   }
 }
 
+// ---- float16 / bfloat16 accumulation ---------------------------------------------------
+
+// Four ranks' 15464, 5632, -13960, -7592: summed in float32 and rounded once they
+// are -456 in float16 and -416 in bfloat16 (whose inputs round to 15488, 5632,
+// -13952, -7584); every algorithm, called directly, must give exactly that
+// (16-bit partial sums give -464 or -384, depending on the order).
+constexpr float kHalfInputs[] = {15464, 5632, -13960, -7592};
+
+Bytes filled_16bit(DType dtype, size_t count, float value) {
+  Bytes b(count * element_size(dtype));
+  detail::dispatch<detail::kFloatingSet>(dtype, "test", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto* p = reinterpret_cast<T*>(b.data());
+    for (size_t i = 0; i < count; ++i) p[i] = T(value);
+  });
+  return b;
+}
+
+TEST(Collectives, SixteenBitSumsAccumulateInFloat32InEveryAlgorithm) {
+  World world(4);
+  for (DType dtype : {kFloat16, kBFloat16}) {
+    const float sum = dtype == kFloat16 ? -456 : -416;
+    // 7 elements: ring blocks of 2, 2, 2 and 1, each reduced in another order.
+    const size_t count = 7;
+    for (const auto& algo : all_reduce_algos()) {
+      std::vector<Bytes> data;
+      for (float v : kHalfInputs) data.push_back(filled_16bit(dtype, count, v));
+      const std::string what = cat(algo.name, " sum of ", dtype_name(dtype));
+      world.run_ok(
+          [&](int r) {
+            Comm comm = world.comm(r, kind_of(MessageOp::AllReduce, dtype, count, ReduceOp::Sum));
+            algo.run(comm, data[static_cast<size_t>(r)].data(), count, dtype, ReduceOp::Sum);
+          },
+          what);
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_TRUE(same_bytes(data[static_cast<size_t>(r)], filled_16bit(dtype, count, sum), dtype))
+            << what << ", rank " << r;
+      }
+    }
+    for (const auto& algo : reduce_algos()) {
+      std::vector<Bytes> data;
+      for (float v : kHalfInputs) data.push_back(filled_16bit(dtype, count, v));
+      const std::vector<Bytes> inputs = data;
+      const std::string what = cat(algo.name, " reduce sum of ", dtype_name(dtype));
+      world.run_ok(
+          [&](int r) {
+            Comm comm = world.comm(r, kind_of(MessageOp::Reduce, dtype, count, ReduceOp::Sum, 2));
+            algo.run(comm, data[static_cast<size_t>(r)].data(), count, dtype, ReduceOp::Sum, 2);
+          },
+          what);
+      EXPECT_TRUE(same_bytes(data[2], filled_16bit(dtype, count, sum), dtype)) << what;
+      for (int r : {0, 1, 3}) EXPECT_EQ(data[static_cast<size_t>(r)], inputs[static_cast<size_t>(r)]) << what;
+    }
+    for (const auto& [name, run] : reduce_scatter_algos()) {
+      std::vector<Bytes> in;
+      for (float v : kHalfInputs) in.push_back(filled_16bit(dtype, 4 * count, v));
+      std::vector<Bytes> out(4, Bytes(count * element_size(dtype)));
+      const std::string what = cat(name, " reduce_scatter sum of ", dtype_name(dtype));
+      world.run_ok(
+          [&](int r) {
+            Comm comm = world.comm(r, kind_of(MessageOp::ReduceScatter, dtype, count, ReduceOp::Sum));
+            run(comm, in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(), count, dtype,
+                ReduceOp::Sum);
+          },
+          what);
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_TRUE(same_bytes(out[static_cast<size_t>(r)], filled_16bit(dtype, count, sum), dtype))
+            << what << ", rank " << r;
+      }
+    }
+  }
+}
+
 // ---- gather, scatter, all_to_all, barrier -------------------------------------------------
 
 TEST(Collectives, GatherAndScatterEverySizeCountAndRoot) {

@@ -3,10 +3,16 @@
 #include <stdlib.h>
 
 #include <future>
+#include <map>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include <thd/store.h>
 
+#include <thd/config.h>
+
+#include "datachannel/backends.h"
 #include "datachannel/test_util.h"
 
 namespace thd {
@@ -283,6 +289,36 @@ TEST(Rendezvous, WrongTokenIsAnAuthErrorForTheWorker) {
   o.token = "wrong";
   THD_EXPECT_THROW_MSG(rendezvous(o), AuthError, "refused this process's auth token");
   master.get();
+}
+
+// Which launch's ranks a rendezvous takes (master/spmd_launch.h relies on it):
+// an environment given to the function, not setenv() on the test process.
+net::EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(Rendezvous, NamesTheLauncherWhoseRanksItTakes) {
+  RendezvousOptions o;
+  const auto slurm_task = env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"MASTER_ADDR", "127.0.0.1"}});
+  EXPECT_EQ(detail::rendezvous_launcher(o, slurm_task), "srun");
+  EXPECT_EQ(detail::rendezvous_launcher(o, env_of({{"RANK", "0"}, {"SLURM_PROCID", "0"}})), "")
+      << "thdrun's RANK comes first";
+  EXPECT_EQ(detail::rendezvous_launcher(o, env_of({{"RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}})), "");
+  RendezvousOptions given_rank = o;
+  given_rank.rank = 0;
+  EXPECT_EQ(detail::rendezvous_launcher(given_rank, slurm_task), "") << "a rank the program chose";
+  RendezvousOptions tcp = o;
+  tcp.init_method = "tcp://127.0.0.1:29500";
+  EXPECT_EQ(detail::rendezvous_launcher(tcp, slurm_task), "");
+  if (THD_WITH_MPI) {
+    RendezvousOptions mpi = o;
+    mpi.init_method = "mpi://";
+    EXPECT_EQ(detail::rendezvous_launcher(mpi, env_of({})), "mpirun");
+  }
 }
 
 }  // namespace

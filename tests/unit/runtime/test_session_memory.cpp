@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <thd/datachannel.h>
 #include <thd/distributed.h>
@@ -74,6 +76,69 @@ TEST_F(SessionMemory, AReductionOfATensorLargerThanHalfTheLimitIsNotRefused) {
   EXPECT_EQ(x.argmax().item<int64_t>(), 0);
   EXPECT_FLOAT_EQ(x.view({1024, -1}).sum(Dims{1}).max().item<float>(), 10240.0f);
   EXPECT_NO_THROW(synchronize());
+}
+
+// Two nodes (threads of this process: the limit counts both nodes' tensors) at
+// kLimit. A float16 all_reduce sum runs on a float32 copy of its tensor
+// (datachannel/collectives/float32_accumulation.h), which the workers reserve.
+class TwoNodeSessionMemory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = std::make_shared<HashStore>();
+    std::vector<std::shared_ptr<DataChannel>> channels(3);
+    auto errors = test::run_rank_threads(3, [&](int rank) {
+      DataChannelOptions o{.store = store, .rank = rank, .world_size = 3, .timeout = seconds(10),
+                           .token = test::kToken};
+      channels[static_cast<size_t>(rank)] = DataChannel::create("tcp", o);
+    });
+    for (auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+    for (size_t w = 1; w < channels.size(); ++w) {
+      workers_.emplace_back([c = channels[w]] { worker::serve(c, {.memory_bytes = kLimit}); });
+    }
+    MasterWorkerOptions options;
+    options.timeout = seconds(10);
+    auto session = std::make_shared<master::Session>(channels[0], options, std::function<void()>{});
+    session->start(/*session_id=*/1, /*seed=*/1);
+    master::set_current_session(session);
+  }
+
+  void TearDown() override {
+    try {
+      shutdown();
+    } catch (const RemoteError&) {
+      // A refused collective fails on both nodes; the test saw one of the two errors.
+    }
+    for (auto& w : workers_) w.join();
+  }
+
+  std::vector<std::thread> workers_;
+};
+
+DistributedTensor half_on(int node, int64_t numel, float value) {
+  NodeScope on(node);
+  return DistributedTensor::full({numel}, value, kFloat16);
+}
+
+TEST_F(TwoNodeSessionMemory, AHalfPrecisionSumReservesItsFloat32Copy) {
+  // 2 x 4 MiB of float16 in use, 8 MiB of float32 scratch for the sum: well under 48 MiB.
+  const int64_t small = int64_t{2} << 20;
+  std::vector<DistributedTensor> xs = {half_on(0, small, 1.0f), half_on(1, small, 2.0f)};
+  all_reduce(xs, ReduceOp::Sum);
+  EXPECT_FLOAT_EQ(xs[1].max().item<float>(), 3.0f);
+  xs.clear();
+  synchronize();
+  // 2 x 20 MiB in use: the float32 copy (40 MiB) would take a node past 48 MiB.
+  const int64_t large = int64_t{10} << 20;
+  std::vector<DistributedTensor> ys = {half_on(0, large, 1.0f), half_on(1, large, 2.0f)};
+  all_reduce(ys, ReduceOp::Sum);
+  try {
+    synchronize();
+    ADD_FAILURE() << "a float16 sum whose float32 copy exceeds the limit was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("past its limit"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
