@@ -7,6 +7,9 @@
 #include <vector>
 
 #include <pybind11/pybind11.h>
+// Every file sees the same conversions: std::vector and std::optional as Python
+// sequences and None (one file without stl.h would bind them differently).
+#include <pybind11/stl.h>
 
 #include <thd/scalar.h>
 #include <thd/tensor.h>

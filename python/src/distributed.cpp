@@ -208,6 +208,10 @@ the worker.)doc");
   c.def("add_", py::overload_cast<Scalar>(&DT::add_), py::arg("other"), Release());
   c.def("fill_", &DT::fill_, py::arg("value"), Release(), "Sets every element to `value` and returns self.");
 
+  c.def("index_select", &DT::index_select, py::arg("dim"), py::arg("index"), Release(),
+        "The entries of dim `dim` that `index` (an int64 or int32 DistributedTensor on the same node) "
+        "names. An index out of range is found by the worker: thd.RemoteError at the next sync point.");
+
   // ---- comparisons (bool tensors) ----
   c.def("__eq__", [](const DT& a, const DT& b) { return a.eq(b); }, py::is_operator(), Release());
   c.def("__eq__", [](const DT& a, Scalar b) { return a.eq(b); }, py::is_operator(), Release());

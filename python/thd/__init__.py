@@ -240,7 +240,7 @@ def from_numpy(array):
     NumPy's bool, uint8, int8, int32, int64, float16, float32 and float64 map to the
     thd dtypes of the same names; others raise thd.TypeError."""
     a = _np.asarray(array)
-    a = _np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    a = a.astype(a.dtype.newbyteorder("="), order="C", copy=False)
     return _C._from_numpy(a)
 
 
