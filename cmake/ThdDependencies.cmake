@@ -83,7 +83,16 @@ thd_resolve_option(THD_WITH_LIBFABRIC "${THD_LIBFABRIC_FOUND}" "libfabric ${THD_
 
 # The Python package: Debian's interpreter (whose python3-numpy and python3-pytest
 # the tests use) unless -DPython3_EXECUTABLE names another, and pybind11's own CMake
-# package, which uses the Python3 found here.
+# package, which uses the Python3 found here. Sanitizer and fuzz builds leave it
+# out: an instrumented module cannot be loaded into the uninstrumented interpreter.
+if((THD_SANITIZE OR THD_BUILD_FUZZERS) AND NOT THD_WITH_PYTHON STREQUAL "OFF")
+  string(TOUPPER "${THD_WITH_PYTHON}" _thd_python_value)
+  if(_thd_python_value STREQUAL "ON")
+    message(FATAL_ERROR "THD_WITH_PYTHON=ON cannot be combined with THD_SANITIZE or THD_BUILD_FUZZERS: the "
+                        "instrumented module would not load into the interpreter. Configure with -DTHD_WITH_PYTHON=AUTO.")
+  endif()
+  set(THD_WITH_PYTHON OFF)  # this configure only: the cache keeps the user's choice
+endif()
 if(NOT THD_WITH_PYTHON STREQUAL "OFF")
   if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
     set(Python3_EXECUTABLE /usr/bin/python3)
