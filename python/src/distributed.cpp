@@ -136,6 +136,17 @@ the worker.)doc");
     return t.size(0);
   });
   c.def("__repr__", &DT::str);
+  // As torch: the truth of a one-element tensor is its value (a sync point); of any
+  // other, an error rather than Python's default True, which `if a == b:` would hit.
+  c.def("__bool__", [](const DT& t) {
+    if (t.numel() != 1) {
+      throw ValueError("bool: the truth value of a tensor of " + std::to_string(t.numel()) +
+                           " elements is ambiguous; use .sum(), .max() or .tolist()",
+                       ErrorContext{.op = "bool"});
+    }
+    py::gil_scoped_release release;
+    return t.item().to_bool();
+  });
 
   // ---- moving data (sync points) ----
   c.def("get", &DT::get, Release(), "Waits for the tensor and downloads it: a local thd.Tensor.");

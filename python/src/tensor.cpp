@@ -107,6 +107,14 @@ Made with thd.from_numpy() or returned by DistributedTensor.get(); .numpy() and
           "Uploads a copy to worker `node` (default: the current node, see thd.node) and returns the "
           "thd.DistributedTensor there. Master only.");
   cls.def("__repr__", &Tensor::str);
+  cls.def("__bool__", [](const Tensor& t) {
+    if (t.numel() != 1) {
+      throw ValueError("bool: the truth value of a tensor of " + std::to_string(t.numel()) +
+                           " elements is ambiguous; use .tolist() or .numpy()",
+                       ErrorContext{.op = "bool"});
+    }
+    return t.item().to_bool();
+  });
 
   m.def("_from_numpy", &from_numpy, py::arg("array"));
 }

@@ -97,6 +97,10 @@ def test_negative_node_raises_index_error():
     assert thd.current_node() == 0
 
 
-def test_bad_timeout_type():
+def test_bad_timeout():
     with pytest.raises(thd.TypeError, match="timedelta"):
         thd.init_master_worker(timeout="soon")
+    with pytest.raises(thd.ValueError, match="positive") as info:
+        thd.init_master_worker(timeout=0)
+    assert info.value.op == "init_master_worker"
+    assert not thd.is_master()

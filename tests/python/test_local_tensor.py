@@ -70,3 +70,9 @@ def test_item_of_more_than_one_element_raises():
 def test_dist_send_needs_a_session():
     with pytest.raises(thd.ValueError, match="not initialized"):
         thd.tensor([1.0]).dist_send()
+
+
+def test_truth_value():
+    assert bool(thd.tensor([3])) and not bool(thd.tensor(0.0))
+    with pytest.raises(thd.ValueError, match="ambiguous"):
+        bool(thd.tensor([1, 2]))

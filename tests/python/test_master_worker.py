@@ -26,6 +26,10 @@ def test_a_master_that_exits_without_shutdown_still_ends_the_job():
     check_job("exit_without_shutdown.py")
 
 
+def test_a_lost_worker_raises_worker_lost_naming_its_node():
+    check_job("worker_lost.py")
+
+
 def test_a_failed_check_fails_the_job():
     # The harness itself: a master whose assertion fails makes thdrun fail.
     p = run_job("failing.py")

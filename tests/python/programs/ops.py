@@ -85,6 +85,13 @@ assert (a != 2).dtype == thd.bool
 assert (a < 2).numpy().sum() == 2 and (a <= 2).numpy().sum() == 3
 assert (a > 2).numpy().sum() == 3 and (a >= b0).numpy().sum() == 4
 assert (a == a).numpy().all()
+assert bool(thd.ones(1)) and not bool(thd.zeros(1, 1, node=1)) and bool(a.sum() == 15)
+try:
+    bool(a == a)
+except thd.ValueError as e:
+    assert "ambiguous" in str(e) and e.op == "bool"
+else:
+    raise AssertionError("bool() of a 6-element tensor did not raise")
 
 # ---- reductions ----
 assert a.sum().item() == 15.0 and a.sum().shape == ()
