@@ -23,8 +23,11 @@ using Release = py::call_guard<py::gil_scoped_release>;
 void init(const std::optional<std::string>& backend, const std::optional<std::string>& init_method,
           double timeout_s, std::optional<int> world_size, std::optional<int> rank,
           std::optional<std::string> token) {
-  if (!(timeout_s > 0)) {
-    throw ValueError("init_master_worker: timeout must be positive, got " + std::to_string(timeout_s) + " s",
+  // A year bounds the conversion to milliseconds (inf would overflow it).
+  constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
+  if (!(timeout_s > 0) || timeout_s > kMaxTimeoutS) {
+    throw ValueError("init_master_worker: timeout must be positive and at most a year, got " +
+                         std::to_string(timeout_s) + " s",
                      ErrorContext{.op = "init_master_worker"});
   }
   MasterWorkerOptions options;
