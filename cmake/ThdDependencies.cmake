@@ -106,6 +106,8 @@ set(_thd_python_found FALSE)
 if(Python3_FOUND AND pybind11_FOUND)
   set(_thd_python_found TRUE)
 endif()
+# Not in config.h: no C++ code depends on it, and switching it then rebuilds nothing
+# but the package.
 thd_resolve_option(THD_WITH_PYTHON "${_thd_python_found}"
                    "Python ${Python3_VERSION} (${Python3_EXECUTABLE}), pybind11 ${pybind11_VERSION}")
 
