@@ -81,8 +81,38 @@ if(NOT THD_WITH_LIBFABRIC STREQUAL "OFF")
 endif()
 thd_resolve_option(THD_WITH_LIBFABRIC "${THD_LIBFABRIC_FOUND}" "libfabric ${THD_LIBFABRIC_VERSION}")
 
+# The Python package: Debian's interpreter (whose python3-numpy and python3-pytest
+# the tests use) unless -DPython3_EXECUTABLE names another, and pybind11's own CMake
+# package, which uses the Python3 found here. Sanitizer and fuzz builds leave it
+# out: an instrumented module cannot be loaded into the uninstrumented interpreter.
+if((THD_SANITIZE OR THD_BUILD_FUZZERS) AND NOT THD_WITH_PYTHON STREQUAL "OFF")
+  string(TOUPPER "${THD_WITH_PYTHON}" _thd_python_value)
+  if(_thd_python_value STREQUAL "ON")
+    message(FATAL_ERROR "THD_WITH_PYTHON=ON cannot be combined with THD_SANITIZE or THD_BUILD_FUZZERS: the "
+                        "instrumented module would not load into the interpreter. Configure with -DTHD_WITH_PYTHON=AUTO.")
+  endif()
+  set(THD_WITH_PYTHON OFF)  # this configure only: the cache keeps the user's choice
+endif()
+if(NOT THD_WITH_PYTHON STREQUAL "OFF")
+  if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python3_EXECUTABLE /usr/bin/python3)
+  endif()
+  find_package(Python3 QUIET COMPONENTS Interpreter Development.Module)
+  if(Python3_FOUND)
+    find_package(pybind11 CONFIG QUIET)
+  endif()
+endif()
+set(_thd_python_found FALSE)
+if(Python3_FOUND AND pybind11_FOUND)
+  set(_thd_python_found TRUE)
+endif()
+# Not in config.h: no C++ code depends on it, and switching it then rebuilds nothing
+# but the package.
+thd_resolve_option(THD_WITH_PYTHON "${_thd_python_found}"
+                   "Python ${Python3_VERSION} (${Python3_EXECUTABLE}), pybind11 ${pybind11_VERSION}")
+
 # From here on THD_WITH_<X> reads as 0/1 (shadowing the AUTO/ON/OFF cache entry),
 # which is what config.h.in's #cmakedefine01 and later if() tests want.
-foreach(_opt CUDA NCCL MPI UCX LIBFABRIC)
+foreach(_opt CUDA NCCL MPI UCX LIBFABRIC PYTHON)
   set(THD_WITH_${_opt} ${THD_WITH_${_opt}_ENABLED})
 endforeach()

@@ -1,0 +1,103 @@
+// What the binding files of thd._C share: each area registers itself with one
+// bind_* function (module.cpp calls them in order), and thd::Scalar converts from
+// and to Python numbers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+// Every file sees the same conversions: std::vector and std::optional as Python
+// sequences and None (one file without stl.h would bind them differently).
+#include <pybind11/stl.h>
+
+#include <thd/scalar.h>
+#include <thd/tensor.h>
+
+namespace thd::python {
+
+namespace py = pybind11;
+
+void bind_errors(py::module_& m);
+void bind_dtypes(py::module_& m);
+void bind_tensor(py::module_& m);
+void bind_distributed(py::module_& m);
+
+// A shape given as separate ints (t.view(2, 3)) or as one sequence (t.view((2, 3))).
+Shape shape_from_args(const py::args& args, const char* op);
+// dim=None (every dim), an int, or a sequence of ints.
+std::vector<int64_t> dims_from_object(const py::object& dim, const char* op);
+
+}  // namespace thd::python
+
+namespace pybind11::detail {
+
+// Python bool, int and float (and NumPy scalars, through __index__ and __float__)
+// become a thd::Scalar of the same kind, which decides type promotion as in torch:
+// an int tensor times 2 stays int, times 2.5 becomes float32.
+template <>
+struct type_caster<thd::Scalar> {
+  PYBIND11_TYPE_CASTER(thd::Scalar, const_name("int | float | bool"));
+
+  bool load(handle src, bool convert) {
+    if (!src) return false;
+    PyObject* o = src.ptr();
+    if (PyBool_Check(o)) {
+      value = thd::Scalar(o == Py_True);
+      return true;
+    }
+    if (PyLong_Check(o)) {
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return false;
+      }
+      value = thd::Scalar(static_cast<int64_t>(v));
+      return true;
+    }
+    if (PyFloat_Check(o)) {
+      value = thd::Scalar(PyFloat_AsDouble(o));
+      return true;
+    }
+    if (!convert) return false;
+    // NumPy scalars: integers have __index__, floats __float__; thd tensors have
+    // neither, and an array of more than one element refuses __float__.
+    if (PyIndex_Check(o)) {
+      object i = reinterpret_steal<object>(PyNumber_Index(o));
+      if (!i) {
+        PyErr_Clear();
+        return false;
+      }
+      return load(i, false);
+    }
+    if (PyObject_HasAttrString(o, "__float__")) {
+      const double d = PyFloat_AsDouble(o);
+      if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+      }
+      value = thd::Scalar(d);
+      return true;
+    }
+    return false;
+  }
+
+  static handle cast(const thd::Scalar& s, return_value_policy, handle) {
+    if (s.is_bool()) return pybind11::bool_(s.to_bool()).release();
+    if (s.is_integral()) return PyLong_FromLongLong(s.to_int64());
+    return PyFloat_FromDouble(s.to_double());
+  }
+};
+
+}  // namespace pybind11::detail
+
+namespace thd::python {
+
+// A new NumPy array holding a copy of `t` (any strides); thd.TypeError for
+// bfloat16, which NumPy lacks.
+pybind11::object tensor_to_numpy(const Tensor& t);
+// A Python list (nested per dim) or, for a 0-dim tensor, a number.
+pybind11::object tensor_to_list(const Tensor& t);
+
+}  // namespace thd::python

@@ -1,0 +1,271 @@
+// Master-worker mode: joining the job, thd.DistributedTensor and thd.node scopes.
+// Every call that can wait for a worker (init, get, item, synchronize, shutdown, and
+// ops that block under flow control) releases the GIL, so other Python threads run
+// while the master waits.
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <pybind11/stl.h>
+
+#include <thd/distributed.h>
+
+#include "bindings.h"
+
+namespace thd::python {
+
+namespace {
+
+using DT = DistributedTensor;
+using Release = py::call_guard<py::gil_scoped_release>;
+
+void init(const std::optional<std::string>& backend, const std::optional<std::string>& init_method,
+          double timeout_s, std::optional<int> world_size, std::optional<int> rank,
+          std::optional<std::string> token) {
+  // A year bounds the conversion to milliseconds (inf would overflow it).
+  constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
+  if (!(timeout_s > 0) || timeout_s > kMaxTimeoutS) {
+    throw ValueError("init_master_worker: timeout must be positive and at most a year, got " +
+                         std::to_string(timeout_s) + " s",
+                     ErrorContext{.op = "init_master_worker"});
+  }
+  MasterWorkerOptions options;
+  options.backend = backend.value_or("");
+  if (init_method) options.init_method = *init_method;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0 + 0.5));
+  options.world_size = world_size.value_or(-1);
+  options.rank = rank.value_or(-1);
+  options.token = std::move(token);
+  py::gil_scoped_release release;
+  init_master_worker(options);
+}
+
+// Creation on `node` when given, else on the current node (thd.node scope).
+template <typename F>
+DT on_node(std::optional<int> node, F&& make) {
+  std::optional<NodeScope> scope;
+  if (node) scope.emplace(*node);
+  return make();
+}
+
+// The `with thd.node(k):` object: a NodeScope between __enter__ and __exit__.
+class PyNodeScope {
+ public:
+  explicit PyNodeScope(int node) : node_(node) {}
+  int node() const { return node_; }
+  void enter() {
+    if (scope_) throw ValueError("node: this scope is already entered", ErrorContext{.op = "node"});
+    scope_ = std::make_unique<NodeScope>(node_);
+  }
+  void exit() { scope_.reset(); }
+
+ private:
+  int node_;
+  std::unique_ptr<NodeScope> scope_;
+};
+
+void bind_session(py::module_& m) {
+  m.def("_init_master_worker", &init, py::arg("backend"), py::arg("init_method"), py::arg("timeout"),
+        py::arg("world_size"), py::arg("rank"), py::arg("token"));
+  m.def("is_master", &is_master, "True on the master between init_master_worker() and shutdown().");
+  m.def("num_nodes", &num_nodes, "The number of worker nodes.");
+  m.def("shutdown", &shutdown, Release(), "Ends the session; see thd.shutdown.");
+  m.def("synchronize", &synchronize, Release(), "Waits for every node; see thd.synchronize.");
+  m.def("manual_seed_all", &manual_seed_all, py::arg("seed"),
+        "Seeds every node's generator: node k draws from (seed, k).");
+  m.def("current_node", &current_node, "The node new tensors go to on this thread.");
+  py::class_<PyNodeScope>(m, "node", R"doc(node(k): tensors made inside `with thd.node(k):` live on node k.
+
+Nestable and per thread, as C++ thd::NodeScope; thd.IndexError for a negative node
+(a node past the last is refused when a tensor is made there).)doc")
+      .def(py::init<int>(), py::arg("node"))
+      .def_property_readonly("index", &PyNodeScope::node, "The node of this scope.")
+      .def("__enter__", [](PyNodeScope& s) -> PyNodeScope& { s.enter(); return s; },
+           py::return_value_policy::reference)
+      .def("__exit__", [](PyNodeScope& s, const py::args&) { s.exit(); return false; });
+}
+
+void bind_factories(py::module_& m) {
+  using OptNode = std::optional<int>;
+  m.def("_empty", [](const Shape& s, DType d, OptNode n) { return on_node(n, [&] { return DT::empty(s, d); }); },
+        Release());
+  m.def("_zeros", [](const Shape& s, DType d, OptNode n) { return on_node(n, [&] { return DT::zeros(s, d); }); },
+        Release());
+  m.def("_ones", [](const Shape& s, DType d, OptNode n) { return on_node(n, [&] { return DT::ones(s, d); }); },
+        Release());
+  m.def("_full", [](const Shape& s, Scalar v, DType d, OptNode n) {
+    return on_node(n, [&] { return DT::full(s, v, d); });
+  }, Release());
+  m.def("_rand", [](const Shape& s, DType d, OptNode n) { return on_node(n, [&] { return DT::rand(s, d); }); },
+        Release());
+  m.def("_randn", [](const Shape& s, DType d, OptNode n) { return on_node(n, [&] { return DT::randn(s, d); }); },
+        Release());
+  m.def("_arange", [](Scalar start, Scalar end, Scalar step, std::optional<DType> d, OptNode n) {
+    return on_node(n, [&] { return DT::arange(start, end, step, d); });
+  }, Release());
+}
+
+py::tuple shape_tuple(const DT& t) { return py::tuple(py::cast(t.shape())); }
+
+// sum/mean/max/min: over everything (dim=None) or over `dim` (an int or a sequence).
+template <DT (DT::*All)() const, DT (DT::*Over)(const Dims&, bool) const>
+DT reduce(const DT& t, const py::object& dim, bool keepdim, const char* op) {
+  const bool all = dim.is_none() && !keepdim;
+  const Dims dims = dims_from_object(dim, op);
+  py::gil_scoped_release release;
+  return all ? (t.*All)() : (t.*Over)(dims, keepdim);
+}
+
+void bind_tensor_class(py::module_& m) {
+  py::class_<DT> c(m, "DistributedTensor", R"doc(A tensor that lives on a worker node (C++ thd::DistributedTensor).
+
+A handle: copies share the remote tensor, freed when the last handle goes. Ops
+return at once (the master checks shapes and dtypes, so bad calls raise at the
+call site) and run on the node in order; .get(), .item(), .tolist(), .numpy() and
+thd.synchronize() wait for them, and raise thd.RemoteError for an op that failed on
+the worker.)doc");
+
+  // ---- metadata ----
+  c.def_property_readonly("shape", &shape_tuple, "The sizes of its dims, a tuple of ints.");
+  c.def_property_readonly("dtype", &DT::dtype, "Its element type (thd.float32, ...).");
+  c.def_property_readonly("node", &DT::node, "The worker node it lives on.");
+  c.def("size", &shape_tuple, "The shape, a tuple of ints.");
+  c.def("size", &DT::size, py::arg("dim"), "The size of dim `dim` (negative counts from the end).");
+  c.def("dim", &DT::dim, "The number of dims.");
+  c.def("numel", &DT::numel, "The number of elements.");
+  c.def("__len__", [](const DT& t) {
+    if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
+    return t.size(0);
+  });
+  c.def("__repr__", &DT::str);
+  // As torch: the truth of a one-element tensor is its value (a sync point); of any
+  // other, an error rather than Python's default True, which `if a == b:` would hit.
+  c.def("__bool__", [](const DT& t) {
+    if (t.numel() != 1) {
+      throw ValueError("bool: the truth value of a tensor of " + std::to_string(t.numel()) +
+                           " elements is ambiguous; use .sum(), .max() or .tolist()",
+                       ErrorContext{.op = "bool"});
+    }
+    py::gil_scoped_release release;
+    return t.item().to_bool();
+  });
+
+  // ---- moving data (sync points) ----
+  c.def("get", &DT::get, Release(), "Waits for the tensor and downloads it: a local thd.Tensor.");
+  c.def("item", [](const DT& t) {
+    Scalar s;
+    {
+      py::gil_scoped_release release;
+      s = t.item();
+    }
+    return s;
+  }, "Waits for a one-element tensor and returns its value as a Python bool, int or float.");
+  c.def("tolist", [](const DT& t) {
+    Tensor local;
+    {
+      py::gil_scoped_release release;
+      local = t.get();
+    }
+    return tensor_to_list(local);
+  }, "Waits for the tensor and returns its values as a nested list.");
+  c.def("numpy", [](const DT& t) {
+    Tensor local;
+    {
+      py::gil_scoped_release release;
+      local = t.get();
+    }
+    return tensor_to_numpy(local);
+  }, "Waits for the tensor and returns a NumPy array holding its values.");
+  c.def("to_node", &DT::to_node, py::arg("node"), Release(),
+        "A copy on node `node`, sent straight between the workers (the tensor itself when it is "
+        "already there).");
+  c.def("to", [](const DT& t, DType d) { return t.to(d); }, py::arg("dtype"), Release(),
+        "A copy converted to `dtype` (the tensor itself when it already has it).");
+
+  // ---- views ----
+  c.def("view", [](const DT& t, const py::args& s) { return t.view(shape_from_args(s, "view")); },
+        "A view with another shape of the same number of elements (one size may be -1).");
+  c.def("reshape", [](const DT& t, const py::args& s) { return t.reshape(shape_from_args(s, "reshape")); },
+        "As view(), copying when the strides do not allow a view.");
+  c.def("transpose", &DT::transpose, py::arg("dim0"), py::arg("dim1"), "A view with dims dim0 and dim1 swapped.");
+  c.def("t", &DT::t, "The transpose of a tensor of at most 2 dims (a view).");
+  c.def("contiguous", &DT::contiguous, "The tensor itself when contiguous, else a contiguous copy.");
+  c.def("clone", &DT::clone, "A contiguous copy on the same node.");
+
+  // ---- arithmetic: the tensor forms first, so a tensor is never read as a number ----
+  c.def("__add__", [](const DT& a, const DT& b) { return a + b; }, py::is_operator(), Release());
+  c.def("__add__", [](const DT& a, Scalar b) { return a + b; }, py::is_operator(), Release());
+  c.def("__radd__", [](const DT& a, Scalar b) { return b + a; }, py::is_operator(), Release());
+  c.def("__sub__", [](const DT& a, const DT& b) { return a - b; }, py::is_operator(), Release());
+  c.def("__sub__", [](const DT& a, Scalar b) { return a - b; }, py::is_operator(), Release());
+  c.def("__rsub__", [](const DT& a, Scalar b) { return b - a; }, py::is_operator(), Release());
+  c.def("__mul__", [](const DT& a, const DT& b) { return a * b; }, py::is_operator(), Release());
+  c.def("__mul__", [](const DT& a, Scalar b) { return a * b; }, py::is_operator(), Release());
+  c.def("__rmul__", [](const DT& a, Scalar b) { return b * a; }, py::is_operator(), Release());
+  c.def("__truediv__", [](const DT& a, const DT& b) { return a / b; }, py::is_operator(), Release());
+  c.def("__truediv__", [](const DT& a, Scalar b) { return a / b; }, py::is_operator(), Release());
+  c.def("__rtruediv__", [](const DT& a, Scalar b) { return b / a; }, py::is_operator(), Release());
+  c.def("__matmul__", [](const DT& a, const DT& b) { return a.matmul(b); }, py::is_operator(), Release());
+  c.def("__neg__", [](const DT& a) { return -a; }, Release());
+  c.def("__iadd__", [](DT& a, const DT& b) -> DT& { return a += b; }, py::is_operator(), Release());
+  c.def("__iadd__", [](DT& a, Scalar b) -> DT& { return a += b; }, py::is_operator(), Release());
+  c.def("__isub__", [](DT& a, const DT& b) -> DT& { return a -= b; }, py::is_operator(), Release());
+  c.def("__isub__", [](DT& a, Scalar b) -> DT& { return a -= b; }, py::is_operator(), Release());
+  c.def("__imul__", [](DT& a, const DT& b) -> DT& { return a *= b; }, py::is_operator(), Release());
+  c.def("__imul__", [](DT& a, Scalar b) -> DT& { return a *= b; }, py::is_operator(), Release());
+  c.def("__itruediv__", [](DT& a, const DT& b) -> DT& { return a /= b; }, py::is_operator(), Release());
+  c.def("__itruediv__", [](DT& a, Scalar b) -> DT& { return a /= b; }, py::is_operator(), Release());
+  c.def("matmul", &DT::matmul, py::arg("other"), Release(), "Matrix product (torch.matmul); also `a @ b`.");
+  c.def("add_", py::overload_cast<const DT&>(&DT::add_), py::arg("other"), Release(),
+        "Adds `other` (a tensor or a number) in place and returns self.");
+  c.def("add_", py::overload_cast<Scalar>(&DT::add_), py::arg("other"), Release());
+  c.def("fill_", &DT::fill_, py::arg("value"), Release(), "Sets every element to `value` and returns self.");
+
+  c.def("index_select", &DT::index_select, py::arg("dim"), py::arg("index"), Release(),
+        "The entries of dim `dim` that `index` (an int64 or int32 DistributedTensor on the same node) "
+        "names. An index out of range is found by the worker: thd.RemoteError at the next sync point.");
+
+  // ---- comparisons (bool tensors) ----
+  c.def("__eq__", [](const DT& a, const DT& b) { return a.eq(b); }, py::is_operator(), Release());
+  c.def("__eq__", [](const DT& a, Scalar b) { return a.eq(b); }, py::is_operator(), Release());
+  c.def("__ne__", [](const DT& a, const DT& b) { return a.ne(b); }, py::is_operator(), Release());
+  c.def("__ne__", [](const DT& a, Scalar b) { return a.ne(b); }, py::is_operator(), Release());
+  c.def("__lt__", [](const DT& a, const DT& b) { return a.lt(b); }, py::is_operator(), Release());
+  c.def("__lt__", [](const DT& a, Scalar b) { return a.lt(b); }, py::is_operator(), Release());
+  c.def("__le__", [](const DT& a, const DT& b) { return a.le(b); }, py::is_operator(), Release());
+  c.def("__le__", [](const DT& a, Scalar b) { return a.le(b); }, py::is_operator(), Release());
+  c.def("__gt__", [](const DT& a, const DT& b) { return a.gt(b); }, py::is_operator(), Release());
+  c.def("__gt__", [](const DT& a, Scalar b) { return a.gt(b); }, py::is_operator(), Release());
+  c.def("__ge__", [](const DT& a, const DT& b) { return a.ge(b); }, py::is_operator(), Release());
+  c.def("__ge__", [](const DT& a, Scalar b) { return a.ge(b); }, py::is_operator(), Release());
+  // Tensors hash by identity, as torch's do, although == is elementwise.
+  c.def("__hash__", [](const py::object& self) { return reinterpret_cast<intptr_t>(self.ptr()) >> 4; });
+
+  // ---- reductions ----
+  c.def("sum", [](const DT& t, const py::object& dim, bool keepdim) {
+    return reduce<&DT::sum, &DT::sum>(t, dim, keepdim, "sum");
+  }, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+        "The sum over every element (a 0-dim tensor), or over `dim` (an int or a sequence).");
+  c.def("mean", [](const DT& t, const py::object& dim, bool keepdim) {
+    return reduce<&DT::mean, &DT::mean>(t, dim, keepdim, "mean");
+  }, py::arg("dim") = py::none(), py::arg("keepdim") = false, "The mean, as sum(); floating tensors only.");
+  c.def("max", [](const DT& t, const py::object& dim, bool keepdim) {
+    return reduce<&DT::max, &DT::max>(t, dim, keepdim, "max");
+  }, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+        "The largest value, over everything or over `dim` (values only, as torch.amax).");
+  c.def("min", [](const DT& t, const py::object& dim, bool keepdim) {
+    return reduce<&DT::min, &DT::min>(t, dim, keepdim, "min");
+  }, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+        "The smallest value, over everything or over `dim` (values only, as torch.amin).");
+}
+
+}  // namespace
+
+void bind_distributed(py::module_& m) {
+  bind_session(m);
+  bind_factories(m);
+  bind_tensor_class(m);
+}
+
+}  // namespace thd::python

@@ -1,0 +1,272 @@
+"""thd: a master-worker distributed tensor runtime, from Python.
+
+One program, the master, drives tensors that live on worker processes (nodes
+0..N-1) with ordinary tensor code::
+
+    import thd
+    thd.init_master_worker()          # under `thdrun -n 3 python3 prog.py`
+    x = thd.ones(20, 20)              # on node 0
+    with thd.node(1):
+        y = thd.randn(20, 20)         # on node 1
+    z = x + y.to_node(0)              # returns at once; runs on node 0
+    print(z.sum().item())             # waits for the result
+    thd.shutdown()
+
+See docs/python.md for what the package offers so far.
+"""
+
+import atexit as _atexit
+import builtins as _builtins
+import datetime as _datetime
+import sys as _sys
+
+import numpy as _np
+
+from . import errors
+from .errors import (
+    AuthError,
+    ConnectionError,
+    CudaError,
+    Error,
+    IndexError,
+    NotImplementedError,
+    OutOfMemoryError,
+    PeerLost,
+    RemoteError,
+    ShapeError,
+    TimeoutError,
+    TypeError,
+    ValueError,
+    WorkerLost,
+)
+from . import _C
+from ._C import (
+    DistributedTensor,
+    Tensor,
+    current_node,
+    dtype,
+    is_master,
+    manual_seed_all,
+    node,
+    num_nodes,
+    promote_types,
+)
+
+__version__ = _C.__version__
+
+# ---- dtypes: every one of include/thd/dtype.h, with torch's short names ------------
+bool = dtype.bool  # noqa: A001 - torch.bool's name; only shadows the builtin inside thd
+uint8 = dtype.uint8
+int8 = dtype.int8
+int32 = dtype.int32
+int64 = dtype.int64
+float16 = dtype.float16
+bfloat16 = dtype.bfloat16
+float32 = dtype.float32
+float64 = dtype.float64
+half = float16
+float = float32  # noqa: A001
+double = float64
+int = int32  # noqa: A001
+long = int64
+byte = uint8
+char = int8
+
+# The module's own names shadow these builtins (as torch.int, torch.float do).
+_builtin_int = _builtins.int
+_builtin_float = _builtins.float
+
+
+def _to_dtype(value, default=None):
+    """A thd dtype from a thd dtype, a NumPy dtype or type, or a name ("float32")."""
+    if value is None:
+        return default
+    if isinstance(value, dtype):
+        return value
+    try:
+        name = _np.dtype(value).name
+    except _builtins.TypeError:
+        name = value if isinstance(value, str) else None
+    if name is not None and name in dtype.__members__:
+        return dtype.__members__[name]
+    raise TypeError(f"dtype: {value!r} is neither a thd dtype (thd.float32, ...) nor a NumPy dtype thd has",
+                    op="dtype")
+
+
+def _shape(size, op):
+    """A shape from f(2, 3) or f((2, 3))."""
+    if len(size) == 1 and not isinstance(size[0], _builtin_int) and hasattr(size[0], "__iter__"):
+        size = tuple(size[0])
+    for s in size:
+        if not hasattr(s, "__index__"):
+            raise TypeError(f"{op}: a size is an int, got {type(s).__name__}", op=op)
+    return [s.__index__() for s in size]
+
+
+# ---- the session ------------------------------------------------------------------
+
+
+def init_master_worker(backend=None, init_method=None, timeout=300.0, world_size=None, rank=None, token=None):
+    """Joins a master-worker job; rank 0 returns as the master.
+
+    In an SPMD launch (``thdrun -n N python3 prog.py``, mpirun) every other rank
+    serves as worker node rank-1 and exits the process when the master shuts down:
+    for them this call never returns. Attaching to a worker pool
+    (``init_method="tcp://host:port"`` of ``thdrun --pool``), the caller is the master.
+
+    Args:
+        backend: the DataChannel backend ("tcp", "mpi", "ucx", "libfabric"); None
+            takes $THD_BACKEND (``thdrun --backend`` sets it), else "tcp".
+        init_method: "env://" (the default; what thdrun provides), "tcp://host:port"
+            (a worker pool, or with rank and world_size), "file:///path".
+        timeout: seconds (a number) or a ``datetime.timedelta``: the rendezvous's
+            limit, and how long a wait for a worker goes on while it makes no progress.
+        world_size: master + workers, when init_method does not say.
+        rank: this process's rank, when init_method does not say.
+        token: the job's shared secret; None reads $THD_AUTH_TOKEN or the file named
+            by $THD_AUTH_TOKEN_FILE (thdrun sets it).
+
+    Raises thd.ValueError when already initialized or the job has no worker,
+    thd.TimeoutError when the rendezvous runs out of time, thd.AuthError when a peer
+    fails the handshake. The GIL is released while it waits.
+    """
+    if isinstance(timeout, _datetime.timedelta):
+        timeout = timeout.total_seconds()
+    if isinstance(timeout, _builtins.bool) or not isinstance(timeout, (_builtin_int, _builtin_float)):
+        raise TypeError("init_master_worker: timeout is seconds (a number) or a datetime.timedelta, got "
+                        f"{type(timeout).__name__}", op="init_master_worker")
+    # A worker rank exits inside the call without Python's own shutdown: what it
+    # printed so far must be out first.
+    for stream in (_sys.stdout, _sys.stderr):
+        if stream is not None:
+            stream.flush()
+    _C._init_master_worker(backend, init_method, _builtin_float(timeout), world_size, rank, token)
+
+
+def shutdown():
+    """Waits for every node and ends the session: workers free everything, and those
+    of an SPMD launch exit. Raises the first remote error not yet reported
+    (thd.RemoteError). Safe to call twice; also runs at interpreter exit. Releases
+    the GIL while it waits."""
+    _C.shutdown()
+
+
+def synchronize():
+    """Waits until every op issued so far has run on every node; raises the first
+    remote error not yet raised (thd.RemoteError), or thd.WorkerLost. Releases the GIL
+    while it waits, so other Python threads run."""
+    _C.synchronize()
+
+
+def _shutdown_at_exit():
+    try:
+        _C.shutdown()
+    except Error as e:  # nothing is left to raise it to
+        print(f"thd: shutdown at exit: {e}", file=_sys.stderr)
+
+
+_atexit.register(_shutdown_at_exit)
+
+
+# ---- creation ------------------------------------------------------------------------
+
+
+def empty(*size, dtype=None, node=None):
+    """An uninitialized DistributedTensor of shape `size` on `node` (default: the
+    current node, see thd.node); dtype defaults to thd.float32."""
+    return _C._empty(_shape(size, "empty"), _to_dtype(dtype, float32), node)
+
+
+def zeros(*size, dtype=None, node=None):
+    """A DistributedTensor of zeros of shape `size` (ints or one sequence) on `node`
+    (default: the current node); dtype defaults to thd.float32."""
+    return _C._zeros(_shape(size, "zeros"), _to_dtype(dtype, float32), node)
+
+
+def ones(*size, dtype=None, node=None):
+    """A DistributedTensor of ones of shape `size` on `node`; dtype defaults to thd.float32."""
+    return _C._ones(_shape(size, "ones"), _to_dtype(dtype, float32), node)
+
+
+def full(size, fill_value, dtype=None, node=None):
+    """A DistributedTensor of shape `size` (a sequence) filled with `fill_value`, on
+    `node`; dtype defaults to thd.float32."""
+    if hasattr(size, "__index__"):
+        size = (size,)
+    return _C._full(_shape((tuple(size),), "full"), fill_value, _to_dtype(dtype, float32), node)
+
+
+def arange(start, end=None, step=1, dtype=None, node=None):
+    """A 1-D DistributedTensor of start, start+step, ... < end (or 0 .. start-1 when
+    end is None), on `node`. The dtype is int64 for int arguments, float32 when any
+    is a float, unless given."""
+    if end is None:
+        start, end = 0, start
+    return _C._arange(start, end, step, _to_dtype(dtype), node)
+
+
+def rand(*size, dtype=None, node=None):
+    """Uniform values on [0, 1), drawn from `node`'s generator (thd.manual_seed_all)."""
+    return _C._rand(_shape(size, "rand"), _to_dtype(dtype, float32), node)
+
+
+def randn(*size, dtype=None, node=None):
+    """Standard normal values, drawn from `node`'s generator (thd.manual_seed_all)."""
+    return _C._randn(_shape(size, "randn"), _to_dtype(dtype, float32), node)
+
+
+def _typed(name, dt):
+    def make(*size, node=None):
+        return _C._empty(_shape(size, name), dt, node)
+
+    make.__name__ = make.__qualname__ = name
+    make.__doc__ = (f"THD's {name}(*size): an uninitialized {dt!r} DistributedTensor of shape `size` on `node` "
+                    "(default: the current node). A factory function, not a class.")
+    return make
+
+
+FloatTensor = _typed("FloatTensor", float32)
+DoubleTensor = _typed("DoubleTensor", float64)
+LongTensor = _typed("LongTensor", int64)
+IntTensor = _typed("IntTensor", int32)
+
+
+# ---- local tensors ---------------------------------------------------------------------
+
+
+def from_numpy(array):
+    """A local thd.Tensor holding a copy of a NumPy array (any strides and byte order).
+
+    NumPy's bool, uint8, int8, int32, int64, float16, float32 and float64 map to the
+    thd dtypes of the same names; others raise thd.TypeError."""
+    a = _np.asarray(array)
+    a = a.astype(a.dtype.newbyteorder("="), order="C", copy=False)
+    return _C._from_numpy(a)
+
+
+def tensor(data, dtype=None):
+    """A local thd.Tensor from a nested list, a number or a NumPy array (numpy.asarray's
+    rules decide the dtype unless given)."""
+    a = _np.asarray(data)
+    dt = _to_dtype(dtype)
+    if dt is not None:
+        if dt == bfloat16:
+            return from_numpy(a.astype(_np.float32)).to(bfloat16)
+        a = a.astype(dt.name)
+    return from_numpy(a)
+
+
+DistributedTensor.__module__ = "thd"
+Tensor.__module__ = "thd"
+dtype.__module__ = "thd"
+node.__module__ = "thd"
+
+__all__ = [
+    "AuthError", "ConnectionError", "CudaError", "DistributedTensor", "DoubleTensor", "Error", "FloatTensor",
+    "IndexError", "IntTensor", "LongTensor", "NotImplementedError", "OutOfMemoryError", "PeerLost", "RemoteError",
+    "ShapeError", "Tensor", "TimeoutError", "TypeError", "ValueError", "WorkerLost", "arange", "bfloat16", "bool",
+    "byte", "char", "current_node", "double", "dtype", "empty", "errors", "float", "float16", "float32", "float64",
+    "from_numpy", "full", "half", "init_master_worker", "int", "int8", "int32", "int64", "is_master", "long",
+    "manual_seed_all", "node", "num_nodes", "ones", "promote_types", "rand", "randn", "shutdown", "synchronize",
+    "tensor", "uint8", "zeros",
+]

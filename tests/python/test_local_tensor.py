@@ -1,0 +1,78 @@
+"""thd.Tensor, the local tensor: NumPy in and out."""
+
+import numpy as np
+import pytest
+
+import thd
+
+NUMPY_DTYPES = {
+    np.bool_: thd.bool, np.uint8: thd.uint8, np.int8: thd.int8, np.int32: thd.int32, np.int64: thd.int64,
+    np.float16: thd.float16, np.float32: thd.float32, np.float64: thd.float64,
+}
+
+
+@pytest.mark.parametrize("np_dtype", list(NUMPY_DTYPES), ids=lambda d: np.dtype(d).name)
+def test_numpy_round_trip_per_dtype(np_dtype):
+    a = (np.arange(12) % 5).astype(np_dtype).reshape(3, 4)
+    t = thd.from_numpy(a)
+    assert t.dtype == NUMPY_DTYPES[np_dtype]
+    assert t.shape == (3, 4)
+    b = t.numpy()
+    assert b.dtype == a.dtype
+    np.testing.assert_array_equal(a, b)
+    assert t.tolist() == a.tolist()
+
+
+def test_copies_not_views():
+    a = np.ones(4, dtype=np.float32)
+    t = thd.from_numpy(a)
+    a[0] = 7
+    assert t.tolist() == [1, 1, 1, 1]
+    b = t.numpy()
+    b[1] = 9
+    assert t.tolist() == [1, 1, 1, 1]
+
+
+def test_strided_and_byte_swapped_arrays():
+    a = np.arange(24, dtype=np.float64).reshape(4, 6)[::2, 1::2]
+    np.testing.assert_array_equal(thd.from_numpy(a).numpy(), a)
+    big = np.arange(5, dtype=">i4")
+    assert thd.from_numpy(big).tolist() == [0, 1, 2, 3, 4]
+    assert thd.from_numpy(a.T).shape == (3, 2)
+
+
+def test_scalars_and_empty():
+    t = thd.from_numpy(np.array(2.5))
+    assert t.shape == () and t.item() == 2.5 and t.tolist() == 2.5
+    assert isinstance(thd.tensor(3).item(), int)
+    assert isinstance(thd.tensor(True).item(), bool)
+    e = thd.from_numpy(np.zeros((0, 3), dtype=np.int32))
+    assert e.shape == (0, 3) and e.numpy().shape == (0, 3)
+
+
+def test_views_and_conversions():
+    t = thd.tensor([[1, 2, 3], [4, 5, 6]])
+    assert t.dtype == thd.int64
+    assert t.view(3, 2).tolist() == [[1, 2], [3, 4], [5, 6]]
+    assert t.reshape((6,)).tolist() == [1, 2, 3, 4, 5, 6]
+    assert t.to(thd.float32).dtype == thd.float32
+    assert t.to(thd.float32).tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    assert t.size() == (2, 3) and t.size(-1) == 3 and len(t) == 2 and t.dim() == 2 and t.numel() == 6
+    assert thd.tensor([1, 2], dtype=np.float64).dtype == thd.float64
+    assert "tensor(" in repr(t)
+
+
+def test_item_of_more_than_one_element_raises():
+    with pytest.raises(thd.Error):
+        thd.tensor([1, 2]).item()
+
+
+def test_dist_send_needs_a_session():
+    with pytest.raises(thd.ValueError, match="not initialized"):
+        thd.tensor([1.0]).dist_send()
+
+
+def test_truth_value():
+    assert bool(thd.tensor([3])) and not bool(thd.tensor(0.0))
+    with pytest.raises(thd.ValueError, match="ambiguous"):
+        bool(thd.tensor([1, 2]))

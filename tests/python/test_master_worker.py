@@ -1,0 +1,37 @@
+"""Master-worker jobs from Python: each test runs one program of programs/ as
+`thdrun -n 3 python3 <program>` (the master and two worker nodes) and checks that
+every rank exited 0 and the master's checks passed."""
+
+from conftest import check_job, run_job
+
+
+def test_ops_on_several_nodes_match_numpy():
+    check_job("ops.py")
+
+
+def test_errors_raise_at_the_call_site_and_remote_errors_at_the_sync_point():
+    check_job("errors.py")
+
+
+def test_the_gil_is_released_while_the_master_waits():
+    out = check_job("gil.py", timeout=240)
+    assert "the other thread ran" in out
+
+
+def test_shutdown_ends_the_session_and_the_workers():
+    check_job("shutdown.py")
+
+
+def test_a_master_that_exits_without_shutdown_still_ends_the_job():
+    check_job("exit_without_shutdown.py")
+
+
+def test_a_lost_worker_raises_worker_lost_naming_its_node():
+    check_job("worker_lost.py")
+
+
+def test_a_failed_check_fails_the_job():
+    # The harness itself: a master whose assertion fails makes thdrun fail.
+    p = run_job("failing.py")
+    assert p.returncode != 0
+    assert "AssertionError: deliberately" in p.stderr
