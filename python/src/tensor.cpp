@@ -13,21 +13,9 @@ namespace thd::python {
 
 namespace {
 
-// NumPy's name for each dtype; nullptr where NumPy has none.
-const char* numpy_name(DType d) {
-  switch (d) {
-    case DType::Bool: return "bool";
-    case DType::UInt8: return "uint8";
-    case DType::Int8: return "int8";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return nullptr;
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-  }
-  return nullptr;
-}
+// NumPy's name for each dtype (thd's own names are NumPy's); nullptr where NumPy
+// has none.
+const char* numpy_name(DType d) { return d == DType::BFloat16 ? nullptr : dtype_name(d).data(); }
 
 DType dtype_from_numpy(const py::dtype& dt) {
   const std::string name = py::str(dt.attr("name"));

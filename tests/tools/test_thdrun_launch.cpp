@@ -22,15 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using Args = std::vector<std::string>;
 
-// thdrun's arguments, then the probe and its steps.
-ThdrunRun probe_run(Args thdrun_args, const Args& steps) {
-  ThdrunRun run;
-  run.args = std::move(thdrun_args);
-  run.args.push_back(probe_path());
-  run.args.insert(run.args.end(), steps.begin(), steps.end());
-  return run;
-}
-
 // "env rank=0 world=3 ..." -> {"rank": "0", "world": "3", ...}
 std::map<std::string, std::string> fields(const std::string& line) {
   std::map<std::string, std::string> out;

@@ -16,14 +16,6 @@ namespace {
 using Args = std::vector<std::string>;
 using namespace std::chrono_literals;
 
-ThdrunRun probe_run(Args thdrun_args, const Args& steps) {
-  ThdrunRun run;
-  run.args = std::move(thdrun_args);
-  run.args.push_back(probe_path());
-  run.args.insert(run.args.end(), steps.begin(), steps.end());
-  return run;
-}
-
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 int count(const std::string& text, const std::string& part) {

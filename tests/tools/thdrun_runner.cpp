@@ -108,6 +108,14 @@ Read read_some(int fd, int stream, std::string& text, size_t& reported, const Th
 std::string thdrun_path() { return THD_TEST_THDRUN; }
 std::string probe_path() { return THD_TEST_PROBE; }
 
+ThdrunRun probe_run(std::vector<std::string> thdrun_args, const std::vector<std::string>& steps) {
+  ThdrunRun run;
+  run.args = std::move(thdrun_args);
+  run.args.push_back(probe_path());
+  run.args.insert(run.args.end(), steps.begin(), steps.end());
+  return run;
+}
+
 std::vector<std::string> ThdrunResult::out_lines() const {
   std::vector<std::string> lines;
   std::istringstream in(out);

@@ -66,4 +66,7 @@ std::string describe(const ThdrunResult& r);
 // ended within its deadline, no process outlived it, its token directory is gone.
 ThdrunResult run_thdrun_checked(const ThdrunRun& run);
 
+// thdrun's arguments, then the probe and its steps.
+ThdrunRun probe_run(std::vector<std::string> thdrun_args, const std::vector<std::string>& steps);
+
 }  // namespace thd::test
