@@ -22,6 +22,7 @@ void bind_errors(py::module_& m);
 void bind_dtypes(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_distributed(py::module_& m);
+void bind_collectives(py::module_& m);
 
 // A shape given as separate ints (t.view(2, 3)) or as one sequence (t.view((2, 3))).
 Shape shape_from_args(const py::args& args, const char* op);

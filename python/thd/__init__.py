@@ -42,7 +42,12 @@ from .errors import (
 from . import _C
 from ._C import (
     DistributedTensor,
+    ReduceOp,
     Tensor,
+    all_gather,
+    all_reduce,
+    backend_name,
+    broadcast,
     current_node,
     dtype,
     is_master,
@@ -50,6 +55,9 @@ from ._C import (
     node,
     num_nodes,
     promote_types,
+    reduce,
+    reduce_scatter,
+    stats,
 )
 
 __version__ = _C.__version__
@@ -260,13 +268,16 @@ DistributedTensor.__module__ = "thd"
 Tensor.__module__ = "thd"
 dtype.__module__ = "thd"
 node.__module__ = "thd"
+ReduceOp.__module__ = "thd"
 
 __all__ = [
     "AuthError", "ConnectionError", "CudaError", "DistributedTensor", "DoubleTensor", "Error", "FloatTensor",
-    "IndexError", "IntTensor", "LongTensor", "NotImplementedError", "OutOfMemoryError", "PeerLost", "RemoteError",
-    "ShapeError", "Tensor", "TimeoutError", "TypeError", "ValueError", "WorkerLost", "arange", "bfloat16", "bool",
+    "IndexError", "IntTensor", "LongTensor", "ReduceOp", "NotImplementedError", "OutOfMemoryError", "PeerLost", "RemoteError",
+    "ShapeError", "Tensor", "TimeoutError", "TypeError", "ValueError", "WorkerLost", "all_gather", "all_reduce",
+    "arange", "backend_name", "bfloat16", "bool", "broadcast",
     "byte", "char", "current_node", "double", "dtype", "empty", "errors", "float", "float16", "float32", "float64",
     "from_numpy", "full", "half", "init_master_worker", "int", "int8", "int32", "int64", "is_master", "long",
-    "manual_seed_all", "node", "num_nodes", "ones", "promote_types", "rand", "randn", "shutdown", "synchronize",
+    "manual_seed_all", "node", "num_nodes", "ones", "promote_types", "rand", "randn", "reduce", "reduce_scatter",
+    "shutdown", "stats", "synchronize",
     "tensor", "uint8", "zeros",
 ]
