@@ -74,4 +74,5 @@ PYBIND11_MODULE(_C, m) {
   thd::python::bind_tensor(m);
   thd::python::bind_distributed(m);
   thd::python::bind_collectives(m);
+  thd::python::bind_streams(m);
 }

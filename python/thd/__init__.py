@@ -42,13 +42,17 @@ from .errors import (
 from . import _C
 from ._C import (
     DistributedTensor,
+    Event,
     ReduceOp,
+    Stream,
     Tensor,
     all_gather,
     all_reduce,
     backend_name,
     broadcast,
     current_node,
+    current_stream,
+    default_stream,
     dtype,
     is_master,
     manual_seed_all,
@@ -58,6 +62,7 @@ from ._C import (
     reduce,
     reduce_scatter,
     stats,
+    stream,
 )
 
 __version__ = _C.__version__
@@ -269,15 +274,18 @@ Tensor.__module__ = "thd"
 dtype.__module__ = "thd"
 node.__module__ = "thd"
 ReduceOp.__module__ = "thd"
+Stream.__module__ = "thd"
+Event.__module__ = "thd"
+stream.__module__ = "thd"
 
 __all__ = [
-    "AuthError", "ConnectionError", "CudaError", "DistributedTensor", "DoubleTensor", "Error", "FloatTensor",
+    "AuthError", "ConnectionError", "CudaError", "DistributedTensor", "DoubleTensor", "Error", "Event", "FloatTensor",
     "IndexError", "IntTensor", "LongTensor", "ReduceOp", "NotImplementedError", "OutOfMemoryError", "PeerLost", "RemoteError",
-    "ShapeError", "Tensor", "TimeoutError", "TypeError", "ValueError", "WorkerLost", "all_gather", "all_reduce",
+    "ShapeError", "Stream", "Tensor", "TimeoutError", "TypeError", "ValueError", "WorkerLost", "all_gather", "all_reduce",
     "arange", "backend_name", "bfloat16", "bool", "broadcast",
-    "byte", "char", "current_node", "double", "dtype", "empty", "errors", "float", "float16", "float32", "float64",
+    "byte", "char", "current_node", "current_stream", "default_stream", "double", "dtype", "empty", "errors", "float", "float16", "float32", "float64",
     "from_numpy", "full", "half", "init_master_worker", "int", "int8", "int32", "int64", "is_master", "long",
     "manual_seed_all", "node", "num_nodes", "ones", "promote_types", "rand", "randn", "reduce", "reduce_scatter",
-    "shutdown", "stats", "synchronize",
+    "shutdown", "stats", "stream", "synchronize",
     "tensor", "uint8", "zeros",
 ]

@@ -13,6 +13,10 @@ def test_collectives_from_the_master_and_stats():
     check_job("collectives.py")
 
 
+def test_streams_and_events():
+    check_job("streams.py")
+
+
 def test_errors_raise_at_the_call_site_and_remote_errors_at_the_sync_point():
     check_job("errors.py")
 
