@@ -11,6 +11,7 @@
 // sequences and None (one file without stl.h would bind them differently).
 #include <pybind11/stl.h>
 
+#include <thd/distributed.h>
 #include <thd/scalar.h>
 #include <thd/tensor.h>
 
@@ -29,6 +30,20 @@ void bind_streams(py::module_& m);
 Shape shape_from_args(const py::args& args, const char* op);
 // dim=None (every dim), an int, or a sequence of ints.
 std::vector<int64_t> dims_from_object(const py::object& dim, const char* op);
+
+// A reduction of a distributed tensor, torch's way: over every element (a 0-dim
+// tensor) when dim is None and keepdim is false, else over the dims given.
+template <DistributedTensor (DistributedTensor::*All)() const,
+          DistributedTensor (DistributedTensor::*Over)(const Dims&, bool) const>
+DistributedTensor reduce(const DistributedTensor& t, const py::object& dim, bool keepdim, const char* op) {
+  const bool all = dim.is_none() && !keepdim;
+  const Dims dims = dims_from_object(dim, op);
+  py::gil_scoped_release release;
+  return all ? (t.*All)() : (t.*Over)(dims, keepdim);
+}
+
+// More of DistributedTensor's ops (distributed_ops.cpp), onto the class bind_distributed made.
+void bind_distributed_ops(py::module_& m);
 
 }  // namespace thd::python
 

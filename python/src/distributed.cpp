@@ -109,14 +109,6 @@ void bind_factories(py::module_& m) {
 py::tuple shape_tuple(const DT& t) { return py::tuple(py::cast(t.shape())); }
 
 // sum/mean/max/min: over everything (dim=None) or over `dim` (an int or a sequence).
-template <DT (DT::*All)() const, DT (DT::*Over)(const Dims&, bool) const>
-DT reduce(const DT& t, const py::object& dim, bool keepdim, const char* op) {
-  const bool all = dim.is_none() && !keepdim;
-  const Dims dims = dims_from_object(dim, op);
-  py::gil_scoped_release release;
-  return all ? (t.*All)() : (t.*Over)(dims, keepdim);
-}
-
 void bind_tensor_class(py::module_& m) {
   py::class_<DT> c(m, "DistributedTensor", R"doc(A tensor that lives on a worker node (C++ thd::DistributedTensor).
 

@@ -73,6 +73,7 @@ PYBIND11_MODULE(_C, m) {
   thd::python::bind_dtypes(m);
   thd::python::bind_tensor(m);
   thd::python::bind_distributed(m);
+  thd::python::bind_distributed_ops(m);
   thd::python::bind_collectives(m);
   thd::python::bind_streams(m);
 }

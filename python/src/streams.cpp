@@ -103,7 +103,7 @@ streams; a stream goes when its last handle does.)doc");
 The scope's node is the stream's node too (as torch.cuda.stream(s) selects s's
 device). Nestable and per thread.)doc")
       .def(py::init<Stream>(), py::arg("stream"))
-      .def_property_readonly("stream", &PyStreamScope::stream)
+      .def_property_readonly("stream", &PyStreamScope::stream, "The stream the scope issues to.")
       .def("__enter__", [](PyStreamScope& sc) -> PyStreamScope& { sc.enter(); return sc; },
            py::return_value_policy::reference)
       .def("__exit__", [](PyStreamScope& sc, const py::args&) { sc.exit(); return false; });

@@ -50,6 +50,7 @@ from ._C import (
     all_reduce,
     backend_name,
     broadcast,
+    cat,
     current_node,
     current_stream,
     default_stream,
@@ -61,8 +62,10 @@ from ._C import (
     promote_types,
     reduce,
     reduce_scatter,
+    stack,
     stats,
     stream,
+    where,
 )
 
 __version__ = _C.__version__
@@ -209,6 +212,23 @@ def full(size, fill_value, dtype=None, node=None):
     return _C._full(_shape((tuple(size),), "full"), fill_value, _to_dtype(dtype, float32), node)
 
 
+def eye(n, m=None, dtype=None, node=None):
+    """A DistributedTensor n x m (m = n when None) with ones on the diagonal, on `node`."""
+    return _C._eye(n, -1 if m is None else m, _to_dtype(dtype, float32), node)
+
+
+def linspace(start, end, steps, dtype=None, node=None):
+    """A 1-D DistributedTensor of `steps` values evenly spaced from start to end
+    (both included), on `node`."""
+    return _C._linspace(start, end, steps, _to_dtype(dtype, float32), node)
+
+
+def randint(low, high, size, dtype=None, node=None):
+    """A DistributedTensor of `size` with integers drawn uniformly from [low, high),
+    on `node` (int64 unless given), from the node's generator."""
+    return _C._randint(low, high, _shape((tuple(size),), "randint"), _to_dtype(dtype, int64), node)
+
+
 def arange(start, end=None, step=1, dtype=None, node=None):
     """A 1-D DistributedTensor of start, start+step, ... < end (or 0 .. start-1 when
     end is None), on `node`. The dtype is int64 for int arguments, float32 when any
@@ -279,13 +299,13 @@ Event.__module__ = "thd"
 stream.__module__ = "thd"
 
 __all__ = [
-    "AuthError", "ConnectionError", "CudaError", "DistributedTensor", "DoubleTensor", "Error", "Event", "FloatTensor",
-    "IndexError", "IntTensor", "LongTensor", "ReduceOp", "NotImplementedError", "OutOfMemoryError", "PeerLost", "RemoteError",
-    "ShapeError", "Stream", "Tensor", "TimeoutError", "TypeError", "ValueError", "WorkerLost", "all_gather", "all_reduce",
-    "arange", "backend_name", "bfloat16", "bool", "broadcast",
-    "byte", "char", "current_node", "current_stream", "default_stream", "double", "dtype", "empty", "errors", "float", "float16", "float32", "float64",
-    "from_numpy", "full", "half", "init_master_worker", "int", "int8", "int32", "int64", "is_master", "long",
-    "manual_seed_all", "node", "num_nodes", "ones", "promote_types", "rand", "randn", "reduce", "reduce_scatter",
-    "shutdown", "stats", "stream", "synchronize",
-    "tensor", "uint8", "zeros",
+    "all_gather", "all_reduce", "arange", "AuthError", "backend_name", "bfloat16", "bool", "broadcast", "byte",
+    "cat", "char", "ConnectionError", "CudaError", "current_node", "current_stream", "default_stream",
+    "DistributedTensor", "double", "DoubleTensor", "dtype", "empty", "Error", "errors", "Event", "eye", "float",
+    "float16", "float32", "float64", "FloatTensor", "from_numpy", "full", "half", "IndexError",
+    "init_master_worker", "int", "int32", "int64", "int8", "IntTensor", "is_master", "linspace", "long",
+    "LongTensor", "manual_seed_all", "node", "NotImplementedError", "num_nodes", "ones", "OutOfMemoryError",
+    "PeerLost", "promote_types", "rand", "randint", "randn", "reduce", "reduce_scatter", "ReduceOp", "RemoteError",
+    "ShapeError", "shutdown", "stack", "stats", "Stream", "stream", "synchronize", "Tensor", "tensor",
+    "TimeoutError", "TypeError", "uint8", "ValueError", "where", "WorkerLost", "zeros",
 ]

@@ -43,7 +43,8 @@ def test_init_master_worker_help_says_what_it_does():
     assert "timeout" in doc
 
 
-@pytest.mark.parametrize("cls", [thd.Tensor, thd.DistributedTensor, thd.node, thd.dtype])
+@pytest.mark.parametrize("cls", [thd.Tensor, thd.DistributedTensor, thd.node, thd.dtype, thd.Stream, thd.Event,
+                                 thd.stream])
 def test_classes_and_methods_have_docstrings(cls):
     assert cls.__doc__
     for name, member in vars(cls).items():

@@ -9,6 +9,10 @@ def test_ops_on_several_nodes_match_numpy():
     check_job("ops.py")
 
 
+def test_the_rest_of_the_ops_match_numpy():
+    check_job("more_ops.py")
+
+
 def test_collectives_from_the_master_and_stats():
     check_job("collectives.py")
 
