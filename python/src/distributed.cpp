@@ -20,9 +20,19 @@ namespace {
 using DT = DistributedTensor;
 using Release = py::call_guard<py::gil_scoped_release>;
 
+// The knobs of MasterWorkerOptions beyond the rendezvous; None keeps C++'s default.
+struct Knobs {
+  std::optional<std::string> bind_host;
+  std::optional<int64_t> max_ops_in_flight;
+  std::optional<int64_t> max_bytes_in_flight;
+  std::optional<int64_t> batch_bytes;
+  std::optional<double> flush_after_s;
+  std::optional<int> max_streams_per_node;
+};
+
 void init(const std::optional<std::string>& backend, const std::optional<std::string>& init_method,
           double timeout_s, std::optional<int> world_size, std::optional<int> rank,
-          std::optional<std::string> token) {
+          std::optional<std::string> token, const Knobs& knobs) {
   // A year bounds the conversion to milliseconds (inf would overflow it).
   constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
   if (!(timeout_s > 0) || timeout_s > kMaxTimeoutS) {
@@ -37,6 +47,19 @@ void init(const std::optional<std::string>& backend, const std::optional<std::st
   options.world_size = world_size.value_or(-1);
   options.rank = rank.value_or(-1);
   options.token = std::move(token);
+  if (knobs.bind_host) options.bind_host = *knobs.bind_host;
+  if (knobs.max_ops_in_flight) options.max_ops_in_flight = *knobs.max_ops_in_flight;
+  if (knobs.max_bytes_in_flight) options.max_bytes_in_flight = *knobs.max_bytes_in_flight;
+  if (knobs.batch_bytes) options.batch_bytes = *knobs.batch_bytes;
+  if (knobs.flush_after_s) {
+    if (!(*knobs.flush_after_s >= 0) || *knobs.flush_after_s > 3600) {
+      throw ValueError("init_master_worker: flush_after must be between 0 and 3600 s, got " +
+                           std::to_string(*knobs.flush_after_s) + " s",
+                       ErrorContext{.op = "init_master_worker"});
+    }
+    options.flush_after = std::chrono::microseconds(static_cast<int64_t>(*knobs.flush_after_s * 1e6 + 0.5));
+  }
+  if (knobs.max_streams_per_node) options.max_streams_per_node = *knobs.max_streams_per_node;
   py::gil_scoped_release release;
   init_master_worker(options);
 }
@@ -66,8 +89,16 @@ class PyNodeScope {
 };
 
 void bind_session(py::module_& m) {
-  m.def("_init_master_worker", &init, py::arg("backend"), py::arg("init_method"), py::arg("timeout"),
-        py::arg("world_size"), py::arg("rank"), py::arg("token"));
+  m.def("_init_master_worker",
+        [](const std::optional<std::string>& backend, const std::optional<std::string>& init_method, double timeout,
+           std::optional<int> world_size, std::optional<int> rank, std::optional<std::string> token,
+           std::optional<std::string> bind_host, std::optional<int64_t> max_ops_in_flight,
+           std::optional<int64_t> max_bytes_in_flight, std::optional<int64_t> batch_bytes,
+           std::optional<double> flush_after, std::optional<int> max_streams_per_node) {
+          init(backend, init_method, timeout, world_size, rank, std::move(token),
+               Knobs{std::move(bind_host), max_ops_in_flight, max_bytes_in_flight, batch_bytes, flush_after,
+                     max_streams_per_node});
+        });
   m.def("is_master", &is_master, "True on the master between init_master_worker() and shutdown().");
   m.def("num_nodes", &num_nodes, "The number of worker nodes.");
   m.def("shutdown", &shutdown, Release(), "Ends the session; see thd.shutdown.");

@@ -122,7 +122,9 @@ def _shape(size, op):
 # ---- the session ------------------------------------------------------------------
 
 
-def init_master_worker(backend=None, init_method=None, timeout=300.0, world_size=None, rank=None, token=None):
+def init_master_worker(backend=None, init_method=None, timeout=300.0, world_size=None, rank=None, token=None, *,
+                       bind_host=None, max_ops_in_flight=None, max_bytes_in_flight=None, batch_bytes=None,
+                       flush_after=None, max_streams_per_node=None):
     """Joins a master-worker job; rank 0 returns as the master.
 
     In an SPMD launch (``thdrun -n N python3 prog.py``, mpirun) every other rank
@@ -142,6 +144,15 @@ def init_master_worker(backend=None, init_method=None, timeout=300.0, world_size
         token: the job's shared secret; None reads $THD_AUTH_TOKEN or the file named
             by $THD_AUTH_TOKEN_FILE (thdrun sets it).
 
+    Keyword-only, None keeping the C++ default (thd::MasterWorkerOptions):
+        bind_host: the address this process listens on ("127.0.0.1").
+        max_ops_in_flight, max_bytes_in_flight: flow control, the ops and upload
+            bytes in flight per node before the master waits (65536, 256 MiB).
+        batch_bytes: a node's command buffer is sent past this size (64 KiB).
+        flush_after: seconds (or a timedelta) an idle buffer waits before it is
+            sent (200e-6).
+        max_streams_per_node: live thd.Stream objects per node (256, at most 4096).
+
     Raises thd.ValueError when already initialized or the job has no worker,
     thd.TimeoutError when the rendezvous runs out of time, thd.AuthError when a peer
     fails the handshake. The GIL is released while it waits.
@@ -156,7 +167,10 @@ def init_master_worker(backend=None, init_method=None, timeout=300.0, world_size
     for stream in (_sys.stdout, _sys.stderr):
         if stream is not None:
             stream.flush()
-    _C._init_master_worker(backend, init_method, _builtin_float(timeout), world_size, rank, token)
+    if isinstance(flush_after, _datetime.timedelta):
+        flush_after = flush_after.total_seconds()
+    _C._init_master_worker(backend, init_method, _builtin_float(timeout), world_size, rank, token, bind_host,
+                           max_ops_in_flight, max_bytes_in_flight, batch_bytes, flush_after, max_streams_per_node)
 
 
 def shutdown():

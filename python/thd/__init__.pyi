@@ -228,6 +228,13 @@ def init_master_worker(
     world_size: builtins.int | None = None,
     rank: builtins.int | None = None,
     token: str | None = None,
+    *,
+    bind_host: str | None = None,
+    max_ops_in_flight: builtins.int | None = None,
+    max_bytes_in_flight: builtins.int | None = None,
+    batch_bytes: builtins.int | None = None,
+    flush_after: builtins.float | datetime.timedelta | None = None,
+    max_streams_per_node: builtins.int | None = None,
 ) -> None: ...
 def is_master() -> builtins.bool: ...
 def num_nodes() -> builtins.int: ...

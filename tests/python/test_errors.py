@@ -105,3 +105,13 @@ def test_bad_timeout():
             thd.init_master_worker(timeout=bad)
         assert info.value.op == "init_master_worker"
     assert not thd.is_master()
+
+
+def test_bad_knobs():
+    for bad in (-1.0, float("nan"), 7200.0):
+        with pytest.raises(thd.ValueError, match="flush_after") as info:
+            thd.init_master_worker(flush_after=bad)
+        assert info.value.op == "init_master_worker"
+    with pytest.raises(thd.ValueError, match="max_streams_per_node"):
+        thd.init_master_worker(max_streams_per_node=5000, world_size=1, rank=0, init_method="tcp://127.0.0.1:1")
+    assert not thd.is_master()

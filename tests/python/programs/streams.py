@@ -7,7 +7,10 @@ import numpy as np
 
 import thd
 
-thd.init_master_worker(timeout=datetime.timedelta(seconds=60))
+# The knobs of MasterWorkerOptions: a small op window (the loops below run under
+# flow control) and at most 4 streams a node.
+thd.init_master_worker(timeout=datetime.timedelta(seconds=60), max_ops_in_flight=8, batch_bytes=1024,
+                       flush_after=datetime.timedelta(microseconds=100), max_streams_per_node=4)
 
 s = thd.Stream(node=1)
 assert s.node == 1 and not s.is_default and s.priority == 0 and s.id > 0
@@ -72,6 +75,22 @@ except thd.ValueError as err:
 try:
     start.elapsed_time(thd.Event())
     raise AssertionError("elapsed_time to an event without timing")
+except thd.ValueError:
+    pass
+
+# Node 1 holds s, producer and later: one more fits, the fifth is refused.
+extra = thd.Stream(node=1)
+try:
+    thd.Stream(node=1)
+    raise AssertionError("a fifth stream of node 1 was created with max_streams_per_node=4")
+except thd.ValueError as err:
+    assert "max_streams_per_node" in str(err), err
+del extra
+thd.Stream(node=1)  # a dropped stream made room
+
+try:
+    thd.init_master_worker(flush_after=-1.0)
+    raise AssertionError("a second init_master_worker was accepted")
 except thd.ValueError:
     pass
 
