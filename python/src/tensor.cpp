@@ -29,16 +29,51 @@ DType dtype_from_numpy(const py::dtype& dt) {
                   ErrorContext{.op = "from_numpy"});
 }
 
-// The caller (thd.from_numpy) passes a C-contiguous array in native byte order.
+// The caller (thd.from_numpy) passes a writeable array in native byte order whose
+// strides are whole, non-negative numbers of elements: the tensor shares its memory
+// and keeps it alive (torch.from_numpy's contract).
 Tensor from_numpy(const py::array& a) {
   const DType dtype = dtype_from_numpy(a.dtype());
-  Shape shape(a.shape(), a.shape() + a.ndim());
-  Tensor t = Tensor::empty(shape, dtype);
-  if (t.nbytes() != static_cast<size_t>(a.nbytes())) {
-    throw ValueError("from_numpy: the array is not C-contiguous", ErrorContext{.op = "from_numpy"});
+  const Shape shape(a.shape(), a.shape() + a.ndim());
+  if (a.size() == 0) return Tensor::empty(shape, dtype);
+  Shape strides;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) {
+    if (a.strides(i) < 0 || a.strides(i) % a.itemsize() != 0) {
+      throw ValueError("from_numpy: strides that are not whole elements", ErrorContext{.op = "from_numpy"});
+    }
+    strides.push_back(a.strides(i) / a.itemsize());
   }
-  if (t.nbytes() > 0) std::memcpy(t.data_ptr(), a.data(), t.nbytes());
-  return t;
+  // The array stays alive as long as the tensor's memory does; the last tensor may go
+  // on any thread, so the release takes the GIL (and is skipped once the interpreter
+  // is gone, when nothing is left to release).
+  auto* owner = new py::object(a);
+  auto release = [owner](void*) {
+    if (!Py_IsInitialized()) return;
+    py::gil_scoped_acquire gil;
+    delete owner;
+  };
+  return Tensor::from_blob(const_cast<void*>(a.data()), shape, dtype, strides, release);
+}
+
+const char* buffer_format(DType d) {
+  switch (d) {
+    case DType::Bool: return "?";
+    case DType::UInt8: return "B";
+    case DType::Int8: return "b";
+    case DType::Int32: return "i";
+    case DType::Int64: return "q";
+    case DType::Float16: return "e";
+    case DType::BFloat16: return "H";  // Python and NumPy have no bfloat16: its 16-bit patterns
+    case DType::Float32: return "f";
+    case DType::Float64: return "d";
+  }
+  return "B";
+}
+
+std::vector<py::ssize_t> byte_strides(const Tensor& t) {
+  std::vector<py::ssize_t> out;
+  for (int64_t s : t.strides()) out.push_back(static_cast<py::ssize_t>(s * static_cast<int64_t>(t.element_size())));
+  return out;
 }
 
 }  // namespace
@@ -50,10 +85,11 @@ py::object tensor_to_numpy(const Tensor& t) {
                         "; convert first with .to(thd.float32)",
                     ErrorContext{.op = "numpy"});
   }
-  const Tensor c = t.cpu().contiguous();
-  py::array a(py::dtype(name), std::vector<py::ssize_t>(c.shape().begin(), c.shape().end()));
-  if (c.nbytes() > 0) std::memcpy(a.mutable_data(), c.data_ptr(), c.nbytes());
-  return a;
+  // A view of the tensor's memory (a GPU tensor's copy on the host), which the array
+  // keeps alive: no copy, as torch's Tensor.numpy().
+  const Tensor c = t.cpu();
+  const std::vector<py::ssize_t> shape(c.shape().begin(), c.shape().end());
+  return py::array(py::dtype(name), shape, byte_strides(c), c.data_ptr(), py::cast(c));
 }
 
 py::object tensor_to_list(const Tensor& t) {
@@ -62,10 +98,31 @@ py::object tensor_to_list(const Tensor& t) {
 }
 
 void bind_tensor(py::module_& m) {
-  py::class_<Tensor> cls(m, "Tensor", R"doc(A dense tensor in this process's memory (C++ thd::Tensor).
+  py::class_<Tensor> cls(m, "Tensor", py::buffer_protocol(),
+                         R"doc(A dense tensor in this process's memory (C++ thd::Tensor).
 
-Made with thd.from_numpy() or returned by DistributedTensor.get(); .numpy() and
-.tolist() copy its values out, .dist_send() uploads it to a worker node.)doc");
+Made with thd.from_numpy() (which shares the array's memory) or returned by
+DistributedTensor.get(). .numpy(), numpy.asarray() and memoryview() view its memory
+without a copy; .tolist() copies its values out; .dist_send() uploads it to a worker
+node.)doc");
+  // pybind11 gives a buffer callback no way to fail (an exception there terminates),
+  // so every tensor has one: local tensors from Python are on the CPU, and a
+  // bfloat16 one shows its 16-bit patterns.
+  cls.def_buffer([](const Tensor& t) {
+    const std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+    return py::buffer_info(t.data_ptr(), static_cast<py::ssize_t>(t.element_size()), buffer_format(t.dtype()),
+                           static_cast<py::ssize_t>(t.dim()), shape, byte_strides(t));
+  });
+  cls.def(
+      "__array__",
+      [](const Tensor& t, const py::object& dtype, const py::object& copy) {
+        py::object a = tensor_to_numpy(t);
+        if (!dtype.is_none()) a = a.attr("astype")(dtype, py::arg("copy") = false);
+        if (!copy.is_none() && copy.cast<bool>()) a = a.attr("copy")();
+        return a;
+      },
+      py::arg("dtype") = py::none(), py::arg("copy") = py::none(),
+      "numpy.asarray(t): a view of its memory (a copy when asked for another dtype or copy=True).");
   cls.def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); },
                             "The sizes of its dims, a tuple of ints.");
   cls.def_property_readonly("dtype", &Tensor::dtype, "Its element type (thd.float32, ...).");
@@ -77,7 +134,8 @@ Made with thd.from_numpy() or returned by DistributedTensor.get(); .numpy() and
     if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
     return t.size(0);
   });
-  cls.def("numpy", &tensor_to_numpy, "A new NumPy array holding a copy of the values.");
+  cls.def("numpy", &tensor_to_numpy,
+          "A NumPy array that views the tensor's memory (no copy; writes show in both), as torch's.");
   cls.def("tolist", &tensor_to_list, "The values as a nested list (a number for a 0-dim tensor).");
   cls.def("item", [](const Tensor& t) { return t.item(); },
           "The value of a one-element tensor, as a Python bool, int or float.");

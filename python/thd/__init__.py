@@ -282,12 +282,17 @@ IntTensor = _typed("IntTensor", int32)
 
 
 def from_numpy(array):
-    """A local thd.Tensor holding a copy of a NumPy array (any strides and byte order).
+    """A local thd.Tensor that shares a NumPy array's memory, as torch.from_numpy:
+    writes show in both, and the tensor keeps the array alive. An array the tensor
+    cannot share (read-only, another byte order, negative or odd strides) is copied.
 
     NumPy's bool, uint8, int8, int32, int64, float16, float32 and float64 map to the
     thd dtypes of the same names; others raise thd.TypeError."""
     a = _np.asarray(array)
-    a = a.astype(a.dtype.newbyteorder("="), order="C", copy=False)
+    shareable = (a.dtype.isnative and a.flags.writeable
+                 and all(s >= 0 and s % a.itemsize == 0 for s in a.strides))
+    if not shareable:
+        a = a.astype(a.dtype.newbyteorder("="), order="C", copy=True)
     return _C._from_numpy(a)
 
 

@@ -1,5 +1,7 @@
 """thd.Tensor, the local tensor: NumPy in and out."""
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -21,16 +23,6 @@ def test_numpy_round_trip_per_dtype(np_dtype):
     assert b.dtype == a.dtype
     np.testing.assert_array_equal(a, b)
     assert t.tolist() == a.tolist()
-
-
-def test_copies_not_views():
-    a = np.ones(4, dtype=np.float32)
-    t = thd.from_numpy(a)
-    a[0] = 7
-    assert t.tolist() == [1, 1, 1, 1]
-    b = t.numpy()
-    b[1] = 9
-    assert t.tolist() == [1, 1, 1, 1]
 
 
 def test_strided_and_byte_swapped_arrays():
@@ -76,3 +68,42 @@ def test_truth_value():
     assert bool(thd.tensor([3])) and not bool(thd.tensor(0.0))
     with pytest.raises(thd.ValueError, match="ambiguous"):
         bool(thd.tensor([1, 2]))
+
+
+def test_from_numpy_shares_the_arrays_memory_and_keeps_it_alive():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = thd.from_numpy(a)
+    a[1, 2] = 42.0
+    assert t.tolist()[1][2] == 42.0
+    view = t.numpy()
+    assert np.shares_memory(view, a)
+    view[0, 0] = -1.0
+    assert a[0, 0] == -1.0
+    del a, view
+    gc.collect()
+    assert t.tolist()[0] == [-1.0, 1.0, 2.0]  # the tensor kept the array alive
+
+
+def test_strided_arrays_are_shared_and_unshareable_ones_copied():
+    a = np.arange(12, dtype=np.int64).reshape(3, 4)
+    t = thd.from_numpy(a[:, ::2])
+    assert t.shape == (3, 2) and np.shares_memory(t.numpy(), a)
+    ro = np.arange(4, dtype=np.float64)
+    ro.flags.writeable = False
+    assert not np.shares_memory(thd.from_numpy(ro).numpy(), ro)
+    swapped = np.arange(4, dtype=">i4")
+    assert thd.from_numpy(swapped).tolist() == [0, 1, 2, 3]
+
+
+def test_numpy_asarray_and_memoryview_view_the_tensor_without_a_copy():
+    t = thd.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=thd.float32)
+    a, b = np.asarray(t), t.numpy()
+    assert np.shares_memory(a, b)
+    m = memoryview(t)
+    assert m.format == "f" and m.shape == (2, 2) and m.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+    assert not np.shares_memory(np.array(t, copy=True), b)
+    # No bfloat16 in Python or NumPy: its buffer holds the 16-bit patterns.
+    assert memoryview(t.to(thd.bfloat16)).format == "H"
+    with pytest.raises(thd.TypeError, match="bfloat16"):
+        t.to(thd.bfloat16).numpy()
