@@ -30,6 +30,10 @@ def test_the_gil_is_released_while_the_master_waits():
     assert "the other thread ran" in out
 
 
+def test_threads_issue_ops_at_once():
+    check_job("threads.py")
+
+
 def test_shutdown_ends_the_session_and_the_workers():
     check_job("shutdown.py")
 
