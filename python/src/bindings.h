@@ -4,6 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <pybind11/pybind11.h>
@@ -41,6 +45,40 @@ DistributedTensor reduce(const DistributedTensor& t, const py::object& dim, bool
   py::gil_scoped_release release;
   return all ? (t.*All)() : (t.*Over)(dims, keepdim);
 }
+
+// Makes a tensor on `node` when given, else on the current node (thd.node scope).
+template <typename F>
+DistributedTensor on_node(std::optional<int> node, F&& make) {
+  std::optional<NodeScope> scope;
+  if (node) scope.emplace(*node);
+  return make();
+}
+
+// A C++ RAII scope (NodeScope, StreamScope) as a Python context manager: the scope
+// lives from __enter__ to __exit__; `with` it again while entered is a ValueError.
+template <typename Scope, typename Arg>
+class PyScope {
+ public:
+  PyScope(Arg arg, const char* name) : arg_(std::move(arg)), name_(name) {}
+  const Arg& arg() const { return arg_; }
+  void enter() {
+    if (scope_) throw ValueError(std::string(name_) + ": this scope is already entered", ErrorContext{.op = name_});
+    scope_ = std::make_unique<Scope>(arg_);
+  }
+  void exit() { scope_.reset(); }
+
+  // Binds __enter__ and __exit__ on its Python class.
+  template <typename Class>
+  static void bind_context(Class& c) {
+    c.def("__enter__", [](PyScope& s) -> PyScope& { s.enter(); return s; }, py::return_value_policy::reference);
+    c.def("__exit__", [](PyScope& s, const py::args&) { s.exit(); return false; });
+  }
+
+ private:
+  Arg arg_;
+  const char* name_;
+  std::unique_ptr<Scope> scope_;
+};
 
 // More of DistributedTensor's ops (distributed_ops.cpp), onto the class bind_distributed made.
 void bind_distributed_ops(py::module_& m);

@@ -64,29 +64,6 @@ void init(const std::optional<std::string>& backend, const std::optional<std::st
   init_master_worker(options);
 }
 
-// Creation on `node` when given, else on the current node (thd.node scope).
-template <typename F>
-DT on_node(std::optional<int> node, F&& make) {
-  std::optional<NodeScope> scope;
-  if (node) scope.emplace(*node);
-  return make();
-}
-
-// The `with thd.node(k):` object: a NodeScope between __enter__ and __exit__.
-class PyNodeScope {
- public:
-  explicit PyNodeScope(int node) : node_(node) {}
-  int node() const { return node_; }
-  void enter() {
-    if (scope_) throw ValueError("node: this scope is already entered", ErrorContext{.op = "node"});
-    scope_ = std::make_unique<NodeScope>(node_);
-  }
-  void exit() { scope_.reset(); }
-
- private:
-  int node_;
-  std::unique_ptr<NodeScope> scope_;
-};
 
 void bind_session(py::module_& m) {
   m.def("_init_master_worker",
@@ -106,15 +83,14 @@ void bind_session(py::module_& m) {
   m.def("manual_seed_all", &manual_seed_all, py::arg("seed"),
         "Seeds every node's generator: node k draws from (seed, k).");
   m.def("current_node", &current_node, "The node new tensors go to on this thread.");
-  py::class_<PyNodeScope>(m, "node", R"doc(node(k): tensors made inside `with thd.node(k):` live on node k.
+  using PyNodeScope = PyScope<NodeScope, int>;
+  py::class_<PyNodeScope> scope(m, "node", R"doc(node(k): tensors made inside `with thd.node(k):` live on node k.
 
 Nestable and per thread, as C++ thd::NodeScope; thd.IndexError for a negative node
-(a node past the last is refused when a tensor is made there).)doc")
-      .def(py::init<int>(), py::arg("node"))
-      .def_property_readonly("index", &PyNodeScope::node, "The node of this scope.")
-      .def("__enter__", [](PyNodeScope& s) -> PyNodeScope& { s.enter(); return s; },
-           py::return_value_policy::reference)
-      .def("__exit__", [](PyNodeScope& s, const py::args&) { s.exit(); return false; });
+(a node past the last is refused when a tensor is made there).)doc");
+  scope.def(py::init([](int node) { return PyNodeScope(node, "node"); }), py::arg("node"));
+  scope.def_property_readonly("index", &PyNodeScope::arg, "The node of this scope.");
+  PyNodeScope::bind_context(scope);
 }
 
 void bind_factories(py::module_& m) {

@@ -222,12 +222,6 @@ void bind_indexing(py::class_<DT>& c) {
         Release(), "(values, indices) of the k largest (or smallest) along dim.");
 }
 
-template <typename F>
-DT on_node(std::optional<int> node, F&& make) {
-  std::optional<NodeScope> scope;
-  if (node) scope.emplace(*node);
-  return make();
-}
 
 void bind_free_functions(py::module_& m) {
   m.def("cat", [](const std::vector<DT>& t, int64_t dim) { return cat(t, dim); }, py::arg("tensors"),

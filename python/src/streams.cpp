@@ -27,21 +27,6 @@ Stream::Priority priority_of(int priority) {
   return priority < 0 ? Stream::Priority::High : Stream::Priority::Normal;
 }
 
-// The `with thd.stream(s):` object: a StreamScope between __enter__ and __exit__.
-class PyStreamScope {
- public:
-  explicit PyStreamScope(Stream stream) : stream_(std::move(stream)) {}
-  const Stream& stream() const { return stream_; }
-  void enter() {
-    if (scope_) throw ValueError("stream: this scope is already entered", ErrorContext{.op = "stream"});
-    scope_ = std::make_unique<StreamScope>(stream_);
-  }
-  void exit() { scope_.reset(); }
-
- private:
-  Stream stream_;
-  std::unique_ptr<StreamScope> scope_;
-};
 
 void bind_stream(py::module_& m) {
   py::class_<Stream> s(m, "Stream", R"doc(Stream(node=None, priority=0): a new stream of a worker node.
@@ -98,15 +83,14 @@ streams; a stream goes when its last handle does.)doc");
       "The stream ops go to on this thread for `node` (None: the current node): the innermost thd.stream "
       "scope's, else the node's default stream.");
 
-  py::class_<PyStreamScope>(m, "stream", R"doc(stream(s): ops issued inside `with thd.stream(s):` run on s.
+  using PyStreamScope = PyScope<StreamScope, Stream>;
+  py::class_<PyStreamScope> scope(m, "stream", R"doc(stream(s): ops issued inside `with thd.stream(s):` run on s.
 
 The scope's node is the stream's node too (as torch.cuda.stream(s) selects s's
-device). Nestable and per thread.)doc")
-      .def(py::init<Stream>(), py::arg("stream"))
-      .def_property_readonly("stream", &PyStreamScope::stream, "The stream the scope issues to.")
-      .def("__enter__", [](PyStreamScope& sc) -> PyStreamScope& { sc.enter(); return sc; },
-           py::return_value_policy::reference)
-      .def("__exit__", [](PyStreamScope& sc, const py::args&) { sc.exit(); return false; });
+device). Nestable and per thread.)doc");
+  scope.def(py::init([](Stream stream) { return PyStreamScope(std::move(stream), "stream"); }), py::arg("stream"));
+  scope.def_property_readonly("stream", &PyStreamScope::arg, "The stream the scope issues to.");
+  PyStreamScope::bind_context(scope);
 }
 
 void bind_event(py::module_& m) {
