@@ -119,11 +119,12 @@ void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared) {
   ctx.begin(command, std::move(prepared));
   const bool control = is_control(command.op_type());
   if (!control) ctx.session().count_op();
-  struct Running {
-    Session& s;
-    explicit Running(Session& session) : s(session) { s.op_started(); }
-    ~Running() { s.op_finished(); }
-  } running{ctx.session()};
+  struct Finished {
+    Session* s;
+    ~Finished() {
+      if (s != nullptr) s->op_finished();
+    }
+  } finished{control ? nullptr : &ctx.session()};
   trace::Recorder* rec = control ? nullptr : ctx.session().recorder();
   const int64_t start = rec != nullptr ? trace::now_ns() : 0;
   struct Slice {

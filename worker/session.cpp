@@ -88,8 +88,10 @@ void Session::start_progress_reports() {
   progress_ = std::make_unique<ProgressReporter>(
       ProgressReporter::interval_for(timeout()),
       [this] {
-        return ProgressReporter::Sample{.finished = ops_finished_.load(std::memory_order_relaxed),
-                                        .running = ops_running_.load(std::memory_order_relaxed),
+        const uint64_t finished = ops_finished();
+        const uint64_t executed = ops_executed();
+        return ProgressReporter::Sample{.finished = finished,
+                                        .running = static_cast<uint32_t>(executed > finished ? executed - finished : 0),
                                         .queued = !streams_.idle()};
       },
       [this](const ProgressReporter::Sample& s) {

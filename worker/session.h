@@ -125,13 +125,10 @@ class Session {
   // Ops run (or poisoned) this session, for thd::stats.
   void count_op() { ops_executed_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
-  // Around each op a stream runs, for the master's progress reports.
-  void op_started() { ops_running_.fetch_add(1, std::memory_order_relaxed); }
+  // After each op count_op() counted, for the master's progress reports: the ops
+  // running are those counted and not yet finished.
+  void op_finished() { ops_finished_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t ops_finished() const { return ops_finished_.load(std::memory_order_relaxed); }
-  void op_finished() {
-    ops_finished_.fetch_add(1, std::memory_order_relaxed);
-    ops_running_.fetch_sub(1, std::memory_order_relaxed);
-  }
   // Waits until every stream ran what it holds, for as long as they keep finishing
   // ops within the session's timeout (a long queue is not a stall); false once
   // they finished none in a whole timeout, or the session is ending.
@@ -161,7 +158,6 @@ class Session {
   std::unique_ptr<StreamCheck> check_;
   std::atomic<uint64_t> ops_executed_{0};
   std::atomic<uint64_t> ops_finished_{0};
-  std::atomic<uint32_t> ops_running_{0};
   std::unique_ptr<trace::Recorder> recorder_;
   const bool test_hooks_;
   const uint64_t notice_hold_latch_;
