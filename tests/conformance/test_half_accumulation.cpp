@@ -99,9 +99,12 @@ TEST_P(HalfAccumulation, ReduceSumRoundsOnceOnTheRootOnly) {
         if (env.rank == root) {
           const std::vector<float> values = t.to(kFloat32).to_vector<float>();
           for (size_t i = 0; i < values.size(); ++i) {
-            require(std::abs(values[i] - expected_sum(dtype)) <= kRtol * std::abs(expected_sum(dtype)),
-                    what + ": element " + std::to_string(i) + " is " + std::to_string(values[i]) +
-                        " on the root, expected " + std::to_string(expected_sum(dtype)));
+            // The message only on failure: 300,000 of them cost minutes under the
+            // sanitizers' slow unwinder (the mpi launches use it), and the other
+            // ranks meet the next collective's deadline meanwhile.
+            if (std::abs(values[i] - expected_sum(dtype)) <= kRtol * std::abs(expected_sum(dtype))) continue;
+            fail(what + ": element " + std::to_string(i) + " is " + std::to_string(values[i]) +
+                 " on the root, expected " + std::to_string(expected_sum(dtype)));
           }
         } else {
           require_same(t, mine, what + ": a non-root's buffer changed");
