@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include <thd/datachannel.h>
+#include <thd/interrupt.h>
 
 #include "datachannel/check.h"
 #include "datachannel/group_state.h"
@@ -38,11 +39,23 @@ void expire(const std::shared_ptr<RequestState>& s) {
   }
 }
 
-// Waits until finished or `until`; true if finished.
-bool wait_until(RequestState& s, net::Deadline until) {
-  if (s.finished()) return true;
+bool wait_once(RequestState& s, net::Deadline until) {
   if (s.engine != nullptr) return s.engine->wait(s, until);
   return s.block_until(until);
+}
+
+// Waits until finished or `until`; true if finished. With an interrupt check
+// installed (thd/interrupt.h) the wait runs in periods with the check between
+// them; a check that throws ends the wait with its exception.
+bool wait_until(RequestState& s, net::Deadline until) {
+  if (s.finished()) return true;
+  if (!detail::interrupt_check_installed()) return wait_once(s, until);
+  for (;;) {
+    const net::Deadline period_end = std::min(until, net::Clock::now() + kInterruptCheckPeriod);
+    if (wait_once(s, period_end)) return true;
+    if (period_end >= until) return false;
+    detail::check_interrupt();
+  }
 }
 
 net::Deadline expiry(const RequestState& s) {

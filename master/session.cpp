@@ -1,5 +1,7 @@
 #include "master/session.h"
 
+#include <thd/interrupt.h>
+
 #include "datachannel/check.h"
 #include "datachannel/net/thread_name.h"
 #include "protocol/framing.h"
@@ -143,10 +145,14 @@ void Session::start(uint64_t session_id, uint64_t seed) {
   const auto deadline = Clock::now() + options_.timeout;
   for (int n = 0; n < num_nodes(); ++n) {
     while (!nodes_[n].hello && nodes_[n].hello_error.empty() && !links_[n]->lost()) {
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      if (cv_.wait_until(lock, std::min(deadline, Clock::now() + kInterruptCheckPeriod)) == std::cv_status::timeout &&
+          Clock::now() >= deadline) {
         THD_THROW_AT(TimeoutError, "init_master_worker", 0, n + 1, "worker node {} did not answer the HELLO within {} ms",
                      n, options_.timeout.count());
       }
+      lock.unlock();  // the check may wait for the GIL
+      detail::check_interrupt();
+      lock.lock();
     }
     if (auto lost = links_[n]->lost()) std::rethrow_exception(lost);
     if (!nodes_[n].hello_error.empty()) {
@@ -389,8 +395,14 @@ Tensor Session::fetch(const Handle& h) {
   } catch (const PeerLost& e) {
     l.on_lost(worker_lost(h.node, e));
     l.throw_if_lost();
-  } catch (...) {
+  } catch (const Error&) {
     receive.cancel();
+    throw;
+  } catch (...) {
+    // Interrupted: the node still sends the tensor (the receive keeps its memory).
+    std::lock_guard lock(mu_);
+    std::erase_if(abandoned_fetches_, [](const Request& r) { return r.test(); });
+    abandoned_fetches_.push_back(std::move(receive));
     throw;
   }
   return out;
@@ -422,11 +434,15 @@ void Session::wait_for_replies(int node, uint64_t count) {
   std::unique_lock lock(mu_);
   const auto deadline = Clock::now() + options_.timeout;
   while (nodes_[node].replies_handled < count && !links_[node]->lost()) {
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (cv_.wait_until(lock, std::min(deadline, Clock::now() + kInterruptCheckPeriod)) == std::cv_status::timeout &&
+        Clock::now() >= deadline) {
       THD_THROW_AT(TimeoutError, "synchronize", 0, node + 1,
                    "the replies of worker node {} were not handled within {} ms ({} of {})", node,
                    options_.timeout.count(), nodes_[node].replies_handled, count);
     }
+    lock.unlock();  // the check may wait for the GIL
+    detail::check_interrupt();
+    lock.lock();
   }
 }
 

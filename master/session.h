@@ -145,6 +145,11 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<RemoteFailure> failures_;
   std::set<std::pair<int, uint64_t>> raised_;  // (node, op id) of every failure raised
   std::map<int64_t, std::pair<int, Request>> fetches_;  // fetch tag -> (node, receive)
+  // Receives of gets whose waiter was interrupted (thd/interrupt.h) while the node
+  // kept working: left posted, so that the node's send of the tensor finishes when
+  // it comes (a cancelled receive would leave a large send pending until its
+  // deadline, and the node's stream failed); dropped once finished.
+  std::vector<Request> abandoned_fetches_;
 
   std::vector<std::thread> reply_threads_;
   std::atomic<bool> stopping_{false};

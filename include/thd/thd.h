@@ -9,6 +9,7 @@
 #include <thd/error.h>
 #include <thd/generator.h>
 #include <thd/half.h>
+#include <thd/interrupt.h>
 #include <thd/memory.h>
 #include <thd/object_collectives.h>
 #include <thd/process_group.h>

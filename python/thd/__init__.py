@@ -18,7 +18,9 @@ See docs/python.md for what the package offers so far.
 import atexit as _atexit
 import builtins as _builtins
 import datetime as _datetime
+import signal as _signal
 import sys as _sys
+import threading as _threading
 
 import numpy as _np
 
@@ -40,6 +42,15 @@ from .errors import (
     WorkerLost,
 )
 from . import _C
+
+# Loading the backends' libraries leaves SIGINT at the system's default beneath
+# Python (libthd undoes the handler libfabric's PSM driver installs), so Ctrl-C
+# would kill the process instead of raising KeyboardInterrupt: give it back.
+if _threading.current_thread() is _threading.main_thread():
+    _sigint = _signal.getsignal(_signal.SIGINT)
+    if _sigint is not None:
+        _signal.signal(_signal.SIGINT, _sigint)
+    del _sigint
 from ._C import (
     DistributedTensor,
     Event,
@@ -193,6 +204,8 @@ def _shutdown_at_exit():
         _C.shutdown()
     except Error as e:  # nothing is left to raise it to
         print(f"thd: shutdown at exit: {e}", file=_sys.stderr)
+    finally:
+        _C._remove_interrupt_check()
 
 
 _atexit.register(_shutdown_at_exit)
