@@ -76,4 +76,5 @@ PYBIND11_MODULE(_C, m) {
   thd::python::bind_distributed_ops(m);
   thd::python::bind_collectives(m);
   thd::python::bind_streams(m);
+  thd::python::bind_process_group(m);
 }
