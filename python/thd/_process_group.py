@@ -21,6 +21,7 @@ process-group collective.
 import atexit as _atexit
 import builtins as _builtins
 import datetime as _datetime
+import os as _os
 import pickle as _pickle
 import sys as _sys
 
@@ -116,6 +117,12 @@ def init_process_group(backend=None, init_method=None, timeout=_DEFAULT_TIMEOUT,
         raise NotImplementedError("init_process_group: store, group_name and pg_options are not supported; the "
                                   "rendezvous is init_method's", op="init_process_group")
     seconds = _seconds(timeout, "init_process_group")
+    # Checked here so that a backend this build lacks fails before the rendezvous waits
+    # for the other ranks (the C++ side resolves the same name: argument, $THD_BACKEND, tcp).
+    name = backend or _os.environ.get("THD_BACKEND") or "tcp"
+    if not is_backend_available(name):
+        raise ValueError(f"init_process_group: backend {name!r} is not in this build of thd (it has "
+                         f"{', '.join(_C._pg_available_backends())})", op="init_process_group")
     world_size = None if world_size is None or world_size == -1 else world_size
     rank = None if rank is None or rank == -1 else rank
     _C._pg_init(backend, init_method, seconds, world_size, rank, token, bind_host)
@@ -252,7 +259,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     return _C._pg_all_reduce(_tensor(tensor, "all_reduce", "tensor"), _op(op, "all_reduce"), group, async_op)
 
 
-def broadcast(tensor, src, group=None, async_op=False):
+def broadcast(tensor, src=None, group=None, async_op=False, *, root_index=None):
     """broadcast(tensor, src, group=None, async_op=False)
 
     Process-group mode: global rank src's `tensor` is copied into every other
@@ -262,12 +269,14 @@ def broadcast(tensor, src, group=None, async_op=False):
     copied into every other DistributedTensor of the list, in place.
     """
     if _master_worker(tensor):
-        return _C.broadcast(tensor, src)
+        return _C.broadcast(tensor, src if root_index is None else root_index)
+    if src is None:
+        raise TypeError("broadcast: src (a global rank) is required", op="broadcast")
     return _C._pg_broadcast(_tensor(tensor, "broadcast", "tensor"), _rank_arg(src, "broadcast", "src"), group,
                             async_op)
 
 
-def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
+def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, *, root_index=None):
     """reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False)
 
     Process-group mode: global rank dst's `tensor` becomes the op over every rank's;
@@ -277,7 +286,9 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     tensors[root_index] becomes the op over all of them.
     """
     if _master_worker(tensor):
-        return _C.reduce(tensor, dst, op)
+        return _C.reduce(tensor, dst if root_index is None else root_index, op)
+    if dst is None:
+        raise TypeError("reduce: dst (a global rank) is required", op="reduce")
     return _C._pg_reduce(_tensor(tensor, "reduce", "tensor"), _rank_arg(dst, "reduce", "dst"), _op(op, "reduce"),
                          group, async_op)
 
