@@ -5,6 +5,8 @@ rank prints 'PASS process_group.py rank <r>' when all its checks held."""
 
 import datetime
 import os
+import threading
+import time
 
 import numpy as np
 
@@ -136,6 +138,30 @@ if r == 1:
 if r == 0:
     assert pending.wait(timeout=datetime.timedelta(seconds=30))
     same(late, [42.0])
+
+# The GIL is released while a call waits: another Python thread runs meanwhile.
+if r == 0:
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    time.sleep(0.05)
+    before = len(ticks)
+    thd.recv(local([0.0]), src=1, tag=21)  # rank 1 sends 0.5 s later
+    during = len(ticks) - before
+    stop.set()
+    ticker.join()
+    assert during > 20, f"the other thread ran only {during} times while recv waited"
+elif r == 1:
+    time.sleep(0.5)
+    thd.send(local([1.0]), dst=0, tag=21)
+thd.barrier()
 
 # ---- a subgroup: global ranks 0 and 2 ------------------------------------------------------------
 evens = thd.new_group([0, 2])
