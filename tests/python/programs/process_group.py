@@ -215,7 +215,8 @@ raises(thd.ValueError, f"tensor_list has {n - 1} tensors but must have {n}", thd
        [local([0.0])] * (n - 1), local([1.0]))
 raises(thd.ValueError, f"tensor_list[{r}] has 2 elements", thd.all_gather, [local([0.0, 0.0]) for _ in range(n)],
        local([1.0]))
-raises(thd.ValueError, "input_list[0] has 2 elements", thd.reduce_scatter, local([0.0]), [local([1.0, 2.0]) for _ in range(n)])
+raises(thd.ValueError, "input_list[0] has 2 elements", thd.reduce_scatter, local([0.0]),
+       [local([1.0, 2.0]) for _ in range(n)])
 # A receive of another size than the message's fails naming both; point-to-point
 # keeps working after it.
 if r == 0:
