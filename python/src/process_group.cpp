@@ -249,13 +249,15 @@ py::list to_py(const std::vector<Bytes>& all) {
   return out;
 }
 
+// Through the public object collectives, instantiated for byte vectors (their codec
+// passes the bytes through).
 void bind_object_bytes(py::module_& m) {
   m.def("_pg_broadcast_bytes", [](const py::bytes& b, int src, const py::object& group) {
     Bytes bytes = bytes_of(b);
     const Group g = group_from(group, "broadcast_object_list");
     {
       py::gil_scoped_release release;
-      detail::broadcast_object_bytes(bytes, src, g);
+      broadcast_object(bytes, src, g);
     }
     return to_py(bytes);
   });
@@ -265,7 +267,7 @@ void bind_object_bytes(py::module_& m) {
     std::vector<Bytes> all;
     {
       py::gil_scoped_release release;
-      all = detail::all_gather_object_bytes(bytes, g);
+      all_gather_object(all, bytes, g);
     }
     return to_py(all);
   });
@@ -275,7 +277,7 @@ void bind_object_bytes(py::module_& m) {
     std::vector<Bytes> all;
     {
       py::gil_scoped_release release;
-      all = detail::gather_object_bytes(bytes, dst, g);
+      gather_object(bytes, all, dst, g);
     }
     return to_py(all);
   });
@@ -286,7 +288,7 @@ void bind_object_bytes(py::module_& m) {
     Bytes mine;
     {
       py::gil_scoped_release release;
-      mine = detail::scatter_object_bytes(all, src, g);
+      scatter_object(mine, all, src, g);
     }
     return to_py(mine);
   });
