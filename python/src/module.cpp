@@ -77,4 +77,5 @@ PYBIND11_MODULE(_C, m) {
   thd::python::bind_collectives(m);
   thd::python::bind_streams(m);
   thd::python::bind_interrupts(m);
+  thd::python::bind_process_group(m);
 }

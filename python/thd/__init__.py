@@ -57,10 +57,7 @@ from ._C import (
     ReduceOp,
     Stream,
     Tensor,
-    all_gather,
-    all_reduce,
     backend_name,
-    broadcast,
     cat,
     current_node,
     current_stream,
@@ -71,13 +68,15 @@ from ._C import (
     node,
     num_nodes,
     promote_types,
-    reduce,
-    reduce_scatter,
     stack,
     stats,
     stream,
     where,
 )
+# Process-group mode; its all_reduce, broadcast, reduce, all_gather and
+# reduce_scatter also run master-worker mode's collectives on DistributedTensor lists.
+from . import _process_group
+from ._process_group import *  # noqa: F401,F403 - the names of _process_group.__all__
 
 __version__ = _C.__version__
 
@@ -341,3 +340,4 @@ __all__ = [
     "ShapeError", "shutdown", "stack", "stats", "Stream", "stream", "synchronize", "Tensor", "tensor",
     "TimeoutError", "TypeError", "uint8", "ValueError", "where", "WorkerLost", "zeros",
 ]
+__all__ += [n for n in _process_group.__all__ if n not in __all__]

@@ -295,11 +295,33 @@ class stream:
 def default_stream(node: builtins.int | None = None) -> Stream: ...
 def current_stream(node: builtins.int | None = None) -> Stream: ...
 
+# The collectives shared with process-group mode (see below): master-worker mode's
+# forms take a list of DistributedTensor.
+@overload
 def all_reduce(tensors: Sequence[DistributedTensor], op: ReduceOp = ...) -> None: ...
+@overload
+def all_reduce(tensor: Tensor, op: ReduceOp = ..., group: ProcessGroup | None = None,
+               async_op: builtins.bool = False) -> Work | None: ...
+@overload
 def broadcast(tensors: Sequence[DistributedTensor], root_index: builtins.int) -> None: ...
+@overload
+def broadcast(tensor: Tensor, src: builtins.int, group: ProcessGroup | None = None,
+              async_op: builtins.bool = False) -> Work | None: ...
+@overload
 def reduce(tensors: Sequence[DistributedTensor], root_index: builtins.int, op: ReduceOp = ...) -> None: ...
+@overload
+def reduce(tensor: Tensor, dst: builtins.int, op: ReduceOp = ..., group: ProcessGroup | None = None,
+           async_op: builtins.bool = False) -> Work | None: ...
+@overload
 def all_gather(inputs: Sequence[DistributedTensor]) -> list[DistributedTensor]: ...
+@overload
+def all_gather(tensor_list: Sequence[Tensor], tensor: Tensor, group: ProcessGroup | None = None,
+               async_op: builtins.bool = False) -> Work | None: ...
+@overload
 def reduce_scatter(inputs: Sequence[DistributedTensor], op: ReduceOp = ...) -> list[DistributedTensor]: ...
+@overload
+def reduce_scatter(output: Tensor, input_list: Sequence[Tensor], op: ReduceOp = ...,
+                   group: ProcessGroup | None = None, async_op: builtins.bool = False) -> Work | None: ...
 
 def empty(*size: _Size, dtype: _DTypeLike = None, node: builtins.int | None = None) -> DistributedTensor: ...
 def zeros(*size: _Size, dtype: _DTypeLike = None, node: builtins.int | None = None) -> DistributedTensor: ...
@@ -322,3 +344,94 @@ def IntTensor(*size: _Size, node: builtins.int | None = None) -> DistributedTens
 
 def from_numpy(array: numpy.typing.ArrayLike) -> Tensor: ...
 def tensor(data: Any, dtype: _DTypeLike = None) -> Tensor: ...
+
+# ---- process-group mode (python/thd/_process_group.py) -------------------------------------
+_Timeout = builtins.float | builtins.int | datetime.timedelta
+
+class ProcessGroup:
+    """A group of ranks of the job; thd.new_group() makes one."""
+    def rank(self) -> builtins.int: ...
+    def size(self) -> builtins.int: ...
+    def name(self) -> str: ...
+    @property
+    def ranks(self) -> list[builtins.int]: ...
+
+class Work:
+    """The handle of an operation issued with isend/irecv or async_op=True."""
+    def wait(self, timeout: _Timeout | None = None) -> builtins.bool: ...
+    def is_completed(self) -> builtins.bool: ...
+    def is_success(self) -> builtins.bool: ...
+    def exception(self) -> Error | None: ...
+    def source_rank(self) -> builtins.int: ...
+
+def init_process_group(backend: str | None = None, init_method: str | None = None, timeout: _Timeout = 1800.0,
+                       world_size: builtins.int | None = None, rank: builtins.int | None = None, store: None = None,
+                       group_name: str = "", pg_options: None = None, *, token: str | None = None,
+                       bind_host: str | None = None) -> None:
+    """Joins the job as one of its ranks (env:// from thdrun; $THD_BACKEND or tcp)."""
+def is_initialized() -> builtins.bool:
+    """True between init_process_group() and destroy_process_group()."""
+def destroy_process_group(group: None = None) -> None:
+    """Leaves the job; every group made from it is closed."""
+def get_rank(group: ProcessGroup | None = None) -> builtins.int:
+    """This process's rank in the group (-1 when not a member)."""
+def get_world_size(group: ProcessGroup | None = None) -> builtins.int:
+    """The number of ranks in the group."""
+def get_backend(group: ProcessGroup | None = None) -> str:
+    """The group's backend ("tcp", "mpi", ...)."""
+def new_group(ranks: Iterable[builtins.int] | None = None, timeout: _Timeout | None = None,
+              backend: str | None = None, pg_options: None = None) -> ProcessGroup:
+    """A group of the global ranks `ranks`; every rank of the job makes the call."""
+def get_group_rank(group: ProcessGroup | None, global_rank: builtins.int) -> builtins.int:
+    """Global rank -> rank in the group."""
+def get_global_rank(group: ProcessGroup | None, group_rank: builtins.int) -> builtins.int:
+    """Rank in the group -> global rank."""
+def is_backend_available(backend: str) -> builtins.bool:
+    """True when this build has the backend."""
+def is_mpi_available() -> builtins.bool:
+    """True when this build has the mpi backend."""
+def is_nccl_available() -> builtins.bool:
+    """True when this build has the nccl backend."""
+def send(tensor: Tensor, dst: builtins.int, group: ProcessGroup | None = None, tag: builtins.int = 0) -> None:
+    """Sends `tensor` to global rank dst."""
+def recv(tensor: Tensor, src: builtins.int | None = None, group: ProcessGroup | None = None,
+         tag: builtins.int = 0) -> builtins.int:
+    """Receives into `tensor` from src (None: any rank); returns the sender's global rank."""
+def isend(tensor: Tensor, dst: builtins.int, group: ProcessGroup | None = None, tag: builtins.int = 0) -> Work:
+    """send, returning a Work at once."""
+def irecv(tensor: Tensor, src: builtins.int | None = None, group: ProcessGroup | None = None,
+          tag: builtins.int = 0) -> Work:
+    """recv, returning a Work at once."""
+def gather(tensor: Tensor, gather_list: Sequence[Tensor] | None = None, dst: builtins.int = 0,
+           group: ProcessGroup | None = None, async_op: builtins.bool = False) -> Work | None:
+    """dst's gather_list[i] receives group rank i's tensor."""
+def scatter(tensor: Tensor, scatter_list: Sequence[Tensor] | None = None, src: builtins.int = 0,
+            group: ProcessGroup | None = None, async_op: builtins.bool = False) -> Work | None:
+    """Group rank i's tensor receives src's scatter_list[i]."""
+def all_to_all(output_tensor_list: Sequence[Tensor], input_tensor_list: Sequence[Tensor],
+               group: ProcessGroup | None = None, async_op: builtins.bool = False) -> Work | None:
+    """input_tensor_list[j] goes to group rank j's output_tensor_list[this rank]."""
+def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: Sequence[builtins.int] | None = None,
+                      input_split_sizes: Sequence[builtins.int] | None = None, group: ProcessGroup | None = None,
+                      async_op: builtins.bool = False) -> Work | None:
+    """Rows of input go to the group ranks in order; output's rows come from them."""
+def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: ProcessGroup | None = None,
+                           async_op: builtins.bool = False) -> Work | None:
+    """output_tensor receives every group rank's input_tensor, in order."""
+def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ..., group: ProcessGroup | None = None,
+                          async_op: builtins.bool = False) -> Work | None:
+    """output becomes the op over every rank's block of this group rank."""
+def barrier(group: ProcessGroup | None = None, async_op: builtins.bool = False,
+            device_ids: Any = None) -> Work | None:
+    """Returns once every rank of the group has called it."""
+def broadcast_object_list(object_list: list[Any], src: builtins.int = 0, group: ProcessGroup | None = None,
+                          device: Any = None) -> None:
+    """src's object_list (pickled) replaces every other rank's."""
+def all_gather_object(object_list: list[Any], obj: Any, group: ProcessGroup | None = None) -> None:
+    """object_list becomes every group rank's obj, in order."""
+def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: builtins.int = 0,
+                  group: ProcessGroup | None = None) -> None:
+    """dst's object_gather_list becomes every group rank's obj, in order."""
+def scatter_object_list(scatter_object_output_list: list[Any], scatter_object_input_list: Sequence[Any] | None = None,
+                        src: builtins.int = 0, group: ProcessGroup | None = None) -> None:
+    """Group rank i's scatter_object_output_list[0] becomes src's scatter_object_input_list[i]."""
