@@ -29,6 +29,9 @@ void bind_tensor(py::module_& m);
 void bind_distributed(py::module_& m);
 void bind_collectives(py::module_& m);
 void bind_streams(py::module_& m);
+// thd.Tensor's operators (tensor_ops.cpp) and DLPack (dlpack.cpp), onto the class bind_tensor made.
+void bind_tensor_ops(py::module_& m);
+void bind_dlpack(py::module_& m);
 
 // A shape given as separate ints (t.view(2, 3)) or as one sequence (t.view((2, 3))).
 Shape shape_from_args(const py::args& args, const char* op);
