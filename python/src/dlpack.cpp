@@ -57,8 +57,8 @@ DType from_dl(DLDataType t) {
     }
   }
   throw TypeError("DLPack dtype (code " + std::to_string(t.code) + " " + code_name(t.code) + ", " +
-                      std::to_string(t.bits) + " bits, " + std::to_string(t.lanes) +
-                      " lanes) has no thd dtype (thd has bool, uint8, int8, int32, int64, float16, bfloat16, "
+                      std::to_string(t.bits) + " bits, lanes " +
+                      std::to_string(t.lanes) + ") has no thd dtype (thd has bool, uint8, int8, int32, int64, float16, bfloat16, "
                       "float32, float64)",
                   ErrorContext{.op = "from_dlpack"});
 }
