@@ -4,6 +4,7 @@ and the producer's lifetime, and the local tensor's arithmetic operators. The
 upload of torch tensors to workers (DistributedTensor.from_) runs as
 programs/interop.py in test_from_uploads_every_kind_of_tensor."""
 
+import ctypes
 import gc
 import importlib.util
 import weakref
@@ -184,7 +185,6 @@ def test_what_thd_cannot_take_raises_a_clear_error():
     with pytest.raises(thd.TypeError, match="__dlpack__"):
         thd.from_dlpack([1, 2])
     with pytest.raises(thd.TypeError, match="holds no DLPack tensor"):
-        import ctypes
         make = ctypes.pythonapi.PyCapsule_New
         make.restype = ctypes.py_object
         make.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
@@ -205,6 +205,85 @@ def test_a_device_tensor_is_refused_before_it_is_exported():
     with pytest.raises(thd.ValueError, match="CUDA:1"):
         thd.from_dlpack(OnCuda())
     assert not OnCuda.asked
+
+
+# ---- a producer written here: DLPack 1.0's flags and versions, the deleter's one call ----
+
+
+class _Device(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _Device), ("ndim", ctypes.c_int32), ("dtype", _DataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _Versioned(ctypes.Structure):
+    pass
+
+
+_Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(_Versioned))
+_Versioned._fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+                       ("deleter", _Deleter), ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+class VersionedProducer:
+    """Four int32 values in a DLPack 1.0 capsule, with the flags and version given;
+    counts the deleter's calls."""
+
+    def __init__(self, flags=0, major=1):
+        self.data = (ctypes.c_int32 * 4)(1, 2, 3, 4)
+        self.shape = (ctypes.c_int64 * 1)(4)
+        self.deleted = 0
+        self.deleter = _Deleter(self._delete)  # kept: ctypes frees a callback with its last reference
+        self.managed = _Versioned(major, 0, None, self.deleter, flags,
+                                  _DLTensor(ctypes.cast(self.data, ctypes.c_void_p), _Device(1, 0), 1,
+                                            _DataType(0, 32, 1), self.shape, None, 0))
+
+    def _delete(self, _):
+        self.deleted += 1
+
+    def capsule(self):
+        make = ctypes.pythonapi.PyCapsule_New
+        make.restype = ctypes.py_object
+        make.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return make(ctypes.addressof(self.managed), b"dltensor_versioned", None)
+
+
+def test_a_consumed_capsule_is_released_once_when_thd_lets_go():
+    p = VersionedProducer()
+    t = thd.from_dlpack(p.capsule())
+    assert t.tolist() == [1, 2, 3, 4] and t.data_ptr() == ctypes.addressof(p.data)
+    t += 10
+    assert list(p.data) == [11, 12, 13, 14]
+    v = t.view(2, 2)
+    del t
+    gc.collect()
+    assert p.deleted == 0
+    del v
+    gc.collect()
+    assert p.deleted == 1
+
+
+def test_read_only_memory_is_copied_and_a_newer_major_version_refused():
+    p = VersionedProducer(flags=1)  # DLPACK_FLAG_BITMASK_READ_ONLY
+    t = thd.from_dlpack(p.capsule())
+    assert t.data_ptr() != ctypes.addressof(p.data) and t.tolist() == [1, 2, 3, 4]
+    assert p.deleted == 1  # the copy holds nothing of the producer's
+    t.fill_(0)
+    assert list(p.data) == [1, 2, 3, 4]
+
+    newer = VersionedProducer(major=2)
+    capsule = newer.capsule()
+    with pytest.raises(BufferError, match="DLPack 2.0"):
+        thd.from_dlpack(capsule)
+    assert capsule_name(capsule) == "dltensor_versioned" and newer.deleted == 0  # still the producer's
 
 
 # ---- thd and torch ---------------------------------------------------------------------
