@@ -4,9 +4,10 @@
 // copy. Whoever made the memory keeps it alive until the other side lets go: the
 // exported tensor travels in the managed tensor's context, and an imported one's
 // deleter runs when the last thd tensor over its memory goes.
+#include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
+#include <type_traits>
 
 #include "bindings.h"
 #include "dlpack.h"
@@ -57,9 +58,9 @@ DType from_dl(DLDataType t) {
     }
   }
   throw TypeError("DLPack dtype (code " + std::to_string(t.code) + " " + code_name(t.code) + ", " +
-                      std::to_string(t.bits) + " bits, lanes " +
-                      std::to_string(t.lanes) + ") has no thd dtype (thd has bool, uint8, int8, int32, int64, float16, bfloat16, "
-                      "float32, float64)",
+                      std::to_string(t.bits) + " bits, lanes " + std::to_string(t.lanes) +
+                      ") has no thd dtype (thd has bool, uint8, int8, int32, int64, float16, bfloat16, float32, "
+                      "float64)",
                   ErrorContext{.op = "from_dlpack"});
 }
 
@@ -248,6 +249,12 @@ Layout check(const DLTensor& dl) {
   if (numel > 0) {
     if (dl.data == nullptr) throw ValueError("the DLTensor's data is null", ErrorContext{.op = "from_dlpack"});
     l.data = static_cast<char*>(dl.data) + dl.byte_offset;
+    // thd's kernels read whole elements at their natural alignment.
+    if (reinterpret_cast<uintptr_t>(l.data) % element_size(l.dtype) != 0) {
+      throw ValueError("the data (with its byte_offset) is not aligned to its " +
+                           std::to_string(element_size(l.dtype)) + "-byte elements; pass an aligned copy",
+                       ErrorContext{.op = "from_dlpack"});
+    }
   }
   return l;
 }

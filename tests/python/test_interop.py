@@ -237,14 +237,14 @@ class VersionedProducer:
     """Four int32 values in a DLPack 1.0 capsule, with the flags and version given;
     counts the deleter's calls."""
 
-    def __init__(self, flags=0, major=1):
+    def __init__(self, flags=0, major=1, byte_offset=0):
         self.data = (ctypes.c_int32 * 4)(1, 2, 3, 4)
         self.shape = (ctypes.c_int64 * 1)(4)
         self.deleted = 0
         self.deleter = _Deleter(self._delete)  # kept: ctypes frees a callback with its last reference
         self.managed = _Versioned(major, 0, None, self.deleter, flags,
                                   _DLTensor(ctypes.cast(self.data, ctypes.c_void_p), _Device(1, 0), 1,
-                                            _DataType(0, 32, 1), self.shape, None, 0))
+                                            _DataType(0, 32, 1), self.shape, None, byte_offset))
 
     def _delete(self, _):
         self.deleted += 1
@@ -271,7 +271,7 @@ def test_a_consumed_capsule_is_released_once_when_thd_lets_go():
     assert p.deleted == 1
 
 
-def test_read_only_memory_is_copied_and_a_newer_major_version_refused():
+def test_read_only_memory_is_copied_and_refused_capsules_stay_the_producers():
     p = VersionedProducer(flags=1)  # DLPACK_FLAG_BITMASK_READ_ONLY
     t = thd.from_dlpack(p.capsule())
     assert t.data_ptr() != ctypes.addressof(p.data) and t.tolist() == [1, 2, 3, 4]
@@ -284,6 +284,12 @@ def test_read_only_memory_is_copied_and_a_newer_major_version_refused():
     with pytest.raises(BufferError, match="DLPack 2.0"):
         thd.from_dlpack(capsule)
     assert capsule_name(capsule) == "dltensor_versioned" and newer.deleted == 0  # still the producer's
+
+    odd = VersionedProducer(byte_offset=2)
+    capsule = odd.capsule()
+    with pytest.raises(thd.ValueError, match="not aligned"):
+        thd.from_dlpack(capsule)
+    assert capsule_name(capsule) == "dltensor_versioned" and odd.deleted == 0
 
 
 # ---- thd and torch ---------------------------------------------------------------------
