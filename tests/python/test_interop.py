@@ -6,7 +6,6 @@ programs/interop.py in test_from_uploads_every_kind_of_tensor."""
 
 import ctypes
 import gc
-import importlib.util
 import weakref
 
 import numpy as np
@@ -421,5 +420,8 @@ def test_bad_operands_raise():
 
 def test_from_uploads_every_kind_of_tensor():
     out = check_job("interop.py")
-    if importlib.util.find_spec("torch") is not None:
-        assert "torch tensors uploaded" in out
+    try:
+        import torch  # noqa: F401 - the program checks torch tensors when it is there
+    except ImportError:
+        return
+    assert "torch tensors uploaded" in out
