@@ -325,7 +325,7 @@ def _as_local(x, op):
         try:
             return from_dlpack(x)
         except (BufferError, RuntimeError) as e:
-            # A dtype the producer's DLPack lacks (bool in torch < 2.1): its NumPy view.
+            # A dtype the producer's DLPack lacks (bool in torch 1.13): its NumPy view.
             if isinstance(e, Error) or not hasattr(x, "__array__"):
                 raise
             return from_numpy(_np.asarray(x))
@@ -338,8 +338,9 @@ def _as_local(x, op):
 def _distributed_from(x, node=None):
     """Uploads `x` to worker `node` (default: the current node, see thd.node) and
     returns the thd.DistributedTensor there: a thd.Tensor, a NumPy array, a torch
-    tensor or any object with __dlpack__ (read where it lies, without a copy on the
-    master; any strides), a list or a number. Master only."""
+    tensor or any object with __dlpack__ (shared through DLPack, so the only copy on
+    the master is the contiguous one a strided tensor needs), a list or a number.
+    Master only."""
     return _as_local(x, "DistributedTensor.from_").dist_send(node)
 
 

@@ -165,8 +165,8 @@ class DistributedTensor:
     @staticmethod
     def from_(x: Any, node: builtins.int | None = None) -> DistributedTensor:
         """Uploads `x` to worker `node` (default: the current node): a thd.Tensor, a NumPy array,
-        a torch tensor or any object with __dlpack__ (read in place, no copy on the master),
-        a list or a number. Master only."""
+        a torch tensor or any object with __dlpack__ (shared through DLPack: the only copy on the
+        master is the contiguous one a strided tensor needs), a list or a number. Master only."""
     def to(self, dtype: dtype) -> DistributedTensor: ...
     def view(self, *shape: _Size) -> DistributedTensor: ...
     def reshape(self, *shape: _Size) -> DistributedTensor: ...

@@ -23,7 +23,7 @@ def np_ptr(a):
 
 
 def np_has_dlpack(dtype):
-    """Whether this NumPy's own DLPack carries `dtype` (bool came in NumPy 1.25)."""
+    """Whether this NumPy's own DLPack carries `dtype` (NumPy 1.24's has no bool)."""
     try:
         np.from_dlpack(np.zeros(2, dtype=dtype))
         return True
@@ -32,7 +32,7 @@ def np_has_dlpack(dtype):
 
 
 def torch_has_dlpack(torch, dtype):
-    """Whether this torch's own DLPack carries `dtype` (bool came in torch 2.1)."""
+    """Whether this torch's own DLPack carries `dtype` (torch 1.13's has no bool)."""
     try:
         torch.from_dlpack(torch.zeros(2, dtype=dtype))
         return True
