@@ -32,6 +32,9 @@ void bind_streams(py::module_& m);
 void bind_interrupts(py::module_& m);
 // Process-group (SPMD) mode, process_group.cpp.
 void bind_process_group(py::module_& m);
+// thd.Tensor's operators (tensor_ops.cpp) and DLPack (dlpack.cpp), onto the class bind_tensor made.
+void bind_tensor_ops(py::module_& m);
+void bind_dlpack(py::module_& m);
 
 // A shape given as separate ints (t.view(2, 3)) or as one sequence (t.view((2, 3))).
 Shape shape_from_args(const py::args& args, const char* op);

@@ -72,6 +72,8 @@ PYBIND11_MODULE(_C, m) {
   thd::python::bind_errors(m);
   thd::python::bind_dtypes(m);
   thd::python::bind_tensor(m);
+  thd::python::bind_tensor_ops(m);
+  thd::python::bind_dlpack(m);
   thd::python::bind_distributed(m);
   thd::python::bind_distributed_ops(m);
   thd::python::bind_collectives(m);

@@ -320,6 +320,44 @@ def tensor(data, dtype=None):
     return from_numpy(a)
 
 
+# ---- DLPack: tensors of NumPy, torch and others without a copy --------------------
+
+from ._C import from_dlpack  # noqa: E402 - the C++ half of the section
+
+
+def _as_local(x, op):
+    """A local thd.Tensor of `x`: itself, a NumPy array's memory (from_numpy), any
+    other DLPack producer's (torch tensors: from_dlpack), or a new tensor of a list
+    or number."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, _np.ndarray):
+        return from_numpy(x)
+    if hasattr(x, "__dlpack__"):
+        try:
+            return from_dlpack(x)
+        except (BufferError, RuntimeError) as e:
+            # A dtype the producer's DLPack lacks (bool in torch 1.13): its NumPy view.
+            if isinstance(e, Error) or not hasattr(x, "__array__"):
+                raise
+            return from_numpy(_np.asarray(x))
+    if isinstance(x, (list, tuple, _builtin_int, _builtin_float, _builtins.bool, _np.generic)):
+        return tensor(x)
+    raise TypeError(f"{op}: expected a thd.Tensor, a NumPy array, a torch tensor (or another object with "
+                    f"__dlpack__), a list or a number, got {type(x).__name__}", op=op)
+
+
+def _distributed_from(x, node=None):
+    """Uploads `x` to worker `node` (default: the current node, see thd.node) and
+    returns the thd.DistributedTensor there: a thd.Tensor, a NumPy array, a torch
+    tensor or any object with __dlpack__ (shared through DLPack, so the only copy on
+    the master is the contiguous one a strided tensor needs), a list or a number.
+    Master only."""
+    return _as_local(x, "DistributedTensor.from_").dist_send(node)
+
+
+DistributedTensor.from_ = staticmethod(_distributed_from)
+
 DistributedTensor.__module__ = "thd"
 Tensor.__module__ = "thd"
 dtype.__module__ = "thd"
@@ -341,3 +379,4 @@ __all__ = [
     "TimeoutError", "TypeError", "uint8", "ValueError", "where", "WorkerLost", "zeros",
 ]
 __all__ += [n for n in _process_group.__all__ if n not in __all__]
+__all__ += ["from_dlpack"]
