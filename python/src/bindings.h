@@ -22,6 +22,8 @@
 namespace thd::python {
 
 namespace py = pybind11;
+// Releases the GIL for the whole call: for bindings that can wait for a worker.
+using Release = py::call_guard<py::gil_scoped_release>;
 
 void bind_errors(py::module_& m);
 void bind_dtypes(py::module_& m);
@@ -30,6 +32,7 @@ void bind_distributed(py::module_& m);
 void bind_collectives(py::module_& m);
 void bind_streams(py::module_& m);
 void bind_interrupts(py::module_& m);
+void bind_devices(py::module_& m);
 // Process-group (SPMD) mode, process_group.cpp.
 void bind_process_group(py::module_& m);
 // thd.Tensor's operators (tensor_ops.cpp) and DLPack (dlpack.cpp), onto the class bind_tensor made.

@@ -17,7 +17,6 @@ namespace {
 
 using DT = DistributedTensor;
 using Tensors = std::vector<DT>;
-using Release = py::call_guard<py::gil_scoped_release>;
 
 void bind_reduce_op(py::module_& m) {
   // torch.distributed's names (ReduceOp.SUM, ...) for thd::ReduceOp.

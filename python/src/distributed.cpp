@@ -18,7 +18,6 @@ namespace thd::python {
 namespace {
 
 using DT = DistributedTensor;
-using Release = py::call_guard<py::gil_scoped_release>;
 
 // The knobs of MasterWorkerOptions beyond the rendezvous; None keeps C++'s default.
 struct Knobs {

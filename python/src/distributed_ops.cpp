@@ -18,7 +18,6 @@ namespace thd::python {
 namespace {
 
 using DT = DistributedTensor;
-using Release = py::call_guard<py::gil_scoped_release>;
 using Unary = DT (DT::*)() const;
 using UnaryInPlace = DT& (DT::*)();
 

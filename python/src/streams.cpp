@@ -15,7 +15,6 @@ namespace thd::python {
 
 namespace {
 
-using Release = py::call_guard<py::gil_scoped_release>;
 
 Stream::Priority priority_of(int priority) {
   // torch.cuda.Stream: 0 is the default, a negative number a higher priority.

@@ -10,7 +10,6 @@ namespace {
 
 using T = Tensor;
 // Local ops on large tensors take a while: other Python threads run meanwhile.
-using Release = py::call_guard<py::gil_scoped_release>;
 
 // An in-place op that returns self, the same Python object, as torch's do.
 template <typename Other, typename F>

@@ -18,6 +18,7 @@ See docs/python.md for what the package offers so far.
 import atexit as _atexit
 import builtins as _builtins
 import datetime as _datetime
+import functools as _functools
 import signal as _signal
 import sys as _sys
 import threading as _threading
@@ -59,9 +60,11 @@ from ._C import (
     Tensor,
     backend_name,
     cat,
+    current_device,
     current_node,
     current_stream,
     default_stream,
+    device,
     dtype,
     is_master,
     manual_seed_all,
@@ -213,23 +216,43 @@ _atexit.register(_shutdown_at_exit)
 # ---- creation ------------------------------------------------------------------------
 
 
+def _with_device(make):
+    """Adds device= to a factory: the tensor is made inside `with thd.device(device):`."""
+
+    @_functools.wraps(make)
+    def made_on(*args, device=None, **kwargs):
+        if device is None:
+            return make(*args, **kwargs)
+        with _C._device_of(device):
+            return make(*args, **kwargs)
+
+    made_on.__doc__ = (make.__doc__ or "") + (
+        "\n\n    device: the device of the node it lives on, a thd.device or 'cpu', 'cuda:<i>' "
+        "(default: thd.current_device()).")
+    return made_on
+
+
+@_with_device
 def empty(*size, dtype=None, node=None):
     """An uninitialized DistributedTensor of shape `size` on `node` (default: the
     current node, see thd.node); dtype defaults to thd.float32."""
     return _C._empty(_shape(size, "empty"), _to_dtype(dtype, float32), node)
 
 
+@_with_device
 def zeros(*size, dtype=None, node=None):
     """A DistributedTensor of zeros of shape `size` (ints or one sequence) on `node`
     (default: the current node); dtype defaults to thd.float32."""
     return _C._zeros(_shape(size, "zeros"), _to_dtype(dtype, float32), node)
 
 
+@_with_device
 def ones(*size, dtype=None, node=None):
     """A DistributedTensor of ones of shape `size` on `node`; dtype defaults to thd.float32."""
     return _C._ones(_shape(size, "ones"), _to_dtype(dtype, float32), node)
 
 
+@_with_device
 def full(size, fill_value, dtype=None, node=None):
     """A DistributedTensor of shape `size` (a sequence) filled with `fill_value`, on
     `node`; dtype defaults to thd.float32."""
@@ -238,23 +261,27 @@ def full(size, fill_value, dtype=None, node=None):
     return _C._full(_shape((tuple(size),), "full"), fill_value, _to_dtype(dtype, float32), node)
 
 
+@_with_device
 def eye(n, m=None, dtype=None, node=None):
     """A DistributedTensor n x m (m = n when None) with ones on the diagonal, on `node`."""
     return _C._eye(n, -1 if m is None else m, _to_dtype(dtype, float32), node)
 
 
+@_with_device
 def linspace(start, end, steps, dtype=None, node=None):
     """A 1-D DistributedTensor of `steps` values evenly spaced from start to end
     (both included), on `node`."""
     return _C._linspace(start, end, steps, _to_dtype(dtype, float32), node)
 
 
+@_with_device
 def randint(low, high, size, dtype=None, node=None):
     """A DistributedTensor of `size` with integers drawn uniformly from [low, high),
     on `node` (int64 unless given), from the node's generator."""
     return _C._randint(low, high, _shape((tuple(size),), "randint"), _to_dtype(dtype, int64), node)
 
 
+@_with_device
 def arange(start, end=None, step=1, dtype=None, node=None):
     """A 1-D DistributedTensor of start, start+step, ... < end (or 0 .. start-1 when
     end is None), on `node`. The dtype is int64 for int arguments, float32 when any
@@ -264,17 +291,20 @@ def arange(start, end=None, step=1, dtype=None, node=None):
     return _C._arange(start, end, step, _to_dtype(dtype), node)
 
 
+@_with_device
 def rand(*size, dtype=None, node=None):
     """Uniform values on [0, 1), drawn from `node`'s generator (thd.manual_seed_all)."""
     return _C._rand(_shape(size, "rand"), _to_dtype(dtype, float32), node)
 
 
+@_with_device
 def randn(*size, dtype=None, node=None):
     """Standard normal values, drawn from `node`'s generator (thd.manual_seed_all)."""
     return _C._randn(_shape(size, "randn"), _to_dtype(dtype, float32), node)
 
 
 def _typed(name, dt):
+    @_with_device
     def make(*size, node=None):
         return _C._empty(_shape(size, name), dt, node)
 
@@ -379,4 +409,4 @@ __all__ = [
     "TimeoutError", "TypeError", "uint8", "ValueError", "where", "WorkerLost", "zeros",
 ]
 __all__ += [n for n in _process_group.__all__ if n not in __all__]
-__all__ += ["from_dlpack"]
+__all__ += ["from_dlpack", "device", "current_device"]

@@ -51,3 +51,7 @@ def test_a_failed_check_fails_the_job():
     p = run_job("failing.py")
     assert p.returncode != 0
     assert "AssertionError: deliberately" in p.stderr
+
+
+def test_devices_with_torch_names():
+    check_job("devices.py")
