@@ -51,3 +51,7 @@ def test_a_failed_check_fails_the_job():
     p = run_job("failing.py")
     assert p.returncode != 0
     assert "AssertionError: deliberately" in p.stderr
+
+
+def test_arithmetic_takes_a_tensor_or_a_number_and_in_place_ops_return_self():
+    check_job("operands.py", nproc=2)
