@@ -20,8 +20,9 @@ Where it builds (the first that applies):
   - else build-pip/ in the source tree: configured once (the default build type,
     RelWithDebInfo, whose compiler cache entries a development build shares) without
     tests, examples and benchmarks, and reused by later installs.
-Config setting `jobs` (or THD_PIP_JOBS) sets the build's parallelism (default: the
-machine's cores).
+Config setting `cmake-args` (or THD_PIP_CMAKE_ARGS) adds arguments to that first
+configure (shell words, e.g. "-DTHD_CUDA_ARCHITECTURES=90 -DTHD_WITH_UCX=OFF");
+`jobs` (or THD_PIP_JOBS) sets the build's parallelism (default: the machine's cores).
 """
 
 import base64
@@ -30,6 +31,7 @@ import hashlib
 import io
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -85,6 +87,7 @@ def _build(config_settings):
         cmd = ["cmake", "-S", SOURCE, "-B", build, "-DTHD_BUILD_TESTS=OFF",
                "-DTHD_BUILD_EXAMPLES=OFF", "-DTHD_BUILD_BENCH=OFF", "-DTHD_WITH_PYTHON=ON",
                f"-DPython3_EXECUTABLE={sys.executable}"]
+        cmd += shlex.split(_setting(config_settings, "cmake-args", "THD_PIP_CMAKE_ARGS") or "")
         if shutil.which("ninja"):
             cmd += ["-G", "Ninja"]
         _run(cmd, "configuring thd")
