@@ -14,8 +14,9 @@ Prints "name value unit" per line, as thd-bench does (docs/performance.md):
 each next to its C++ counterpart of `thd-bench dispatch` (mw.dispatch.async,
 mw.sync.rtt, mw.copy.to_worker.64MiB), which this script runs in the same run, and
 their ratio (ratio.py.*: Python / C++; for the round trip, a time, below 1 is
-Python faster, as thd-bench's ratio.mw.sync.rtt). Each figure is the median of --runs runs
-(default 3); the C++ and Python runs alternate so background load hits both alike.
+Python faster, as thd-bench's ratio.mw.sync.rtt). Each figure is the median of --runs
+runs (default 3), each ratio the median of the runs' own ratios; the C++ and Python
+runs alternate (C++ first, then Python first, ...) so background load hits both alike.
 
 Targets (full runs only), checked on stderr: py.mw.dispatch.async >= 1M ops/s and
 >= 0.5x C++; py.mw.sync.rtt <= 1.3x C++; upload >= 0.9x C++. A missed target makes
@@ -218,7 +219,10 @@ def main():
     missed = []
     for key, (py_name, cpp_name, unit) in names.items():
         py, cpp = statistics.median(py_runs[key]), statistics.median(cpp_runs[key])
-        ratio = py / cpp
+        # The median of the runs' own ratios: each pairs two measurements taken one
+        # right after the other, so a change of the machine's load between runs
+        # (on a shared machine, 2x) does not enter a ratio.
+        ratio = statistics.median(p / c for p, c in zip(py_runs[key], cpp_runs[key]))
         print(f"{py_name} {py:.2f} {unit}")
         print(f"{cpp_name} {cpp:.2f} {unit}")
         print(f"ratio.{py_name} {ratio:.2f} x")
