@@ -218,18 +218,12 @@ the worker.)doc");
         "names. An index out of range is found by the worker: thd.RemoteError at the next sync point.");
 
   // ---- comparisons (bool tensors) ----
-  c.def("__eq__", [](const DT& a, const DT& b) { return a.eq(b); }, py::is_operator(), Release());
-  c.def("__eq__", [](const DT& a, Scalar b) { return a.eq(b); }, py::is_operator(), Release());
-  c.def("__ne__", [](const DT& a, const DT& b) { return a.ne(b); }, py::is_operator(), Release());
-  c.def("__ne__", [](const DT& a, Scalar b) { return a.ne(b); }, py::is_operator(), Release());
-  c.def("__lt__", [](const DT& a, const DT& b) { return a.lt(b); }, py::is_operator(), Release());
-  c.def("__lt__", [](const DT& a, Scalar b) { return a.lt(b); }, py::is_operator(), Release());
-  c.def("__le__", [](const DT& a, const DT& b) { return a.le(b); }, py::is_operator(), Release());
-  c.def("__le__", [](const DT& a, Scalar b) { return a.le(b); }, py::is_operator(), Release());
-  c.def("__gt__", [](const DT& a, const DT& b) { return a.gt(b); }, py::is_operator(), Release());
-  c.def("__gt__", [](const DT& a, Scalar b) { return a.gt(b); }, py::is_operator(), Release());
-  c.def("__ge__", [](const DT& a, const DT& b) { return a.ge(b); }, py::is_operator(), Release());
-  c.def("__ge__", [](const DT& a, Scalar b) { return a.ge(b); }, py::is_operator(), Release());
+  bind_binary_operator(c, "__eq__", [](const DT& a, const auto& b) { return a.eq(b); });
+  bind_binary_operator(c, "__ne__", [](const DT& a, const auto& b) { return a.ne(b); });
+  bind_binary_operator(c, "__lt__", [](const DT& a, const auto& b) { return a.lt(b); });
+  bind_binary_operator(c, "__le__", [](const DT& a, const auto& b) { return a.le(b); });
+  bind_binary_operator(c, "__gt__", [](const DT& a, const auto& b) { return a.gt(b); });
+  bind_binary_operator(c, "__ge__", [](const DT& a, const auto& b) { return a.ge(b); });
   // Tensors hash by identity, as torch's do, although == is elementwise.
   c.def("__hash__", [](const py::object& self) { return reinterpret_cast<intptr_t>(self.ptr()) >> 4; });
 

@@ -42,6 +42,13 @@ assert (i + 0.5).dtype == thd.float32 and values(i + 0.5) == [3.5] * 4
 i.add_(1)
 assert values(i) == [4] * 4
 
+# Comparisons: bool tensors, against a tensor or a number.
+assert values(x == y * 3) == [True] * 4 and values(x != 6) == [False] * 4
+assert values(x < np.float32(7)) == [True] * 4 and values(x <= y) == [False] * 4
+assert values(x > 5) == [True] * 4 and values(y >= x) == [False] * 4
+# Against anything else, == and != fall back to Python's identity comparison.
+assert (x == "a") is False and (x != None) is True  # noqa: E711
+
 # Neither a tensor nor a number.
 for bad in ("a", None, [1.0], object()):
     try:
