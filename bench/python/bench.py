@@ -82,29 +82,25 @@ def run_child(quick, reps):
     thd.init_master_worker(backend="tcp")  # the worker rank serves and exits in here
     size = copy_label(quick)
 
-    def median(v):
-        return statistics.median(v)
-
     # Dispatch: in-place adds, results dropped by the loop, one synchronize per rep.
     ops = 2000 if quick else 200_000
     x = thd.zeros(16)
-    add_ = x.add_
     for _ in range(1000):  # warm-up: first touch, connection set-up
-        add_(1.0)
+        x.add_(1.0)
     thd.synchronize()
     issued = 1000
     rates = []
     for _ in range(reps):
         t0 = time.perf_counter()
         for _ in range(ops):
-            add_(1.0)
+            x.add_(1.0)
         thd.synchronize()
         rates.append(ops / (time.perf_counter() - t0))
         issued += ops
     got = x.sum().item()
     if got != 16.0 * issued:
         raise RuntimeError(f"x.add_(1.0) x {issued}: x.sum() = {got}, expected {16.0 * issued}")
-    print(f"py.mw.dispatch.async {median(rates):.2f} ops/s", flush=True)
+    print(f"py.mw.dispatch.async {statistics.median(rates):.2f} ops/s", flush=True)
 
     # Round trip: each timed on its own, the median over all (as mw.sync.rtt).
     x = thd.full((16,), 2.0)
@@ -117,7 +113,7 @@ def run_child(quick, reps):
         samples.append(time.perf_counter() - t0)
         if v != expected:
             raise RuntimeError(f"(x + 1).sum() gave {v}, expected {expected}")
-    print(f"py.mw.sync.rtt {median(samples[1:]) * 1e6:.2f} us", flush=True)
+    print(f"py.mw.sync.rtt {statistics.median(samples[1:]) * 1e6:.2f} us", flush=True)
 
     # Upload: a NumPy array shared with a local thd.Tensor, dist_send back to back.
     nbytes = 64 << (10 if quick else 20)
@@ -134,7 +130,7 @@ def run_child(quick, reps):
             local.dist_send()
         thd.synchronize()
         rates.append(nbytes * batch / (time.perf_counter() - t0) / 1e9)
-    print(f"py.mw.copy.to_worker.{size} {median(rates):.2f} GB/s", flush=True)
+    print(f"py.mw.copy.to_worker.{size} {statistics.median(rates):.2f} GB/s", flush=True)
     thd.shutdown()
 
 
