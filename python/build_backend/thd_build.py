@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 import zipfile
 
@@ -235,6 +236,31 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
         with open(os.path.join(dist_info, fname), "w", encoding="utf-8") as f:
             f.write(text)
     return _dist_info_name()
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    """The files git tracks (the source tree must be a git checkout), under
+    thd-<version>/, with a PKG-INFO."""
+    try:
+        listed = subprocess.run(["git", "-C", SOURCE, "ls-files", "-z"], check=True, capture_output=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise BuildError(f"an sdist is made of the files git tracks, and git ls-files failed in {SOURCE}: {e}") from e
+    root = f"{NAME}-{_version()}"
+    name = f"{root}.tar.gz"
+    with tarfile.open(os.path.join(sdist_directory, name), "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for rel in sorted(f for f in listed.decode().split("\0") if f):
+            path = os.path.join(SOURCE, rel)
+            if os.path.isfile(path):  # a deleted but still listed file, or a submodule, is left out
+                tar.add(path, arcname=f"{root}/{rel}", recursive=False)
+        info = tarfile.TarInfo(f"{root}/PKG-INFO")
+        data = _metadata().encode()
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return name
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):

@@ -2,7 +2,8 @@
 # environment, offline, through the in-tree build backend (pyproject.toml), reusing
 # this build tree (THD_PIP_BUILD_DIR); then, from another directory and without
 # PYTHONPATH, imports thd from the environment (its libthd_* from the wheel, not from
-# the build tree) and runs the quickstart under the environment's own thdrun.
+# the build tree) and runs the quickstart under the environment's own thdrun; and makes
+# an sdist with the backend.
 # Variables (-D): SOURCE_DIR, BUILD_DIR, WORK_DIR, PYTHON.
 cmake_minimum_required(VERSION 3.25)
 
@@ -34,4 +35,16 @@ print("imported", thd.__file__, "with", len(libs), "libthd_* of the wheel")
 ]] ${venv})
 run("the quickstart under the installed thdrun" PATH=${venv}/bin:$ENV{PATH}
     ${venv}/bin/thdrun -n 3 ${venv}/bin/python ${SOURCE_DIR}/examples/python/quickstart.py)
+# The backend's sdist: the tracked files under thd-<version>/, with a PKG-INFO.
+run("the backend's build_sdist" ${PYTHON} -B -c [[
+import sys, tarfile
+sys.path.insert(0, sys.argv[1] + "/python/build_backend")
+import thd_build
+name = thd_build.build_sdist(sys.argv[2])
+root = name[:-len(".tar.gz")]
+names = set(tarfile.open(sys.argv[2] + "/" + name).getnames())
+for f in ("pyproject.toml", "CMakeLists.txt", "python/build_backend/thd_build.py", "python/src/module.cpp", "PKG-INFO"):
+    assert f"{root}/{f}" in names, f
+print("sdist", name, len(names), "files")
+]] ${SOURCE_DIR} ${WORK_DIR})
 file(REMOVE_RECURSE ${WORK_DIR})
