@@ -12,6 +12,7 @@
 #include <thd/distributed.h>
 
 #include "bindings.h"
+#include "operand.h"
 
 namespace thd::python {
 
@@ -191,33 +192,24 @@ the worker.)doc");
   c.def("contiguous", &DT::contiguous, "The tensor itself when contiguous, else a contiguous copy.");
   c.def("clone", &DT::clone, "A contiguous copy on the same node.");
 
-  // ---- arithmetic: the tensor forms first, so a tensor is never read as a number ----
-  c.def("__add__", [](const DT& a, const DT& b) { return a + b; }, py::is_operator(), Release());
-  c.def("__add__", [](const DT& a, Scalar b) { return a + b; }, py::is_operator(), Release());
+  // ---- arithmetic: one binding per op takes a tensor or a number (operand.h) ----
+  bind_binary_operator(c, "__add__", [](const DT& a, const auto& b) { return a + b; });
   c.def("__radd__", [](const DT& a, Scalar b) { return b + a; }, py::is_operator(), Release());
-  c.def("__sub__", [](const DT& a, const DT& b) { return a - b; }, py::is_operator(), Release());
-  c.def("__sub__", [](const DT& a, Scalar b) { return a - b; }, py::is_operator(), Release());
+  bind_binary_operator(c, "__sub__", [](const DT& a, const auto& b) { return a - b; });
   c.def("__rsub__", [](const DT& a, Scalar b) { return b - a; }, py::is_operator(), Release());
-  c.def("__mul__", [](const DT& a, const DT& b) { return a * b; }, py::is_operator(), Release());
-  c.def("__mul__", [](const DT& a, Scalar b) { return a * b; }, py::is_operator(), Release());
+  bind_binary_operator(c, "__mul__", [](const DT& a, const auto& b) { return a * b; });
   c.def("__rmul__", [](const DT& a, Scalar b) { return b * a; }, py::is_operator(), Release());
-  c.def("__truediv__", [](const DT& a, const DT& b) { return a / b; }, py::is_operator(), Release());
-  c.def("__truediv__", [](const DT& a, Scalar b) { return a / b; }, py::is_operator(), Release());
+  bind_binary_operator(c, "__truediv__", [](const DT& a, const auto& b) { return a / b; });
   c.def("__rtruediv__", [](const DT& a, Scalar b) { return b / a; }, py::is_operator(), Release());
   c.def("__matmul__", [](const DT& a, const DT& b) { return a.matmul(b); }, py::is_operator(), Release());
   c.def("__neg__", [](const DT& a) { return -a; }, Release());
-  c.def("__iadd__", [](DT& a, const DT& b) -> DT& { return a += b; }, py::is_operator(), Release());
-  c.def("__iadd__", [](DT& a, Scalar b) -> DT& { return a += b; }, py::is_operator(), Release());
-  c.def("__isub__", [](DT& a, const DT& b) -> DT& { return a -= b; }, py::is_operator(), Release());
-  c.def("__isub__", [](DT& a, Scalar b) -> DT& { return a -= b; }, py::is_operator(), Release());
-  c.def("__imul__", [](DT& a, const DT& b) -> DT& { return a *= b; }, py::is_operator(), Release());
-  c.def("__imul__", [](DT& a, Scalar b) -> DT& { return a *= b; }, py::is_operator(), Release());
-  c.def("__itruediv__", [](DT& a, const DT& b) -> DT& { return a /= b; }, py::is_operator(), Release());
-  c.def("__itruediv__", [](DT& a, Scalar b) -> DT& { return a /= b; }, py::is_operator(), Release());
+  bind_inplace(c, "__iadd__", [](DT& a, const auto& b) { a += b; }, /*is_operator=*/true);
+  bind_inplace(c, "__isub__", [](DT& a, const auto& b) { a -= b; }, /*is_operator=*/true);
+  bind_inplace(c, "__imul__", [](DT& a, const auto& b) { a *= b; }, /*is_operator=*/true);
+  bind_inplace(c, "__itruediv__", [](DT& a, const auto& b) { a /= b; }, /*is_operator=*/true);
   c.def("matmul", &DT::matmul, py::arg("other"), Release(), "Matrix product (torch.matmul); also `a @ b`.");
-  c.def("add_", py::overload_cast<const DT&>(&DT::add_), py::arg("other"), Release(),
-        "Adds `other` (a tensor or a number) in place and returns self.");
-  c.def("add_", py::overload_cast<Scalar>(&DT::add_), py::arg("other"), Release());
+  bind_inplace(c, "add_", [](DT& a, const auto& b) { a.add_(b); }, /*is_operator=*/false,
+               "Adds `other` (a tensor or a number) in place and returns self.");
   c.def("fill_", &DT::fill_, py::arg("value"), Release(), "Sets every element to `value` and returns self.");
 
   c.def("index_select", &DT::index_select, py::arg("dim"), py::arg("index"), Release(),
@@ -225,18 +217,12 @@ the worker.)doc");
         "names. An index out of range is found by the worker: thd.RemoteError at the next sync point.");
 
   // ---- comparisons (bool tensors) ----
-  c.def("__eq__", [](const DT& a, const DT& b) { return a.eq(b); }, py::is_operator(), Release());
-  c.def("__eq__", [](const DT& a, Scalar b) { return a.eq(b); }, py::is_operator(), Release());
-  c.def("__ne__", [](const DT& a, const DT& b) { return a.ne(b); }, py::is_operator(), Release());
-  c.def("__ne__", [](const DT& a, Scalar b) { return a.ne(b); }, py::is_operator(), Release());
-  c.def("__lt__", [](const DT& a, const DT& b) { return a.lt(b); }, py::is_operator(), Release());
-  c.def("__lt__", [](const DT& a, Scalar b) { return a.lt(b); }, py::is_operator(), Release());
-  c.def("__le__", [](const DT& a, const DT& b) { return a.le(b); }, py::is_operator(), Release());
-  c.def("__le__", [](const DT& a, Scalar b) { return a.le(b); }, py::is_operator(), Release());
-  c.def("__gt__", [](const DT& a, const DT& b) { return a.gt(b); }, py::is_operator(), Release());
-  c.def("__gt__", [](const DT& a, Scalar b) { return a.gt(b); }, py::is_operator(), Release());
-  c.def("__ge__", [](const DT& a, const DT& b) { return a.ge(b); }, py::is_operator(), Release());
-  c.def("__ge__", [](const DT& a, Scalar b) { return a.ge(b); }, py::is_operator(), Release());
+  bind_binary_operator(c, "__eq__", [](const DT& a, const auto& b) { return a.eq(b); });
+  bind_binary_operator(c, "__ne__", [](const DT& a, const auto& b) { return a.ne(b); });
+  bind_binary_operator(c, "__lt__", [](const DT& a, const auto& b) { return a.lt(b); });
+  bind_binary_operator(c, "__le__", [](const DT& a, const auto& b) { return a.le(b); });
+  bind_binary_operator(c, "__gt__", [](const DT& a, const auto& b) { return a.gt(b); });
+  bind_binary_operator(c, "__ge__", [](const DT& a, const auto& b) { return a.ge(b); });
   // Tensors hash by identity, as torch's do, although == is elementwise.
   c.def("__hash__", [](const py::object& self) { return reinterpret_cast<intptr_t>(self.ptr()) >> 4; });
 

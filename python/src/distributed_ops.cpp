@@ -12,6 +12,7 @@
 #include <thd/distributed.h>
 
 #include "bindings.h"
+#include "operand.h"
 
 namespace thd::python {
 
@@ -99,12 +100,9 @@ void bind_math(py::class_<DT>& c) {
   c.def("pow_", py::overload_cast<Scalar>(&DT::pow_), py::arg("exponent"), Release());
   c.def("maximum", &DT::maximum, py::arg("other"), Release(), "Elementwise maximum (NaN propagates).");
   c.def("minimum", &DT::minimum, py::arg("other"), Release(), "Elementwise minimum (NaN propagates).");
-  c.def("sub_", py::overload_cast<const DT&>(&DT::sub_), py::arg("other"), Release(), "In-place subtraction.");
-  c.def("sub_", py::overload_cast<Scalar>(&DT::sub_), py::arg("other"), Release());
-  c.def("mul_", py::overload_cast<const DT&>(&DT::mul_), py::arg("other"), Release(), "In-place product.");
-  c.def("mul_", py::overload_cast<Scalar>(&DT::mul_), py::arg("other"), Release());
-  c.def("div_", py::overload_cast<const DT&>(&DT::div_), py::arg("other"), Release(), "In-place division.");
-  c.def("div_", py::overload_cast<Scalar>(&DT::div_), py::arg("other"), Release());
+  bind_inplace(c, "sub_", [](DT& a, const auto& b) { a.sub_(b); }, /*is_operator=*/false, "In-place subtraction.");
+  bind_inplace(c, "mul_", [](DT& a, const auto& b) { a.mul_(b); }, /*is_operator=*/false, "In-place product.");
+  bind_inplace(c, "div_", [](DT& a, const auto& b) { a.div_(b); }, /*is_operator=*/false, "In-place division.");
   c.def("copy_", &DT::copy_, py::arg("src"), Release(),
         "Copies `src` (broadcast to this shape, converted to this dtype) into this tensor; both on one node.");
   unary<&DT::neg, &DT::neg_>(c, "neg", "neg_", "-x.");

@@ -55,3 +55,7 @@ def test_a_failed_check_fails_the_job():
 
 def test_devices_with_torch_names():
     check_job("devices.py")
+
+
+def test_arithmetic_takes_a_tensor_or_a_number_and_in_place_ops_return_self():
+    check_job("operands.py", nproc=2)
