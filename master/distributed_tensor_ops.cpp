@@ -233,9 +233,20 @@ DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const Scalar& 
   const Handle& a = ops[0];
   ops.at_node([&] {
     master::check_writable(ops.name, a.meta);
-    // Not cached: whether the value fits the dtype depends on the value itself.
-    Tensor p = master::probe_of(a.meta);
-    local_binary_(op, p, v);
+    const auto probe = [&] {
+      Tensor p = master::probe_of(a.meta);
+      local_binary_(op, p, v);
+      return p;
+    };
+    if (op == fb::BinaryOp::Pow) {
+      // Not cached: an integer power's checks depend on the exponent's value.
+      (void)probe();
+    } else {
+      // add_/sub_/mul_/div_ take the number as a value of the compute dtype: what
+      // they accept depends on the dtypes alone (the natural dtype of the number).
+      (void)master::cached_probe_dtype(key(4, static_cast<uint64_t>(op), a.meta.dtype(), v.natural_dtype(), 0),
+                                       probe);
+    }
     const fb::Scalar sv = fbs(v);
     ops.emit_inplace(fb::Op::BinaryScalar,
                      [&](auto& bld) { return fb::CreateBinaryScalar(bld, 0, op, a.id, &sv, false).Union(); });

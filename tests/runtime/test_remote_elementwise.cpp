@@ -80,6 +80,22 @@ TEST_F(RemoteElementwise, TypePromotionAcrossDtypes) {
   }
 }
 
+// What add_/sub_/mul_/div_ of a number accept depends on the dtypes alone, and the
+// master remembers it; a refused call is refused every time, and pow_'s exponent is
+// checked by its value on every call.
+TEST_F(RemoteElementwise, InPlaceNumberChecksHoldOnEveryCall) {
+  DistributedTensor x = DistributedTensor::from(Tensor::ones({3}, kInt64));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THROW(x.mul_(0.5), TypeError);
+    x.mul_(2);
+  }
+  for (int i = 0; i < 2; ++i) {
+    x.pow_(2);
+    EXPECT_THROW(x.pow_(-1), ValueError);
+  }
+  EXPECT_EQ(x.get().to_vector<int64_t>(), std::vector<int64_t>(3, 4096));
+}
+
 TEST_F(RemoteElementwise, InPlaceBinaryForms) {
   for (DType dt : {kInt32, kInt64, kFloat32, kFloat64, kFloat16}) {
     SCOPED_TRACE(dtype_name(dt));
