@@ -91,8 +91,12 @@ DistributedTensor emit_new_or_inplace(const Operands<N>& ops, const DistributedT
 
 // Keys of the dtype cache: the op family and code, the dtypes, and what of the
 // operands' shapes and kinds promotion looks at.
-uint64_t key(uint64_t family, uint64_t op, DType a, DType b, uint64_t extra) {
-  return family << 56 | op << 48 | uint64_t{static_cast<uint8_t>(a)} << 40 | uint64_t{static_cast<uint8_t>(b)} << 32 |
+// One family per kind of call: the same op code means another op in another family.
+enum class Family : uint64_t { Binary = 1, BinaryInPlace, BinaryScalar, Unary, BinaryScalarInPlace };
+
+uint64_t key(Family family, uint64_t op, DType a, DType b, uint64_t extra) {
+  return static_cast<uint64_t>(family) << 56 | op << 48 | uint64_t{static_cast<uint8_t>(a)} << 40 |
+         uint64_t{static_cast<uint8_t>(b)} << 32 |
          extra;
 }
 
@@ -188,7 +192,7 @@ DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const Dist
   return ops.at_node([&]() -> DistributedTensor {
     const Shape shape = master::broadcast_for(ops.name, a.meta.shape(), b.meta.shape());
     const DType dtype = master::cached_probe_dtype(
-        key(1, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(),
+        key(Family::Binary, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(),
             (a.meta.dim() == 0) << 1 | (b.meta.dim() == 0)),
         [&] { return local_binary(op, master::probe_of(a.meta), master::probe_of(b.meta)); });
     return ops.emit_new(master::mirror(shape, dtype), fb::Op::Binary,
@@ -204,7 +208,7 @@ DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const Distribu
     master::check_writable(ops.name, a.meta);
     master::check_broadcasts_to(ops.name, b.meta.shape(), a.meta.shape());
     (void)master::cached_probe_dtype(
-        key(2, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(), b.meta.dim() == 0), [&] {
+        key(Family::BinaryInPlace, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(), b.meta.dim() == 0), [&] {
           Tensor p = master::probe_of(a.meta);
           local_binary_(op, p, master::probe_of(b.meta));
           return p;
@@ -219,7 +223,8 @@ DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const Scal
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
     const DType dtype = master::cached_probe_dtype(
-        key(3, static_cast<uint64_t>(op), a.meta.dtype(), v.natural_dtype(), (a.meta.dim() == 0) << 1 | reverse),
+        key(Family::BinaryScalar, static_cast<uint64_t>(op), a.meta.dtype(), v.natural_dtype(),
+            (a.meta.dim() == 0) << 1 | reverse),
         [&] { return local_binary(op, master::probe_of(a.meta), v, reverse); });
     const fb::Scalar sv = fbs(v);
     return ops.emit_new(
@@ -244,7 +249,8 @@ DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const Scalar& 
     } else {
       // add_/sub_/mul_/div_ take the number as a value of the compute dtype: what
       // they accept depends on the dtypes alone (the natural dtype of the number).
-      (void)master::cached_probe_dtype(key(4, static_cast<uint64_t>(op), a.meta.dtype(), v.natural_dtype(), 0),
+      (void)master::cached_probe_dtype(key(Family::BinaryScalarInPlace, static_cast<uint64_t>(op), a.meta.dtype(),
+                                                           v.natural_dtype(), 0),
                                        probe);
     }
     const fb::Scalar sv = fbs(v);
@@ -295,7 +301,7 @@ const char* unary_name(fb::UnaryOp op) {
 
 // The result's dtype, from a probe (cached per op and dtype).
 DType unary_dtype(fb::UnaryOp op, const Handle& a) {
-  return master::cached_probe_dtype(key(4, static_cast<uint64_t>(op), a.meta.dtype(), a.meta.dtype(), 0),
+  return master::cached_probe_dtype(key(Family::Unary, static_cast<uint64_t>(op), a.meta.dtype(), a.meta.dtype(), 0),
                                     [&] { return local_unary(op, master::probe_of(a.meta)); });
 }
 

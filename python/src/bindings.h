@@ -33,6 +33,8 @@ void bind_collectives(py::module_& m);
 void bind_streams(py::module_& m);
 void bind_interrupts(py::module_& m);
 void bind_devices(py::module_& m);
+// add_, sub_, mul_, div_ of a number without pybind11 in the way (fast_inplace.cpp), after bind_distributed_ops.
+void bind_fast_inplace(py::module_& m);
 // Process-group (SPMD) mode, process_group.cpp.
 void bind_process_group(py::module_& m);
 // thd.Tensor's operators (tensor_ops.cpp) and DLPack (dlpack.cpp), onto the class bind_tensor made.

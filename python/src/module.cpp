@@ -77,6 +77,7 @@ PYBIND11_MODULE(_C, m) {
   thd::python::bind_distributed(m);
   thd::python::bind_distributed_ops(m);
   thd::python::bind_devices(m);
+  thd::python::bind_fast_inplace(m);
   thd::python::bind_collectives(m);
   thd::python::bind_streams(m);
   thd::python::bind_interrupts(m);

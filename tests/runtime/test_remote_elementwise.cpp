@@ -94,6 +94,11 @@ TEST_F(RemoteElementwise, InPlaceNumberChecksHoldOnEveryCall) {
     EXPECT_THROW(x.pow_(-1), ValueError);
   }
   EXPECT_EQ(x.get().to_vector<int64_t>(), std::vector<int64_t>(3, 4096));
+  // What was remembered for these calls is not taken for another op's: int64 math
+  // gives float32.
+  for (const DistributedTensor& y : {x.exp(), x.sqrt(), x.sin(), x.cos(), x.tanh(), x.sigmoid(), x.rsqrt()}) {
+    EXPECT_EQ(y.dtype(), kFloat32);
+  }
 }
 
 TEST_F(RemoteElementwise, InPlaceBinaryForms) {

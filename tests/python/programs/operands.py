@@ -71,5 +71,39 @@ else:
     raise AssertionError("x.mul_('2') did not raise")
 assert values(x) == [6.0] * 4, "a refused operand changed the tensor"
 
+# add_, sub_, mul_ and div_ of a plain int or float take a path of their own
+# (python/src/fast_inplace.cpp); every other call goes to the general binding.
+z = thd.zeros(2)
+assert z.add_(other=2) is z and z.sub_(1) is z and z.mul_(True) is z and z.div_(np.int64(2)) is z
+assert values(z) == [0.5] * 2, values(z)
+assert z.add_(2**40).mul_(0) is z and values(z) == [0.0] * 2
+try:
+    z.add_(2**70)  # no int64: refused as the general binding refuses it
+except thd.TypeError as e:
+    assert "add_" in str(e), str(e)
+else:
+    raise AssertionError("add_(2**70) did not raise")
+for call in (lambda: z.add_(), lambda: z.add_(1, 2), lambda: z.add_(1.0, alpha=2)):
+    try:
+        call()
+    except TypeError as e:
+        assert "add_" in str(e), str(e)
+    else:
+        raise AssertionError("a wrong call of add_ did not raise")
+try:
+    i.mul_(0.5)  # int64 * float is float32, which int64 cannot hold: at the call site
+except thd.TypeError as e:
+    assert "mul_" in str(e) and e.node == 0, (str(e), e.node)
+else:
+    raise AssertionError("int64 mul_(0.5) did not raise")
+try:
+    thd.DistributedTensor.add_(None, 1.0)
+except TypeError as e:
+    assert "DistributedTensor" in str(e), str(e)
+else:
+    raise AssertionError("add_ of None did not raise")
+assert "In-place" in thd.DistributedTensor.add_.__doc__ or "place" in thd.DistributedTensor.add_.__doc__
+assert values(i) == [4] * 4, "a refused op changed the tensor"
+
 thd.shutdown()
 print("PASS operands.py")
