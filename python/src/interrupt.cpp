@@ -19,7 +19,11 @@ void check_python_signals() {
   if (PyThread_get_thread_ident() != g_main_thread) return;
   // At interpreter exit the atexit hook has removed the check; a wait inside
   // finalization itself must not take the GIL back.
+#if PY_VERSION_HEX >= 0x030D0000
+  if (Py_IsFinalizing()) return;
+#else
   if (_Py_IsFinalizing()) return;
+#endif
   py::gil_scoped_acquire gil;
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
