@@ -4,8 +4,8 @@
 // its argument loaders, and a bound-method object made for every call (pybind11's
 // methods are not method descriptors, so Python cannot call them unbound). Here
 // add_, sub_, mul_ and div_ are CPython method descriptors (METH_FASTCALL): one
-// positional Python int or float goes straight to the C++ op; any other call (a
-// tensor, a NumPy scalar, a keyword) goes to the general pybind11 binding, kept as
+// positional Python bool, int or float goes straight to the C++ op; any other call
+// (a tensor, a NumPy integer, a keyword) goes to the general pybind11 binding, kept as
 // the class attribute _<name>general, which raises the errors.
 #include <array>
 #include <string>
@@ -39,24 +39,13 @@ PyObject* raise_current_exception() {
   return nullptr;
 }
 
-// A Python int that fits int64 or a float, as the Scalar caster reads them; bools
-// and everything else are the general binding's.
+// A Python bool, int (that fits int64) or float, read by the Scalar caster without
+// conversions: what the general binding would take first, with no tensor to try.
 bool plain_number(PyObject* o, Scalar& out) {
-  if (PyFloat_CheckExact(o)) {
-    out = Scalar(PyFloat_AS_DOUBLE(o));
-    return true;
-  }
-  if (PyLong_CheckExact(o)) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
-      PyErr_Clear();
-      return false;
-    }
-    out = Scalar(static_cast<int64_t>(v));
-    return true;
-  }
-  return false;
+  py::detail::make_caster<Scalar> number;
+  if (!number.load(o, /*convert=*/false)) return false;
+  out = py::detail::cast_op<Scalar>(number);
+  return true;
 }
 
 struct FastOp {
