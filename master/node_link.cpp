@@ -2,9 +2,8 @@
 
 #include <algorithm>
 
+#include "master/interruptible_wait.h"
 #include "master/stream_handle.h"
-
-#include <thd/interrupt.h>
 
 #include "datachannel/check.h"
 #include "protocol/framing.h"
@@ -222,19 +221,12 @@ void NodeLink::acquire_credits(int64_t ops, int64_t bytes) {
     // The timeout runs from the node's last progress: a slow node that keeps
     // finishing ops is waited for, however long its queue.
     const auto since = std::max(start, last_progress_);
-    if (credit_cv_.wait_until(lock, std::min(since + options_.timeout, Clock::now() + kInterruptCheckPeriod)) ==
-            std::cv_status::timeout &&
-        Clock::now() - std::max(start, last_progress_) >= options_.timeout) {
+    if (Clock::now() - since >= options_.timeout) {
       throw_no_progress_locked(
           "flow control",
-          fmt::format("for credits ({} ops / {} bytes in flight)", ops_in_flight_, bytes_in_flight_),
-          std::max(start, last_progress_));
+          fmt::format("for credits ({} ops / {} bytes in flight)", ops_in_flight_, bytes_in_flight_), since);
     }
-    // Outside the lock: the check may wait for the GIL, which a thread blocked on
-    // this lock may hold.
-    lock.unlock();
-    detail::check_interrupt();
-    lock.lock();
+    wait_interruptibly(credit_cv_, lock, since + options_.timeout);
   }
   if (lost_) std::rethrow_exception(lost_);
   ops_in_flight_ += ops;

@@ -1,6 +1,6 @@
 #include "master/session.h"
 
-#include <thd/interrupt.h>
+#include "master/interruptible_wait.h"
 
 #include "datachannel/check.h"
 #include "datachannel/net/thread_name.h"
@@ -145,14 +145,11 @@ void Session::start(uint64_t session_id, uint64_t seed) {
   const auto deadline = Clock::now() + options_.timeout;
   for (int n = 0; n < num_nodes(); ++n) {
     while (!nodes_[n].hello && nodes_[n].hello_error.empty() && !links_[n]->lost()) {
-      if (cv_.wait_until(lock, std::min(deadline, Clock::now() + kInterruptCheckPeriod)) == std::cv_status::timeout &&
-          Clock::now() >= deadline) {
+      if (Clock::now() >= deadline) {
         THD_THROW_AT(TimeoutError, "init_master_worker", 0, n + 1, "worker node {} did not answer the HELLO within {} ms",
                      n, options_.timeout.count());
       }
-      lock.unlock();  // the check may wait for the GIL
-      detail::check_interrupt();
-      lock.lock();
+      wait_interruptibly(cv_, lock, deadline);
     }
     if (auto lost = links_[n]->lost()) std::rethrow_exception(lost);
     if (!nodes_[n].hello_error.empty()) {
@@ -434,15 +431,12 @@ void Session::wait_for_replies(int node, uint64_t count) {
   std::unique_lock lock(mu_);
   const auto deadline = Clock::now() + options_.timeout;
   while (nodes_[node].replies_handled < count && !links_[node]->lost()) {
-    if (cv_.wait_until(lock, std::min(deadline, Clock::now() + kInterruptCheckPeriod)) == std::cv_status::timeout &&
-        Clock::now() >= deadline) {
+    if (Clock::now() >= deadline) {
       THD_THROW_AT(TimeoutError, "synchronize", 0, node + 1,
                    "the replies of worker node {} were not handled within {} ms ({} of {})", node,
                    options_.timeout.count(), nodes_[node].replies_handled, count);
     }
-    lock.unlock();  // the check may wait for the GIL
-    detail::check_interrupt();
-    lock.lock();
+    wait_interruptibly(cv_, lock, deadline);
   }
 }
 
