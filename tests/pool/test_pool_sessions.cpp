@@ -87,7 +87,7 @@ TEST_F(PoolSessions, ASecondMasterWaitsItsTurnAndIsServedOnceTheFirstDetaches) {
   PoolUnderTest pool(2);
   init_master_worker(attach_options(pool.url()));
   TestProcess second({pool_master_path(), "run", pool.url()}, {{"THD_AUTH_TOKEN", kToken}});
-  // It says why it waits, and keeps waiting past the second a live holder used to get.
+  // It says why it waits, and keeps waiting while the holder lives, however long that is.
   EXPECT_TRUE(second.wait_for_output("waiting for it to finish", kLong)) << second.output();
   EXPECT_NE(second.output().find("serves another master"), std::string::npos) << second.output();
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));

@@ -529,9 +529,9 @@ TEST(PipeTransport, IdleRanksKeepHearingEachOtherThroughHeartbeats) {
 
 TEST(PipeTransport, RanksWhoseWaitersKeepThePipeBusyStillSendHeartbeats) {
   // Ranks 0 and 1 ping-pong without a pause, so a waiter of theirs always drives
-  // the pipe and their progress threads stand down; rank 2 only listens. The
-  // heartbeats used to go out from the progress thread only: rank 2 heard nothing
-  // from 0 and 1 for the timeout and declared them lost, while they were busy.
+  // the pipe and their progress threads stand down; rank 2 only listens. Heartbeats
+  // sent from the progress thread alone would leave rank 2 hearing nothing from 0
+  // and 1 for the timeout, and it would declare them lost while they were busy.
   PipeTuning tuning = short_heartbeats();
   tuning.spin_budget = std::chrono::microseconds(5000);
   World w(3, tuning, /*heartbeats=*/true);
