@@ -100,19 +100,23 @@ void Request::wait() const {
   rethrow_if_failed(*state_);
 }
 
-void Request::wait(std::chrono::milliseconds timeout) const {
-  if (!state_) return;
+WaitStatus Request::wait_for(std::chrono::milliseconds timeout) const {
+  if (!state_) return WaitStatus::Ready;
   const net::Deadline mine = net::deadline_after(timeout);
   const net::Deadline own = expiry(*state_);
   if (!wait_until(*state_, std::min(mine, own))) {
-    if (net::Clock::now() >= own) {
-      expire(state_);
-    } else {
-      THD_THROW_AT(TimeoutError, state_->op, state_->rank, -1,
-                   "not finished after waiting {} ms; the operation is still pending", timeout.count());
-    }
+    if (net::Clock::now() < own) return WaitStatus::Timeout;
+    expire(state_);
   }
   rethrow_if_failed(*state_);
+  return WaitStatus::Ready;
+}
+
+void Request::wait(std::chrono::milliseconds timeout) const {
+  if (wait_for(timeout) == WaitStatus::Timeout) {
+    THD_THROW_AT(TimeoutError, state_->op, state_->rank, -1,
+                 "not finished after waiting {} ms; the operation is still pending", timeout.count());
+  }
 }
 
 int Request::source() const {

@@ -24,21 +24,17 @@ using std::chrono::milliseconds;
 // The receive of an answer a wait_while_progressing bounds.
 constexpr milliseconds kNoDeadline = milliseconds::max();
 
-// Runs `wait(within)` (which throws TimeoutError once `within` passed) until it
-// returns, for as long as the node keeps making progress: a slow node working
-// through a long queue is waited for, a stalled or silent one is given up on at
-// the session's timeout, saying which it is.
-template <typename Wait>
-auto wait_while_progressing(const NodeLink& l, const char* op, const std::string& waiting_for, Wait&& wait) {
+// Runs `finished(within)` (true once what it waits for has come, false when
+// `within` passed first) until it is true, for as long as the node keeps making
+// progress: a slow node working through a long queue is waited for, a stalled or
+// silent one is given up on at the session's timeout, saying which it is.
+template <typename Finished>
+void wait_while_progressing(const NodeLink& l, const char* op, const std::string& waiting_for, Finished&& finished) {
   const auto since = Clock::now();
   for (;;) {
     const auto left = std::chrono::ceil<milliseconds>(l.patience_left(since));
     if (left.count() <= 0) l.throw_no_progress(op, waiting_for, since);
-    try {
-      return wait(left);
-    } catch (const TimeoutError&) {
-      // Only this wait's own slice: the receive has no deadline.
-    }
+    if (finished(left)) return;
   }
 }
 
@@ -387,7 +383,7 @@ Tensor Session::fetch(const Handle& h) {
   }
   try {
     wait_while_progressing(l, "get", fmt::format("for tensor {}", h.id), [&](milliseconds within) {
-      receive.wait(within);
+      return receive.wait_for(within) == WaitStatus::Ready;
     });
   } catch (const PeerLost& e) {
     l.on_lost(worker_lost(h.node, e));
@@ -409,9 +405,12 @@ uint64_t Session::await_sync(int node, protocol::PostedMessage& answer, uint64_t
   NodeLink& l = *links_[node];
   const fb::Message* m = nullptr;
   try {
-    const std::span<const uint8_t> bytes = wait_while_progressing(
-        l, "synchronize", "for its ops to finish", [&](milliseconds within) { return answer.wait(within); });
-    m = &protocol::verify_message(bytes, "master");
+    std::optional<std::span<const uint8_t>> bytes;
+    wait_while_progressing(l, "synchronize", "for its ops to finish", [&](milliseconds within) {
+      bytes = answer.wait_for(within);
+      return bytes.has_value();
+    });
+    m = &protocol::verify_message(*bytes, "master");
   } catch (const PeerLost& e) {
     l.on_lost(worker_lost(node, e));
     return 0;

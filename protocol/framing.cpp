@@ -120,10 +120,12 @@ std::span<const uint8_t> PostedMessage::wait() {
   return {head_ + kHeadPrefixBytes, length};
 }
 
-std::span<const uint8_t> PostedMessage::wait(std::chrono::milliseconds within) {
-  receive_head([&] { request_.wait(within); }, source_);
+std::optional<std::span<const uint8_t>> PostedMessage::wait_for(std::chrono::milliseconds within) {
+  WaitStatus status = WaitStatus::Timeout;
+  receive_head([&] { status = request_.wait_for(within); }, source_);
+  if (status == WaitStatus::Timeout) return std::nullopt;
   const uint32_t length = head_length(head_, source_, kInlineBytes);
-  return {head_ + kHeadPrefixBytes, length};
+  return std::span<const uint8_t>{head_ + kHeadPrefixBytes, length};
 }
 
 std::vector<uint8_t> PostedMessage::wait_message(size_t max_bytes) {
@@ -156,13 +158,7 @@ void MessageReceiver::post() {
 
 bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll, std::chrono::milliseconds body_timeout) {
   try {
-    try {
-      pending_.wait(poll);
-    } catch (const TimeoutError&) {
-      if (!pending_.test()) return false;  // still posted: poll again later
-      // It finished between the poll's timeout and the test: take its outcome.
-      pending_.wait();
-    }
+    if (pending_.wait_for(poll) == WaitStatus::Timeout) return false;  // still posted: poll again later
   } catch (const ValueError& e) {
     // A frame of the wrong size (a peer not speaking this protocol): the channel
     // discarded it; keep listening.

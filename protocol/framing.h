@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -53,9 +54,9 @@ class PostedMessage {
   // A message that fits the head frame; the channel's errors (PeerLost,
   // TimeoutError), ProtocolError for a malformed head or a longer message.
   std::span<const uint8_t> wait();
-  // As wait(), but gives up after `within` with a TimeoutError; the receive stays
-  // posted and may be waited on again.
-  std::span<const uint8_t> wait(std::chrono::milliseconds within);
+  // As wait(), but gives up after `within` and returns nothing (no error: the
+  // receive stays posted and may be waited on again).
+  std::optional<std::span<const uint8_t>> wait_for(std::chrono::milliseconds within);
   // A message of up to `max_bytes`: its body, if the head announces one, is
   // received now. Errors as wait(); ProtocolError for a message over `max_bytes`.
   std::vector<uint8_t> wait_message(size_t max_bytes);

@@ -100,6 +100,9 @@ namespace detail {
 struct RequestState;
 }
 
+// What Request::wait_for saw: the operation finished, or it is still pending.
+enum class WaitStatus { Ready, Timeout };
+
 // The handle of an async operation (torch's Work, MPI_Request). Copies share the
 // operation. A default-constructed Request is already complete.
 class Request {
@@ -117,6 +120,11 @@ class Request {
   // operation itself stays pending (its own deadline still applies) and may be
   // waited on again.
   void wait(std::chrono::milliseconds timeout) const;
+  // Waits up to `timeout` and says whether the operation finished (std::future's
+  // wait_for): Ready once it has, Timeout while it is still pending, which is not
+  // an error and raises nothing. A failed operation throws its error, and one past
+  // its own deadline fails with TimeoutError as wait() does.
+  [[nodiscard]] WaitStatus wait_for(std::chrono::milliseconds timeout) const;
 
   // After a successful wait: the rank (in the group) a receive got its message
   // from, and how many bytes it moved. -1 / 0 for other ops.

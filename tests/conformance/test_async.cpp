@@ -23,6 +23,7 @@ TEST(Request, DefaultConstructedIsComplete) {
   EXPECT_TRUE(r.test());
   EXPECT_NO_THROW(r.wait());
   EXPECT_NO_THROW(r.wait(milliseconds(1)));
+  EXPECT_EQ(r.wait_for(milliseconds(1)), WaitStatus::Ready);
   EXPECT_EQ(r.source(), -1);
   EXPECT_EQ(r.bytes(), 0u);
   EXPECT_EQ(r.error(), nullptr);
@@ -98,6 +99,8 @@ TEST_P(Async, CollectiveRequestCanBeWaitedForWithATimeoutAndAgain) {
     require_throws<TimeoutError>([&] { r.wait(milliseconds(50)); }, {"barrier"},
                                  "Request::wait(50 ms) of an ibarrier the other rank has not entered");
     require(!r.test(), "ibarrier finished after wait(timeout), before the other rank entered the barrier");
+    require(r.wait_for(milliseconds(20)) == WaitStatus::Timeout,
+            "Request::wait_for(20 ms) of an ibarrier the other rank has not entered said Ready");
     env.sync.arrive_and_wait();
     r.wait();
     require(r.test() && r.error() == nullptr, "ibarrier: test() false or error() set after wait() returned");

@@ -250,6 +250,41 @@ TEST_P(P2P, PendingIrecvCanBeWaitedForWithATimeoutAndAgain) {
   });
 }
 
+TEST_P(P2P, WaitForSaysPendingWithoutThrowingAndReadyOnceTheMessageCame) {
+  run_world(backend(), 2, [](RankEnv& env) {
+    const Tensor payload = pattern(kInt32, 9, 8);
+    if (env.rank == 0) {
+      env.sync.arrive_and_wait();  // until rank 1 has seen its receive pending
+      env.dc.send(payload, 1, {.tag = 3});
+      return;
+    }
+    Tensor got = sentinel(kInt32, {9});
+    Request r = env.dc.irecv(got, 0, {.tag = 3});
+    WaitStatus status = WaitStatus::Ready;
+    try {
+      status = r.wait_for(milliseconds(30));
+    } catch (const std::exception& e) {
+      require(false, std::string("Request::wait_for(30 ms) of a pending irecv threw: ") + e.what());
+    }
+    require(status == WaitStatus::Timeout, "Request::wait_for(30 ms) of an irecv with no sender said Ready");
+    require(!r.test() && r.error() == nullptr, "an irecv is not left pending after wait_for timed out");
+    env.sync.arrive_and_wait();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (r.wait_for(milliseconds(10)) == WaitStatus::Timeout) {
+      require(std::chrono::steady_clock::now() < deadline, "Request::wait_for never said Ready after the send");
+    }
+    require(r.source() == 0 && r.bytes() == payload.nbytes(), "source()/bytes() after wait_for said Ready");
+    require_same(got, payload, "irecv waited for with wait_for");
+    require(r.wait_for(milliseconds(0)) == WaitStatus::Ready, "wait_for of a finished request is not Ready");
+    // A failed request throws its error: wait_for reports errors, never "not yet".
+    Tensor other = sentinel(kInt32, {9});
+    Request cancelled = env.dc.irecv(other, 0, {.tag = 4});
+    cancelled.cancel(std::make_exception_ptr(ValueError("given up on")));
+    require_throws<ValueError>([&] { (void)cancelled.wait_for(milliseconds(10)); }, {"given up on"},
+                               "wait_for of a cancelled irecv");
+  });
+}
+
 TEST_P(P2P, CancelledIrecvFailsWithItsReasonAndLeavesTheTagUsable) {
   run_world(backend(), 2, [](RankEnv& env) {
     if (env.rank == 1) {
