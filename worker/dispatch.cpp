@@ -72,8 +72,8 @@ std::string failure_text(const ExecContext& ctx, const std::exception& e) {
   return fmt::format("{} ({}:{})", error->message(), where.file, where.line);
 }
 
-void fail_op(ExecContext& ctx, const fb::Command& command, const std::string& message) {
-  auto poison = ctx.new_poison(message);
+void fail_op(ExecContext& ctx, const fb::Command& command, const std::string& message, ErrorKind kind) {
+  auto poison = ctx.new_poison(message, kind);
   // A wait that failed (its event's node was lost, or it timed out) ordered nothing:
   // what the stream runs after it must not run as if it had waited.
   if (command.op_type() == fb::Op::EventWait || command.op_type() == fb::Op::EventWaitRemote) ctx.inherit(poison);
@@ -146,9 +146,9 @@ void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared) {
     ctx.fail(p.poison, /*report=*/false);
   } catch (const PeerLost& e) {
     if (e.context().peer == 0) throw;  // the master: the session is over
-    fail_op(ctx, command, failure_text(ctx, e));
+    fail_op(ctx, command, failure_text(ctx, e), error_kind_of(e));
   } catch (const std::exception& e) {
-    fail_op(ctx, command, failure_text(ctx, e));
+    fail_op(ctx, command, failure_text(ctx, e), error_kind_of(e));
   }
 }
 

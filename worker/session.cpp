@@ -114,8 +114,9 @@ void Session::reserve(uint64_t bytes, const std::string& op, Device device) {
   if (device.is_cpu()) {
     const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats().allocated_bytes, 0));
     if (bytes > memory_limit_ || in_use > memory_limit_ - bytes) {
-      THD_THROW(ValueError, op, "node {}: {} more bytes of tensors would take this node past its limit of {} bytes "
-                "({} bytes in use)", node_, bytes, memory_limit_, in_use);
+      THD_THROW(HostOutOfMemoryError, op,
+                "node {}: {} more bytes of tensors would take this node past its limit of {} bytes ({} bytes in use)",
+                node_, bytes, memory_limit_, in_use);
     }
     return;
   }
@@ -123,7 +124,7 @@ void Session::reserve(uint64_t bytes, const std::string& op, Device device) {
   const size_t limit = memory_limit(device);
   const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats(device).allocated_bytes, 0));
   if (bytes > limit || in_use > limit - bytes) {
-    THD_THROW(ValueError, op, "node {}: {} more bytes of tensors on {} would take it past its limit of {} bytes "
+    THD_THROW(OutOfMemoryError, op, "node {}: {} more bytes of tensors on {} would take it past its limit of {} bytes "
               "({} bytes in use)", node_, bytes, device.str(), limit, in_use);
   }
 }

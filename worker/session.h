@@ -48,9 +48,10 @@ class Session {
   EventTable& events() { return events_; }
 
   // ---- memory (SessionLimits) -------------------------------------------------------------
-  // ValueError naming `op` unless `bytes` more of tensor memory on `device` keep it
-  // within the session's limit: called before an op allocates. A device this node
-  // does not have is a ValueError too (check_device).
+  // Out of memory naming `op` (HostOutOfMemoryError for the CPU, OutOfMemoryError
+  // for a GPU) unless `bytes` more of tensor memory on `device` keep it within the
+  // session's limit: called before an op allocates. A device this node does not
+  // have is a ValueError (check_device).
   void reserve(uint64_t bytes, const std::string& op, Device device = Device::cpu());
   // ValueError naming `op` unless a view of `bytes` (elements times their size, not
   // memory) on `device` is within that device's limit.
