@@ -1,5 +1,7 @@
 #include "protocol/codec.h"
 
+#include <thd/config.h>
+
 #include <cctype>
 
 #include "tensor/check.h"
@@ -226,8 +228,10 @@ std::string op_name(const fb::Command& c) {
       return "clock";
     case fb::Op::TraceDump:
       return "trace";
+#if THD_ENABLE_TEST_HOOKS
     case fb::Op::TestLatch:
       return c.op_as_TestLatch()->open() ? "test_latch_open" : "test_latch_wait";
+#endif
     case fb::Op::ToDevice:
       return "to";
   }

@@ -1,5 +1,7 @@
 // The exhaustive switch over the schema's ops: an op added to the schema and not
 // handled here does not compile (-Werror=switch).
+#include <thd/config.h>
+
 #include "tensor/check.h"
 #include "worker/ops.h"
 #include "worker/session.h"
@@ -52,7 +54,9 @@ void run_command(ExecContext& ctx, const fb::Command& c) {
     case fb::Op::StatsQuery: return run(ctx, table_of(c.op_as_StatsQuery()));
     case fb::Op::ClockQuery: return run(ctx, table_of(c.op_as_ClockQuery()));
     case fb::Op::TraceDump: return run(ctx, table_of(c.op_as_TraceDump()));
+#if THD_ENABLE_TEST_HOOKS
     case fb::Op::TestLatch: return run(ctx, table_of(c.op_as_TestLatch()));
+#endif
     case fb::Op::ToDevice: return run(ctx, table_of(c.op_as_ToDevice()));
   }
   THD_THROW(protocol::ProtocolError, "dispatch", "op type {} is not in this protocol version",

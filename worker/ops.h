@@ -3,6 +3,8 @@
 // failing input poisons exactly what the op would have written.
 #pragma once
 
+#include <thd/config.h>
+
 #include "protocol/codec.h"
 #include "streams/trace.h"
 #include "worker/exec_context.h"
@@ -43,7 +45,9 @@ void run(ExecContext& ctx, const fb::StreamQuery& op);
 void run(ExecContext& ctx, const fb::StatsQuery& op);
 void run(ExecContext& ctx, const fb::ClockQuery& op);
 void run(ExecContext& ctx, const fb::TraceDump& op);
+#if THD_ENABLE_TEST_HOOKS
 void run(ExecContext& ctx, const fb::TestLatch& op);
+#endif
 
 void run(ExecContext& ctx, const fb::Unary& op);
 void run(ExecContext& ctx, const fb::Binary& op);

@@ -333,22 +333,6 @@ void run(ExecContext& ctx, const fb::TraceDump& op) {
   protocol::send_message(ctx.channel(), 0, op.reply_tag(), bytes, ctx.timeout());
 }
 
-void run(ExecContext& ctx, const fb::TestLatch& op) {
-  Session& session = ctx.session();
-  if (!session.test_hooks()) {
-    THD_THROW(ValueError, ctx.op_name(), "test hooks are off on node {} (THD_TEST_HOOKS=1 turns them on)",
-              ctx.node());
-  }
-  if (op.open()) {
-    session.open_latch(op.key());
-    return;
-  }
-  if (!session.wait_latch(op.key(), std::chrono::milliseconds(op.timeout_ms()))) {
-    THD_THROW(TimeoutError, ctx.op_name(), "latch {} was not opened within {} ms on node {} stream {}", op.key(),
-              op.timeout_ms(), ctx.node(), ctx.stream());
-  }
-}
-
 void run(ExecContext& ctx, const fb::EventDestroy& op) {
   if (op.events() == nullptr) return;
   for (uint64_t id : protocol::scalars_of(op.events())) ctx.session().events().erase(id);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include <thd/config.h>
 #include <thd/memory.h>
 
 #include "protocol/framing.h"
@@ -43,7 +44,8 @@ Session::Session(std::shared_ptr<DataChannel> channel, const SessionLimits& limi
       memory_limit_(limits.memory_bytes != 0 ? limits.memory_bytes : physical_memory()),
       device_memory_limit_(limits.device_memory_bytes),
       check_(StreamCheck::from_env(node_)),
-      test_hooks_(std::getenv("THD_TEST_HOOKS") != nullptr && std::string(std::getenv("THD_TEST_HOOKS")) == "1"),
+      test_hooks_(THD_ENABLE_TEST_HOOKS && std::getenv("THD_TEST_HOOKS") != nullptr &&
+                  std::string(std::getenv("THD_TEST_HOOKS")) == "1"),
       notice_hold_latch_(test_hooks_ ? env_latch("THD_TEST_HOLD_EVENT_NOTICES") : 0),
       streams_(*this) {
   // thd::stats() reports the peak of this session (a pool process serves many).

@@ -107,7 +107,7 @@ class Session {
   trace::Recorder* recorder() { return recorder_.get(); }
   int32_t trace_pid() const { return node_ + 1; }
 
-  // ---- test support (THD_TEST_HOOKS=1) ----
+  // ---- test support (THD_TEST_HOOKS=1 in a build with THD_ENABLE_TEST_HOOKS) ----
   bool test_hooks() const { return test_hooks_; }
   // THD_TEST_HOLD_EVENT_NOTICES=K (with the hooks): this node sends the message of
   // each event notice only once latch K is open (its doorbell rings as usual), so a
