@@ -263,15 +263,11 @@ void Session::reply_loop(int node) {
 }
 
 std::exception_ptr Session::remote_error(int node, uint64_t op_id, const std::string& op_name,
-                                         const std::string& message) {
-  try {
-    // what(): "index_select: op 5 failed on node 0: index 7 is out of range ..." (the
-    // worker leaves the name out of its text when it is this op's).
-    throw RemoteError(fmt::format("op {} failed on node {}: {}", op_id, node, message),
-                      ErrorContext{.op = op_name, .rank = 0, .node = node, .peer = node + 1}, op_id);
-  } catch (...) {
-    return std::current_exception();
-  }
+                                         const std::string& message, protocol::fb::ErrorKind kind) {
+  // what(): "index_select: op 5 failed on node 0: index 7 is out of range ..." (the
+  // worker leaves the name out of its text when it is this op's).
+  return make_remote_error(protocol::from_fb(kind), fmt::format("op {} failed on node {}: {}", op_id, node, message),
+                           ErrorContext{.op = op_name, .rank = 0, .node = node, .peer = node + 1}, op_id);
 }
 
 void Session::handle_reply(int node, const fb::Message& message) {
@@ -292,7 +288,7 @@ void Session::handle_reply(int node, const fb::Message& message) {
       // Already raised by a fetch (whose reply may come first, from another node's
       // thread when the poison travelled with a copy): record it as raised.
       const bool raised = raised_.count({node, f->op_id()}) != 0;
-      failures_.push_back({node, f->op_id(), name, text, raised});
+      failures_.push_back({node, f->op_id(), name, text, f->kind(), raised});
       return;
     }
     case fb::Body::FetchFailed: {
@@ -307,7 +303,7 @@ void Session::handle_reply(int node, const fb::Message& message) {
         receive = it->second.second;
         mark_raised_locked(f->node(), f->op_id());
       }
-      receive.cancel(remote_error(f->node(), f->op_id(), name, text));
+      receive.cancel(remote_error(f->node(), f->op_id(), name, text, f->kind()));
       return;
     }
     case fb::Body::HelloReply: {
@@ -454,7 +450,7 @@ std::exception_ptr Session::take_unraised_failure() {
     for (auto& same : failures_) {
       if (same.op_id == r.op_id && same.node == r.node) same.raised = true;
     }
-    return remote_error(r.node, r.op_id, r.op_name, r.message);
+    return remote_error(r.node, r.op_id, r.op_name, r.message, r.kind);
   }
   return nullptr;
 }

@@ -91,6 +91,7 @@ class Session : public std::enable_shared_from_this<Session> {
     uint64_t op_id;
     std::string op_name;
     std::string message;
+    protocol::fb::ErrorKind kind;
     bool raised = false;
   };
   struct NodeState {
@@ -106,7 +107,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void wake_flusher();
   void handle_reply(int node, const fb::Message& message);
   void fail_fetches_of(int node, std::exception_ptr why);
-  std::exception_ptr remote_error(int node, uint64_t op_id, const std::string& op_name, const std::string& message);
+  std::exception_ptr remote_error(int node, uint64_t op_id, const std::string& op_name, const std::string& message,
+                                  protocol::fb::ErrorKind kind);
   // Tracing: every worker's clock offset (NTP-style, at start), and at close every
   // worker's recording merged with the master's into the trace file.
   void measure_clock_offsets();

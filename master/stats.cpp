@@ -66,6 +66,7 @@ std::vector<NodeStats> stats() {
 
 }  // namespace thd
 
+#if THD_ENABLE_TEST_HOOKS
 namespace thd::detail {
 
 namespace {
@@ -83,3 +84,4 @@ void test_latch_open(uint64_t key) { test_latch(key, true, std::chrono::millisec
 void test_latch_wait(uint64_t key, std::chrono::milliseconds timeout) { test_latch(key, false, timeout); }
 
 }  // namespace thd::detail
+#endif

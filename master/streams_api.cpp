@@ -162,7 +162,7 @@ Session::EventReport Session::query_event(int node, uint64_t event, bool wait, c
   if (status.failed()) {
     const std::string name = status.op_name() ? status.op_name()->str() : "op";
     const std::string text = status.message() ? status.message()->str() : "";
-    r.failure = remote_error(status.node(), status.op_id(), name, text);
+    r.failure = remote_error(status.node(), status.op_id(), name, text, status.kind());
     std::lock_guard lock(mu_);
     mark_raised_locked(status.node(), status.op_id());
   }

@@ -1,5 +1,7 @@
 #include "protocol/codec.h"
 
+#include <thd/config.h>
+
 #include <cctype>
 
 #include "tensor/check.h"
@@ -97,6 +99,18 @@ Scalar from_fb(const fb::Scalar& s) {
 
 fb::Device to_fb(Device device) {
   return device.is_cuda() ? fb::Device(fb::DeviceType::CUDA, device.index()) : fb::Device(fb::DeviceType::CPU, -1);
+}
+
+// One enum on the wire and in the API, value for value.
+static_assert(static_cast<int>(fb::ErrorKind::MAX) == static_cast<int>(ErrorKind::Cuda));
+static_assert(static_cast<int>(fb::ErrorKind::OutOfMemory) == static_cast<int>(ErrorKind::OutOfMemory));
+static_assert(static_cast<int>(fb::ErrorKind::NotImplemented) == static_cast<int>(ErrorKind::NotImplemented));
+
+fb::ErrorKind to_fb(ErrorKind kind) { return static_cast<fb::ErrorKind>(kind); }
+
+ErrorKind from_fb(fb::ErrorKind kind) {
+  if (kind > fb::ErrorKind::MAX) return ErrorKind::Generic;
+  return static_cast<ErrorKind>(kind);
 }
 
 Device from_fb(const fb::Device* device) {
@@ -214,8 +228,10 @@ std::string op_name(const fb::Command& c) {
       return "clock";
     case fb::Op::TraceDump:
       return "trace";
+#if THD_ENABLE_TEST_HOOKS
     case fb::Op::TestLatch:
       return c.op_as_TestLatch()->open() ? "test_latch_open" : "test_latch_wait";
+#endif
     case fb::Op::ToDevice:
       return "to";
   }

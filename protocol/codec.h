@@ -71,6 +71,11 @@ fb::Device to_fb(Device device);
 // the enum or a CUDA index outside 0..kMaxDeviceIndex.
 Device from_fb(const fb::Device* device);
 
+fb::ErrorKind to_fb(ErrorKind kind);
+// A kind this build does not know (a newer peer's) reads as Generic: an error
+// report is never refused for its kind.
+ErrorKind from_fb(fb::ErrorKind kind);
+
 // The elements of a vector of scalars from a message (empty when absent). The
 // verifier checks that a vector's length is aligned, not its elements: a hostile
 // message may place 8-byte elements anywhere, so they are copied out byte for byte

@@ -34,7 +34,7 @@ StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device
   size_t allocated = 0;
   data_ = CpuAllocator::instance().allocate(nbytes, &allocated);
   if (data_ == nullptr) {
-    THD_THROW(ValueError, "allocate", "out of memory allocating {} bytes on {}", nbytes,
+    THD_THROW(HostOutOfMemoryError, "allocate", "out of memory allocating {} bytes on {}", nbytes,
               device.str());
   }
   deleter_ = [allocated](void* p) { CpuAllocator::instance().deallocate(p, allocated); };
@@ -51,7 +51,7 @@ namespace detail {
 namespace {
 
 [[noreturn]] void throw_out_of_memory(size_t nbytes, Device device) {
-  THD_THROW(ValueError, "allocate", "out of memory allocating {} bytes on {}", nbytes,
+  THD_THROW(HostOutOfMemoryError, "allocate", "out of memory allocating {} bytes on {}", nbytes,
             device.str());
 }
 

@@ -12,8 +12,8 @@ namespace thd::detail {
 // device). A small CPU storage is a single heap block: the shared_ptr control block,
 // the StorageImpl in it, then the data. A CUDA storage comes from that device's
 // caching allocator, for use in order on the device's current stream
-// (tensor/cuda/caching_allocator.h). Throws ValueError for a CPU out of memory or a
-// CUDA device out of range, OutOfMemoryError for a CUDA device out of memory, and
+// (tensor/cuda/caching_allocator.h). Throws HostOutOfMemoryError for a CPU out of memory,
+// ValueError for a CUDA device out of range, OutOfMemoryError for a CUDA device out of memory, and
 // NotImplementedError for a CUDA device in a build without CUDA.
 Storage allocate_storage(size_t nbytes, Device device);
 

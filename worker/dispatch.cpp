@@ -1,5 +1,7 @@
 // The exhaustive switch over the schema's ops: an op added to the schema and not
 // handled here does not compile (-Werror=switch).
+#include <thd/config.h>
+
 #include "tensor/check.h"
 #include "worker/ops.h"
 #include "worker/session.h"
@@ -52,7 +54,9 @@ void run_command(ExecContext& ctx, const fb::Command& c) {
     case fb::Op::StatsQuery: return run(ctx, table_of(c.op_as_StatsQuery()));
     case fb::Op::ClockQuery: return run(ctx, table_of(c.op_as_ClockQuery()));
     case fb::Op::TraceDump: return run(ctx, table_of(c.op_as_TraceDump()));
+#if THD_ENABLE_TEST_HOOKS
     case fb::Op::TestLatch: return run(ctx, table_of(c.op_as_TestLatch()));
+#endif
     case fb::Op::ToDevice: return run(ctx, table_of(c.op_as_ToDevice()));
   }
   THD_THROW(protocol::ProtocolError, "dispatch", "op type {} is not in this protocol version",
@@ -72,8 +76,8 @@ std::string failure_text(const ExecContext& ctx, const std::exception& e) {
   return fmt::format("{} ({}:{})", error->message(), where.file, where.line);
 }
 
-void fail_op(ExecContext& ctx, const fb::Command& command, const std::string& message) {
-  auto poison = ctx.new_poison(message);
+void fail_op(ExecContext& ctx, const fb::Command& command, const std::string& message, ErrorKind kind) {
+  auto poison = ctx.new_poison(message, kind);
   // A wait that failed (its event's node was lost, or it timed out) ordered nothing:
   // what the stream runs after it must not run as if it had waited.
   if (command.op_type() == fb::Op::EventWait || command.op_type() == fb::Op::EventWaitRemote) ctx.inherit(poison);
@@ -146,9 +150,9 @@ void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared) {
     ctx.fail(p.poison, /*report=*/false);
   } catch (const PeerLost& e) {
     if (e.context().peer == 0) throw;  // the master: the session is over
-    fail_op(ctx, command, failure_text(ctx, e));
+    fail_op(ctx, command, failure_text(ctx, e), error_kind_of(e));
   } catch (const std::exception& e) {
-    fail_op(ctx, command, failure_text(ctx, e));
+    fail_op(ctx, command, failure_text(ctx, e), error_kind_of(e));
   }
 }
 

@@ -85,8 +85,8 @@ std::shared_ptr<const Poison> ExecContext::poison_of(const Entry* entry) const {
   return inherited_;
 }
 
-std::shared_ptr<const Poison> ExecContext::new_poison(const std::string& message) const {
-  return std::make_shared<const Poison>(Poison{op_id_, op_name(), message, node()});
+std::shared_ptr<const Poison> ExecContext::new_poison(const std::string& message, ErrorKind kind) const {
+  return std::make_shared<const Poison>(Poison{op_id_, op_name(), message, node(), kind});
 }
 
 void ExecContext::fail(std::shared_ptr<const Poison> poison, bool report) {
@@ -94,7 +94,8 @@ void ExecContext::fail(std::shared_ptr<const Poison> poison, bool report) {
   if (!first_error_) first_error_ = poison;
   if (!report) return;
   flatbuffers::FlatBufferBuilder b(256);
-  auto body = fb::CreateOpFailed(b, poison->op_id, b.CreateString(poison->op_name), b.CreateString(poison->message));
+  auto body = fb::CreateOpFailed(b, poison->op_id, b.CreateString(poison->op_name), b.CreateString(poison->message),
+                                 protocol::to_fb(poison->kind));
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::OpFailed, body.Union()));
   reply({b.GetBufferPointer(), b.GetSize()});
 }

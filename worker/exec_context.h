@@ -80,7 +80,7 @@ class ExecContext {
   // The op failed: poison every declared output with `poison` (an inherited one, or
   // a new one, which is also reported to the master).
   void fail(std::shared_ptr<const Poison> poison, bool report);
-  std::shared_ptr<const Poison> new_poison(const std::string& message) const;
+  std::shared_ptr<const Poison> new_poison(const std::string& message, ErrorKind kind) const;
   // The poison an op reading `entry` takes: the entry's own, else the stream's
   // inherited one; null when neither.
   std::shared_ptr<const Poison> poison_of(const Entry* entry) const;

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include <thd/error.h>
 #include <thd/tensor.h>
 
 namespace thd::worker {
@@ -19,6 +20,7 @@ struct Poison {
   std::string op_name;
   std::string message;
   int node = -1;
+  ErrorKind kind = ErrorKind::Generic;  // of the exception the op failed with
 };
 
 struct Entry {

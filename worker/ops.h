@@ -3,6 +3,8 @@
 // failing input poisons exactly what the op would have written.
 #pragma once
 
+#include <thd/config.h>
+
 #include "protocol/codec.h"
 #include "streams/trace.h"
 #include "worker/exec_context.h"
@@ -43,7 +45,9 @@ void run(ExecContext& ctx, const fb::StreamQuery& op);
 void run(ExecContext& ctx, const fb::StatsQuery& op);
 void run(ExecContext& ctx, const fb::ClockQuery& op);
 void run(ExecContext& ctx, const fb::TraceDump& op);
+#if THD_ENABLE_TEST_HOOKS
 void run(ExecContext& ctx, const fb::TestLatch& op);
+#endif
 
 void run(ExecContext& ctx, const fb::Unary& op);
 void run(ExecContext& ctx, const fb::Binary& op);
@@ -77,8 +81,8 @@ uint64_t node_seed(uint64_t seed, int node);
 // Erases the tensors (a GPU tensor's memory reused once the node's CUDA streams are
 // done with it); the first id that was not live (0: all were).
 uint64_t erase_tensors(Session& session, const std::vector<uint64_t>& ids);
-// An OpFailed reply for `op` (its id and name) with `message`, from any thread.
-void report_failure(Session& session, const Poison& op, const std::string& message);
+// An OpFailed reply for `op` (its id and name) with `message` and `kind`, from any thread.
+void report_failure(Session& session, const Poison& op, const std::string& message, ErrorKind kind);
 
 // The tensor an Upload's bytes are received into: the shape and dtype it
 // announces, once they are valid and within the session's memory limit
@@ -112,7 +116,7 @@ void answer_fetch_failed(ExecContext& ctx, const fb::Fetch& op, const Poison& wh
 
 // A failed op: its outputs poisoned and the failure reported (a failed event wait
 // poisons its stream too).
-void fail_op(ExecContext& ctx, const fb::Command& command, const std::string& message);
+void fail_op(ExecContext& ctx, const fb::Command& command, const std::string& message, ErrorKind kind);
 
 // The trace's slice of the op ctx just ran.
 void trace_op(trace::Recorder& rec, ExecContext& ctx, int64_t start, int64_t end);

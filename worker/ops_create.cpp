@@ -130,7 +130,7 @@ void run(ExecContext& ctx, const fb::Upload& op) {
 void answer_fetch_failed(ExecContext& ctx, const fb::Fetch& op, const Poison& why) {
   flatbuffers::FlatBufferBuilder b(256);
   auto body = fb::CreateFetchFailed(b, op.fetch_tag(), why.op_id, b.CreateString(why.op_name),
-                                    b.CreateString(why.message), why.node);
+                                    b.CreateString(why.message), why.node, protocol::to_fb(why.kind));
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::FetchFailed, body.Union()));
   ctx.reply({b.GetBufferPointer(), b.GetSize()});
 }
@@ -148,7 +148,7 @@ void run(ExecContext& ctx, const fb::Fetch& op) {
                        tagged ? fmt::format("tensor id {} is not live on node {} (never created, or already freed)",
                                             op.src(), ctx.node())
                               : fmt::format("fetch tag {} is outside the fetch range", op.fetch_tag()),
-                       ctx.node()};
+                       ctx.node(), ErrorKind::Value};
     }
     answer_fetch_failed(ctx, op, *p);
     return;
@@ -157,7 +157,7 @@ void run(ExecContext& ctx, const fb::Fetch& op) {
     try {
       ctx.reserve(bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()), Device::cpu());
     } catch (const Error& refused) {  // the master waits on the fetch's tag, not for an OpFailed
-      answer_fetch_failed(ctx, op, Poison{ctx.op_id(), "get", refused.message(), ctx.node()});
+      answer_fetch_failed(ctx, op, Poison{ctx.op_id(), "get", refused.message(), ctx.node(), error_kind_of(refused)});
       return;
     }
   }
@@ -183,12 +183,13 @@ void run(ExecContext& ctx, const fb::Free& op) {
   // Ops issued before the free may still be queued on other streams: the tensors go
   // once those have run (as CUDA's caching allocator waits for the streams that
   // used a block).
-  auto poison = ctx.new_poison("");
+  auto poison = ctx.new_poison("", ErrorKind::Value);
   session.streams().after_current_work([&session, ids = std::move(ids), poison] {
     if (const uint64_t unknown = erase_tensors(session, ids)) {
       report_failure(session, *poison,
                      fmt::format("tensor id {} is not live on node {} (freed twice, or never created)", unknown,
-                                 session.node()));
+                                 session.node()),
+                     ErrorKind::Value);
     }
   });
 }
@@ -213,7 +214,8 @@ void run(ExecContext& ctx, const fb::Sync& op) {
     try {
       c.gpu().synchronize();
     } catch (const Error& e) {
-      report_failure(session, Poison{ctx.op_id(), "synchronize", "", ctx.node()}, e.what());
+      report_failure(session, Poison{ctx.op_id(), "synchronize", "", ctx.node(), error_kind_of(e)}, e.what(),
+                     error_kind_of(e));
     }
   });
   if (StreamCheck* check = session.check()) check->checker().on_synchronize();
@@ -239,9 +241,10 @@ uint64_t erase_tensors(Session& session, const std::vector<uint64_t>& ids) {
   return unknown;
 }
 
-void report_failure(Session& session, const Poison& op, const std::string& message) {
+void report_failure(Session& session, const Poison& op, const std::string& message, ErrorKind kind) {
   flatbuffers::FlatBufferBuilder b(256);
-  auto body = fb::CreateOpFailed(b, op.op_id, b.CreateString(op.op_name), b.CreateString(message));
+  auto body =
+      fb::CreateOpFailed(b, op.op_id, b.CreateString(op.op_name), b.CreateString(message), protocol::to_fb(kind));
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::OpFailed, body.Union()));
   session.reply({b.GetBufferPointer(), b.GetSize()});
 }

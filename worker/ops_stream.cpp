@@ -38,13 +38,15 @@ flatbuffers::Offset<flatbuffers::String> text(flatbuffers::FlatBufferBuilder& b,
   return b.CreateString(message ? p->message : p->op_name);
 }
 
+ErrorKind kind_of(const Poison* p) { return p != nullptr ? p->kind : ErrorKind::Generic; }
+
 void send_status(Session& session, uint64_t event, int64_t reply_tag, uint64_t awaited,
                  const EventState::Record& r) {
   flatbuffers::FlatBufferBuilder b(256);
   const Poison* p = r.poison.get();
   auto body = fb::CreateEventStatus(b, event, r.generation >= awaited, r.generation > 0, r.time_ns, p != nullptr,
                                     p != nullptr ? p->op_id : 0, text(b, p, false), text(b, p, true),
-                                    p != nullptr ? p->node : -1);
+                                    p != nullptr ? p->node : -1, protocol::to_fb(kind_of(p)));
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::EventStatus, body.Union()));
   protocol::send_message(session.channel(), 0, reply_tag, {b.GetBufferPointer(), b.GetSize()}, session.timeout());
 }
@@ -195,7 +197,8 @@ void run(ExecContext& ctx, const fb::EventNotify& op) {
     flatbuffers::Offset<flatbuffers::Vector<uint8_t>> clock;
     if (r.clock) clock = b.CreateVector(r.clock->serialize());
     auto body = fb::CreateEventNotice(b, id, p != nullptr, p != nullptr ? p->op_id : 0, text(b, p, false),
-                                      text(b, p, true), p != nullptr ? p->node : -1, clock);
+                                      text(b, p, true), p != nullptr ? p->node : -1, clock,
+                                      protocol::to_fb(kind_of(p)));
     b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::EventNotice, body.Union()));
     try {
       protocol::send_message(session.channel(), peer + 1, tag, {b.GetBufferPointer(), b.GetSize()},
@@ -230,7 +233,8 @@ void run(ExecContext& ctx, const fb::EventWaitRemote& op) {
   if (notice->failed()) {
     ctx.inherit(std::make_shared<const Poison>(
         Poison{notice->op_id(), notice->op_name() != nullptr ? notice->op_name()->str() : "op",
-               notice->message() != nullptr ? notice->message()->str() : "", notice->node()}));
+               notice->message() != nullptr ? notice->message()->str() : "", notice->node(),
+               protocol::from_fb(notice->kind())}));
   }
 }
 
@@ -327,22 +331,6 @@ void run(ExecContext& ctx, const fb::TraceDump& op) {
   trace::Recorder* rec = ctx.session().recorder();
   const std::vector<uint8_t> bytes = rec != nullptr ? rec->serialize() : trace::Recorder(false).serialize();
   protocol::send_message(ctx.channel(), 0, op.reply_tag(), bytes, ctx.timeout());
-}
-
-void run(ExecContext& ctx, const fb::TestLatch& op) {
-  Session& session = ctx.session();
-  if (!session.test_hooks()) {
-    THD_THROW(ValueError, ctx.op_name(), "test hooks are off on node {} (THD_TEST_HOOKS=1 turns them on)",
-              ctx.node());
-  }
-  if (op.open()) {
-    session.open_latch(op.key());
-    return;
-  }
-  if (!session.wait_latch(op.key(), std::chrono::milliseconds(op.timeout_ms()))) {
-    THD_THROW(TimeoutError, ctx.op_name(), "latch {} was not opened within {} ms on node {} stream {}", op.key(),
-              op.timeout_ms(), ctx.node(), ctx.stream());
-  }
 }
 
 void run(ExecContext& ctx, const fb::EventDestroy& op) {

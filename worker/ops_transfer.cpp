@@ -50,7 +50,7 @@ void send_status(ExecContext& ctx, const fb::SendTo& op, const Poison* poison) {
   if (poison != nullptr) {
     type = fb::Body::FetchFailed;
     body = fb::CreateFetchFailed(b, op.tag(), poison->op_id, b.CreateString(poison->op_name),
-                                 b.CreateString(poison->message), poison->node)
+                                 b.CreateString(poison->message), poison->node, protocol::to_fb(poison->kind))
                .Union();
   } else {
     body = fb::CreateAck(b, 0).Union();
@@ -68,7 +68,7 @@ void run(ExecContext& ctx, const fb::SendTo& op) {
     const Poison unknown{ctx.op_id(), ctx.op_name(),
                          fmt::format("tensor id {} is not live on node {} (never created, or already freed)",
                                      op.src(), ctx.node()),
-                         ctx.node()};
+                         ctx.node(), ErrorKind::Value};
     send_status(ctx, op, &unknown);
     ctx.input(op.src());  // reports the unknown id as this op's failure
   }
@@ -80,7 +80,7 @@ void run(ExecContext& ctx, const fb::SendTo& op) {
     try {
       ctx.reserve(bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()), Device::cpu());
     } catch (const Error& refused) {  // the receiving node waits for a status: tell it why
-      const Poison why{ctx.op_id(), ctx.op_name(), refused.message(), ctx.node()};
+      const Poison why{ctx.op_id(), ctx.op_name(), refused.message(), ctx.node(), error_kind_of(refused)};
       send_status(ctx, op, &why);
       throw;
     }
@@ -91,7 +91,7 @@ void run(ExecContext& ctx, const fb::SendTo& op) {
   try {
     bytes = host_contiguous(e->tensor);
   } catch (const Error& failed) {
-    const Poison why{ctx.op_id(), ctx.op_name(), failed.message(), ctx.node()};
+    const Poison why{ctx.op_id(), ctx.op_name(), failed.message(), ctx.node(), error_kind_of(failed)};
     send_status(ctx, op, &why);
     throw;
   }
@@ -115,7 +115,8 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
   const fb::Message& m = protocol::verify_message(status, "to_node");
   if (const fb::FetchFailed* f = m.body_as_FetchFailed()) {
     throw PoisonedInput{std::make_shared<const Poison>(Poison{
-        f->op_id(), f->op_name() ? f->op_name()->str() : "op", f->message() ? f->message()->str() : "", f->node()})};
+        f->op_id(), f->op_name() ? f->op_name()->str() : "op", f->message() ? f->message()->str() : "", f->node(),
+        protocol::from_fb(f->kind())})};
   }
   ctx.channel().recv(out, op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
   ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/false);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include <thd/config.h>
 #include <thd/memory.h>
 
 #include "protocol/framing.h"
@@ -43,7 +44,8 @@ Session::Session(std::shared_ptr<DataChannel> channel, const SessionLimits& limi
       memory_limit_(limits.memory_bytes != 0 ? limits.memory_bytes : physical_memory()),
       device_memory_limit_(limits.device_memory_bytes),
       check_(StreamCheck::from_env(node_)),
-      test_hooks_(std::getenv("THD_TEST_HOOKS") != nullptr && std::string(std::getenv("THD_TEST_HOOKS")) == "1"),
+      test_hooks_(THD_ENABLE_TEST_HOOKS && std::getenv("THD_TEST_HOOKS") != nullptr &&
+                  std::string(std::getenv("THD_TEST_HOOKS")) == "1"),
       notice_hold_latch_(test_hooks_ ? env_latch("THD_TEST_HOLD_EVENT_NOTICES") : 0),
       streams_(*this) {
   // thd::stats() reports the peak of this session (a pool process serves many).
@@ -114,8 +116,9 @@ void Session::reserve(uint64_t bytes, const std::string& op, Device device) {
   if (device.is_cpu()) {
     const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats().allocated_bytes, 0));
     if (bytes > memory_limit_ || in_use > memory_limit_ - bytes) {
-      THD_THROW(ValueError, op, "node {}: {} more bytes of tensors would take this node past its limit of {} bytes "
-                "({} bytes in use)", node_, bytes, memory_limit_, in_use);
+      THD_THROW(HostOutOfMemoryError, op,
+                "node {}: {} more bytes of tensors would take this node past its limit of {} bytes ({} bytes in use)",
+                node_, bytes, memory_limit_, in_use);
     }
     return;
   }
@@ -123,7 +126,7 @@ void Session::reserve(uint64_t bytes, const std::string& op, Device device) {
   const size_t limit = memory_limit(device);
   const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats(device).allocated_bytes, 0));
   if (bytes > limit || in_use > limit - bytes) {
-    THD_THROW(ValueError, op, "node {}: {} more bytes of tensors on {} would take it past its limit of {} bytes "
+    THD_THROW(OutOfMemoryError, op, "node {}: {} more bytes of tensors on {} would take it past its limit of {} bytes "
               "({} bytes in use)", node_, bytes, device.str(), limit, in_use);
   }
 }

@@ -48,9 +48,10 @@ class Session {
   EventTable& events() { return events_; }
 
   // ---- memory (SessionLimits) -------------------------------------------------------------
-  // ValueError naming `op` unless `bytes` more of tensor memory on `device` keep it
-  // within the session's limit: called before an op allocates. A device this node
-  // does not have is a ValueError too (check_device).
+  // Out of memory naming `op` (HostOutOfMemoryError for the CPU, OutOfMemoryError
+  // for a GPU) unless `bytes` more of tensor memory on `device` keep it within the
+  // session's limit: called before an op allocates. A device this node does not
+  // have is a ValueError (check_device).
   void reserve(uint64_t bytes, const std::string& op, Device device = Device::cpu());
   // ValueError naming `op` unless a view of `bytes` (elements times their size, not
   // memory) on `device` is within that device's limit.
@@ -106,7 +107,7 @@ class Session {
   trace::Recorder* recorder() { return recorder_.get(); }
   int32_t trace_pid() const { return node_ + 1; }
 
-  // ---- test support (THD_TEST_HOOKS=1) ----
+  // ---- test support (THD_TEST_HOOKS=1 in a build with THD_ENABLE_TEST_HOOKS) ----
   bool test_hooks() const { return test_hooks_; }
   // THD_TEST_HOLD_EVENT_NOTICES=K (with the hooks): this node sends the message of
   // each event notice only once latch K is open (its doorbell rings as usual), so a

@@ -21,3 +21,6 @@ set(THD_WORKER_SOURCES
   worker/streams.cpp
   worker/worker.cpp
 )
+if(THD_ENABLE_TEST_HOOKS)
+  list(APPEND THD_WORKER_SOURCES worker/ops_test_hooks.cpp)
+endif()

@@ -85,10 +85,11 @@ Prepared prepare(Session& session, const fb::Command& c) {
 
 // A command that cannot run where it was sent: reported, and the turn it held (a
 // collective's) passed on. A refused get is answered where its master waits.
-void refuse(Session& session, const fb::Command& c, const Prepared& prepared, const std::string& message) {
+void refuse(Session& session, const fb::Command& c, const Prepared& prepared, const std::string& message,
+            ErrorKind kind) {
   ExecContext& main = session.streams().default_stream();
   main.begin(c);
-  const std::shared_ptr<const Poison> poison = main.new_poison(message);
+  const std::shared_ptr<const Poison> poison = main.new_poison(message, kind);
   const fb::Fetch* fetch = c.op_as_Fetch();
   main.fail(poison, /*report=*/fetch == nullptr);
   if (fetch != nullptr) answer_fetch_failed(main, *fetch, *poison);
@@ -113,7 +114,8 @@ void schedule(Session& session, const std::shared_ptr<const protocol::Received>&
       refuse(session, c, prepared,
              fmt::format("the default stream of node {} waited {} ms for the node's other streams to finish, and "
                          "they finished no op meanwhile",
-                         session.node(), session.timeout().count()));
+                         session.node(), session.timeout().count()),
+             ErrorKind::Timeout);
       return;
     }
     if (StreamCheck* check = session.check()) {
@@ -135,7 +137,7 @@ void schedule(Session& session, const std::shared_ptr<const protocol::Received>&
   try {
     stream = &session.streams().get(c.stream());
   } catch (const Error& e) {
-    refuse(session, c, prepared, e.what());
+    refuse(session, c, prepared, e.what(), error_kind_of(e));
     return;
   }
   // ... and the other streams after what the default stream ran before this.

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include <thd/config.h>
 #include <thd/datachannel.h>
 #include <thd/tensor.h>
 
@@ -463,11 +464,13 @@ namespace detail {
 // For tests: the number of live tensors in each node's handle table, after a
 // synchronize().
 std::vector<uint64_t> live_tensors_per_node();
-// Test support (workers run with THD_TEST_HOOKS=1): an op on the current node's
-// current stream that opens latch `key`, or that waits until it is opened (at most
-// `timeout`; then it fails with a TimeoutError like any op).
+#if THD_ENABLE_TEST_HOOKS
+// Test support, in builds with the test hooks (workers run with THD_TEST_HOOKS=1):
+// an op on the current node's current stream that opens latch `key`, or that waits
+// until it is opened (at most `timeout`; then it fails with a TimeoutError like any op).
 void test_latch_open(uint64_t key);
 void test_latch_wait(uint64_t key, std::chrono::milliseconds timeout);
+#endif
 }  // namespace detail
 
 }  // namespace thd

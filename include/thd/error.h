@@ -73,19 +73,6 @@ class PeerLost : public ConnectionError {
 class WorkerLost : public PeerLost {
   using PeerLost::PeerLost;
 };
-// An op failed on a worker. Raised on the master at the next sync point that
-// depends on it (get(), item(), thd::synchronize()); context().op is the op that
-// failed, context().node its node, and message() the worker's original error.
-class RemoteError : public Error {
- public:
-  RemoteError(std::string message, ErrorContext context, uint64_t op_id)
-      : Error(std::move(message), std::move(context)), op_id_(op_id) {}
-  // The failing op's id in the master's session (ids count ops from 1).
-  uint64_t op_id() const noexcept { return op_id_; }
-
- private:
-  uint64_t op_id_ = 0;
-};
 // The op exists but not for these arguments' device in this build (an op with no
 // CUDA kernel yet, a CUDA tensor in a build without CUDA); message() says which.
 class NotImplementedError : public Error {
@@ -101,9 +88,81 @@ class CudaError : public Error {
 class OutOfMemoryError : public CudaError {
   using CudaError::CudaError;
 };
+// The host could not give a tensor the memory it asked for (message() names the
+// bytes), or a worker's tensors would take it past its session's memory limit.
+class HostOutOfMemoryError : public Error {
+  using Error::Error;
+};
 // A peer failed to prove the shared secret, or this process has none to prove.
 class AuthError : public Error {
   using Error::Error;
 };
+
+// What kind of error an op failed with on its worker, from the class of the
+// worker's exception: RemoteError::kind(), and the subclass of RemoteError the
+// master raises.
+enum class ErrorKind : uint8_t {
+  Generic,         // any other error
+  OutOfMemory,     // std::bad_alloc, HostOutOfMemoryError, OutOfMemoryError
+  Value,           // ValueError
+  Shape,           // ShapeError
+  Type,            // TypeError
+  Index,           // IndexError
+  Timeout,         // TimeoutError
+  Connection,      // ConnectionError, PeerLost, WorkerLost
+  NotImplemented,  // NotImplementedError
+  Cuda,            // CudaError other than out of memory
+};
+// "out_of_memory", "shape", ...: the kind's name (Python's RemoteError.kind).
+const char* error_kind_name(ErrorKind kind);
+// The kind of `e` by its most-derived class (a RemoteError: its kind()).
+ErrorKind error_kind_of(const std::exception& e);
+
+// An op failed on a worker. Raised on the master at the next sync point that
+// depends on it (get(), item(), thd::synchronize()); context().op is the op that
+// failed, context().node its node, and message() the worker's original error.
+// The master raises the subclass of the error's kind (RemoteOutOfMemoryError, ...;
+// RemoteError itself for ErrorKind::Generic): catch one kind by type, or every
+// remote failure as RemoteError.
+class RemoteError : public Error {
+ public:
+  RemoteError(std::string message, ErrorContext context, uint64_t op_id, ErrorKind kind = ErrorKind::Generic)
+      : Error(std::move(message), std::move(context)), op_id_(op_id), kind_(kind) {}
+  // The failing op's id in the master's session (ids count ops from 1).
+  uint64_t op_id() const noexcept { return op_id_; }
+  // What kind of error the worker raised.
+  ErrorKind kind() const noexcept { return kind_; }
+
+ private:
+  uint64_t op_id_ = 0;
+  ErrorKind kind_ = ErrorKind::Generic;
+};
+
+// The RemoteError subclass of one kind: what a worker's error of that kind becomes.
+template <ErrorKind K, typename Base = RemoteError>
+class RemoteErrorOf : public Base {
+ public:
+  static constexpr ErrorKind kKind = K;
+  RemoteErrorOf(std::string message, ErrorContext context, uint64_t op_id)
+      : Base(std::move(message), std::move(context), op_id, K) {}
+
+ protected:
+  // For a subclass kind (RemoteShapeError under RemoteValueError).
+  RemoteErrorOf(std::string message, ErrorContext context, uint64_t op_id, ErrorKind kind)
+      : Base(std::move(message), std::move(context), op_id, kind) {}
+};
+// A worker ran out of memory: host or GPU (torch.OutOfMemoryError), or its session's limit.
+using RemoteOutOfMemoryError = RemoteErrorOf<ErrorKind::OutOfMemory>;
+using RemoteValueError = RemoteErrorOf<ErrorKind::Value>;
+using RemoteShapeError = RemoteErrorOf<ErrorKind::Shape, RemoteValueError>;
+using RemoteTypeError = RemoteErrorOf<ErrorKind::Type>;
+using RemoteIndexError = RemoteErrorOf<ErrorKind::Index>;
+using RemoteTimeoutError = RemoteErrorOf<ErrorKind::Timeout>;
+using RemoteConnectionError = RemoteErrorOf<ErrorKind::Connection>;
+using RemoteNotImplementedError = RemoteErrorOf<ErrorKind::NotImplemented>;
+using RemoteCudaError = RemoteErrorOf<ErrorKind::Cuda>;
+
+// The RemoteError of `kind` (its subclass) as an exception_ptr, ready to rethrow.
+std::exception_ptr make_remote_error(ErrorKind kind, std::string message, ErrorContext context, uint64_t op_id);
 
 }  // namespace thd

@@ -10,6 +10,23 @@ namespace {
 
 py::object optional_int(int v) { return v < 0 ? py::object(py::none()) : py::object(py::int_(v)); }
 
+// The thd.errors class of a RemoteError of `kind` (include/thd/error.h's subclasses).
+const char* remote_class(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::Generic: return "RemoteError";
+    case ErrorKind::OutOfMemory: return "RemoteOutOfMemoryError";
+    case ErrorKind::Value: return "RemoteValueError";
+    case ErrorKind::Shape: return "RemoteShapeError";
+    case ErrorKind::Type: return "RemoteTypeError";
+    case ErrorKind::Index: return "RemoteIndexError";
+    case ErrorKind::Timeout: return "RemoteTimeoutError";
+    case ErrorKind::Connection: return "RemoteConnectionError";
+    case ErrorKind::NotImplemented: return "RemoteNotImplementedError";
+    case ErrorKind::Cuda: return "RemoteCudaError";
+  }
+  return "RemoteError";
+}
+
 // Raises thd.errors.<name>(message, op=..., ...) as the pending Python error.
 void raise(const char* name, const Error& e, py::dict extra = py::dict()) {
   const ErrorContext& c = e.context();
@@ -50,11 +67,14 @@ void translate(std::exception_ptr p) {
   } catch (const RemoteError& e) {
     py::dict extra;
     extra["op_id"] = py::int_(e.op_id());
-    raise("RemoteError", e, extra);
+    extra["kind"] = py::str(error_kind_name(e.kind()));
+    raise(remote_class(e.kind()), e, extra);
   } catch (const NotImplementedError& e) {
     raise("NotImplementedError", e);
   } catch (const OutOfMemoryError& e) {
     raise("OutOfMemoryError", e);
+  } catch (const HostOutOfMemoryError& e) {
+    raise("HostOutOfMemoryError", e);
   } catch (const CudaError& e) {
     raise("CudaError", e);
   } catch (const AuthError& e) {

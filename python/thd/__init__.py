@@ -42,6 +42,18 @@ from .errors import (
     ValueError,
     WorkerLost,
 )
+from .errors import (  # the host out of memory; a worker's error by its kind (RemoteError.kind)
+    HostOutOfMemoryError,
+    RemoteConnectionError,
+    RemoteCudaError,
+    RemoteIndexError,
+    RemoteNotImplementedError,
+    RemoteOutOfMemoryError,
+    RemoteShapeError,
+    RemoteTimeoutError,
+    RemoteTypeError,
+    RemoteValueError,
+)
 from . import _C
 
 # Loading the backends' libraries leaves SIGINT at the system's default beneath
@@ -407,6 +419,10 @@ __all__ = [
     "PeerLost", "promote_types", "rand", "randint", "randn", "reduce", "reduce_scatter", "ReduceOp", "RemoteError",
     "ShapeError", "shutdown", "stack", "stats", "Stream", "stream", "synchronize", "Tensor", "tensor",
     "TimeoutError", "TypeError", "uint8", "ValueError", "where", "WorkerLost", "zeros",
+]
+__all__ += [
+    "HostOutOfMemoryError", "RemoteConnectionError", "RemoteCudaError", "RemoteIndexError", "RemoteNotImplementedError",
+    "RemoteOutOfMemoryError", "RemoteShapeError", "RemoteTimeoutError", "RemoteTypeError", "RemoteValueError",
 ]
 __all__ += [n for n in _process_group.__all__ if n not in __all__]
 __all__ += ["from_dlpack", "device", "current_device"]

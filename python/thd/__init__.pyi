@@ -23,6 +23,18 @@ from .errors import (
     ValueError as ValueError,
     WorkerLost as WorkerLost,
 )
+from .errors import (
+    HostOutOfMemoryError as HostOutOfMemoryError,
+    RemoteConnectionError as RemoteConnectionError,
+    RemoteCudaError as RemoteCudaError,
+    RemoteIndexError as RemoteIndexError,
+    RemoteNotImplementedError as RemoteNotImplementedError,
+    RemoteOutOfMemoryError as RemoteOutOfMemoryError,
+    RemoteShapeError as RemoteShapeError,
+    RemoteTimeoutError as RemoteTimeoutError,
+    RemoteTypeError as RemoteTypeError,
+    RemoteValueError as RemoteValueError,
+)
 
 __version__: str
 

@@ -22,9 +22,19 @@ __all__ = [
     "PeerLost",
     "WorkerLost",
     "RemoteError",
+    "RemoteOutOfMemoryError",
+    "RemoteValueError",
+    "RemoteShapeError",
+    "RemoteTypeError",
+    "RemoteIndexError",
+    "RemoteTimeoutError",
+    "RemoteConnectionError",
+    "RemoteNotImplementedError",
+    "RemoteCudaError",
     "NotImplementedError",
     "CudaError",
     "OutOfMemoryError",
+    "HostOutOfMemoryError",
     "AuthError",
 ]
 
@@ -90,12 +100,73 @@ class RemoteError(Error):
     Raised on the master at the next sync point that depends on it (``get()``,
     ``item()``, :func:`thd.synchronize`); ``op`` is the op that failed, ``node`` its
     node, ``message`` the worker's original error and ``op_id`` the op's id in the
-    session (ids count ops from 1).
+    session (ids count ops from 1). ``kind`` names the kind of the worker's error
+    (``"out_of_memory"``, ``"shape"``, ...; ``"generic"`` for any other), and the
+    error raised is the subclass of that kind (:class:`RemoteOutOfMemoryError`, ...),
+    which ``except RemoteError`` also catches.
     """
 
-    def __init__(self, *args, op_id=0, **kwargs):
+    kind = "generic"
+
+    def __init__(self, *args, op_id=0, kind=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.op_id = op_id
+        if kind is not None:
+            self.kind = kind
+
+
+class RemoteOutOfMemoryError(RemoteError, builtins.MemoryError):
+    """A worker ran out of memory: host or GPU, or its session's limit (C++ ``thd::RemoteOutOfMemoryError``)."""
+
+    kind = "out_of_memory"
+
+
+class RemoteValueError(RemoteError, builtins.ValueError):
+    """A worker's op raised a ``ValueError`` (C++ ``thd::RemoteValueError``)."""
+
+    kind = "value"
+
+
+class RemoteShapeError(RemoteValueError):
+    """A worker's op raised a ``ShapeError`` (C++ ``thd::RemoteShapeError``)."""
+
+    kind = "shape"
+
+
+class RemoteTypeError(RemoteError, builtins.TypeError):
+    """A worker's op raised a ``TypeError`` (C++ ``thd::RemoteTypeError``)."""
+
+    kind = "type"
+
+
+class RemoteIndexError(RemoteError, builtins.IndexError):
+    """A worker's op raised an ``IndexError`` (C++ ``thd::RemoteIndexError``)."""
+
+    kind = "index"
+
+
+class RemoteTimeoutError(RemoteError, builtins.TimeoutError):
+    """A worker's op ran past a deadline (C++ ``thd::RemoteTimeoutError``)."""
+
+    kind = "timeout"
+
+
+class RemoteConnectionError(RemoteError, builtins.ConnectionError):
+    """A worker's op lost a connection, to a peer node for one (C++ ``thd::RemoteConnectionError``)."""
+
+    kind = "connection"
+
+
+class RemoteNotImplementedError(RemoteError, builtins.NotImplementedError):
+    """A worker has no implementation of the op for its arguments (C++ ``thd::RemoteNotImplementedError``)."""
+
+    kind = "not_implemented"
+
+
+class RemoteCudaError(RemoteError):
+    """A CUDA call failed on a worker (C++ ``thd::RemoteCudaError``)."""
+
+    kind = "cuda"
 
 
 class NotImplementedError(Error, builtins.NotImplementedError):
@@ -108,6 +179,11 @@ class CudaError(Error):
 
 class OutOfMemoryError(CudaError):
     """A CUDA device ran out of memory (C++ ``thd::OutOfMemoryError``)."""
+
+
+class HostOutOfMemoryError(Error, builtins.MemoryError):
+    """The host could not give a tensor the memory it asked for, or a worker's tensors
+    would take it past its session's memory limit (C++ ``thd::HostOutOfMemoryError``)."""
 
 
 class AuthError(Error):

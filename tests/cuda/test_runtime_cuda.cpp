@@ -182,7 +182,7 @@ TEST_F(RuntimeCuda, DeviceMemoryIsLimitedAndAnOutOfMemoryIsARemoteError) {
   try {
     huge.get();
     ADD_FAILURE() << "a 4 TiB tensor was made";
-  } catch (const RemoteError& e) {
+  } catch (const RemoteOutOfMemoryError& e) {
     EXPECT_NE(std::string(e.what()).find("past its limit"), std::string::npos) << e.what();
   }
   // Within each worker's limit, but not both at once on the one GPU they share: the
@@ -204,6 +204,7 @@ TEST_F(RuntimeCuda, DeviceMemoryIsLimitedAndAnOutOfMemoryIsARemoteError) {
     ADD_FAILURE() << "two tensors of 75% of the free memory each fit on one GPU";
   } catch (const RemoteError& e) {
     EXPECT_EQ(e.context().node, 1);
+    EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory) << e.what();
     EXPECT_NE(std::string(e.what()).find("memory"), std::string::npos) << e.what();
   }
   // Both workers survive; the memory comes back when the tensors go.

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import thd
+from conftest import check_job
 
 HIERARCHY = {
     # thd class: (thd base, Python built-in it also is)
@@ -24,6 +25,16 @@ HIERARCHY = {
     "CudaError": ("Error", RuntimeError),
     "OutOfMemoryError": ("CudaError", RuntimeError),
     "AuthError": ("Error", RuntimeError),
+    "HostOutOfMemoryError": ("Error", builtins.MemoryError),
+    "RemoteOutOfMemoryError": ("RemoteError", builtins.MemoryError),
+    "RemoteValueError": ("RemoteError", builtins.ValueError),
+    "RemoteShapeError": ("RemoteValueError", builtins.ValueError),
+    "RemoteTypeError": ("RemoteError", builtins.TypeError),
+    "RemoteIndexError": ("RemoteError", builtins.IndexError),
+    "RemoteTimeoutError": ("RemoteError", builtins.TimeoutError),
+    "RemoteConnectionError": ("RemoteError", builtins.ConnectionError),
+    "RemoteNotImplementedError": ("RemoteError", builtins.NotImplementedError),
+    "RemoteCudaError": ("RemoteError", RuntimeError),
 }
 
 
@@ -43,7 +54,13 @@ def test_context_attributes():
     assert (e.message, e.op, e.node, e.rank, e.peer) == ("gone", "get", 1, 0, 2)
     assert str(e) == "gone"
     r = thd.RemoteError("boom", op="add", node=0, op_id=7)
-    assert r.op_id == 7 and r.node == 0
+    assert r.op_id == 7 and r.node == 0 and r.kind == "generic"
+    assert thd.RemoteShapeError("bad", op_id=3).kind == "shape"
+    assert thd.RemoteOutOfMemoryError("full").kind == "out_of_memory"
+
+
+def test_a_remote_error_raises_the_class_of_its_kind():
+    check_job("remote_error_kinds.py")
 
 
 def test_bad_shape_raises_shape_error_with_its_op():

@@ -373,6 +373,54 @@ TEST_F(WorkerDecoder, SyncAnswersOnItsOwnTagCountingTheRepliesSentBeforeIt) {
   expect_still_serving(102);
 }
 
+// Each error reply says what kind of error the op raised (OpFailed.kind), and a
+// tensor poisoned through its input carries the original kind to its Fetch.
+TEST_F(WorkerDecoder, ErrorRepliesCarryTheKindOfTheWorkersError) {
+  send(batch([](flatbuffers::FlatBufferBuilder& b) {
+    const fb::Scalar zero;
+    auto ones = [&](uint64_t out, int64_t n) {
+      return fb::CreateCreate(b, out, fb::CreateKind::Ones, fb::DType::Float32, b.CreateVector<int64_t>({n}), &zero,
+                              &zero, &zero, &zero)
+          .Union();
+    };
+    return std::vector{
+        fb::CreateCommand(b, 1, fb::Op::Create, ones(70, 2)),
+        fb::CreateCommand(b, 2, fb::Op::Create, ones(71, 3)),
+        // Shapes [2] and [3] do not broadcast: a ShapeError.
+        fb::CreateCommand(b, 3, fb::Op::Binary, fb::CreateBinary(b, 72, fb::BinaryOp::Add, 70, 71).Union()),
+        // Reads the poisoned tensor: poisoned with the same failure, not reported again.
+        fb::CreateCommand(b, 4, fb::Op::Unary, fb::CreateUnary(b, 73, fb::UnaryOp::Neg, 72).Union()),
+        // 4 TiB of float32: more than the node may hold.
+        fb::CreateCommand(b, 5, fb::Op::Create, ones(74, int64_t{1} << 40)),
+        // An index out of range, and an input that was never created.
+        fb::CreateCommand(b, 6, fb::Op::ViewOp,
+                          fb::CreateViewOp(b, 75, fb::ViewKind::Select, 70, 0, 0, 0, 0, 9).Union()),
+        fb::CreateCommand(b, 7, fb::Op::Unary, fb::CreateUnary(b, 76, fb::UnaryOp::Neg, 999).Union()),
+        fb::CreateCommand(b, 8, fb::Op::Fetch, fb::CreateFetch(b, 73, protocol::kFetchTagBase + 7).Union()),
+    };
+  }));
+  auto expect_kind = [&](uint64_t op_id, fb::ErrorKind kind) {
+    const std::vector<uint8_t> bytes = next_reply();
+    ASSERT_FALSE(bytes.empty());
+    const fb::Message* m = fb::GetMessage(bytes.data());
+    ASSERT_EQ(m->body_type(), fb::Body::OpFailed);
+    EXPECT_EQ(m->body_as_OpFailed()->op_id(), op_id);
+    EXPECT_EQ(m->body_as_OpFailed()->kind(), kind)
+        << fb::EnumNameErrorKind(m->body_as_OpFailed()->kind()) << ": " << m->body_as_OpFailed()->message()->str();
+  };
+  expect_kind(3, fb::ErrorKind::Shape);
+  expect_kind(5, fb::ErrorKind::OutOfMemory);
+  expect_kind(6, fb::ErrorKind::Index);
+  expect_kind(7, fb::ErrorKind::Value);
+  const std::vector<uint8_t> failed = next_reply();
+  ASSERT_FALSE(failed.empty());
+  const fb::Message* m = fb::GetMessage(failed.data());
+  ASSERT_EQ(m->body_type(), fb::Body::FetchFailed);
+  EXPECT_EQ(m->body_as_FetchFailed()->op_id(), 3u);
+  EXPECT_EQ(m->body_as_FetchFailed()->kind(), fb::ErrorKind::Shape);
+  expect_still_serving(103);
+}
+
 TEST_F(WorkerDecoder, GoodbyeEndsTheSession) {
   send(finish([](flatbuffers::FlatBufferBuilder& b) { return std::make_pair(fb::Body::Goodbye, fb::CreateGoodbye(b).Union()); }));
   worker_.join();
