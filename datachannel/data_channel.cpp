@@ -100,8 +100,8 @@ DeviceCollectives& device_collectives(GroupState& g, std::string_view op) {
   }
   if (!g.device->collectives) {
     THD_THROW_AT(NotImplementedError, std::string(op), g.world_rank(), -1,
-                 "CUDA tensors on a DataChannel go through NCCL, and this thd was built without it: configure "
-                 "with -DTHD_WITH_NCCL=ON with CUDA and NCCL installed, or move the tensor to the CPU (t.cpu())");
+                 "CUDA tensors on a DataChannel go through NCCL, and {}; or move the tensor to the CPU (t.cpu())",
+                 detail::missing_device_collectives());
   }
   return *g.device->collectives;
 }

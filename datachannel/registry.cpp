@@ -84,6 +84,21 @@ const KnownBackend* launching_backend(const net::EnvLookup& env) {
   return nullptr;
 }
 
+std::string missing_device_collectives() {
+  for (const auto& known : known_backends()) {
+    if (!known.device_collectives) continue;
+    if (!known.built) {
+      return fmt::format("this thd was built without it: configure with -D{}=ON with {} installed", known.option,
+                         known.requires_);
+    }
+    if (!known.in_library && find_module(known.name).empty()) {
+      return fmt::format("its backend's module {} is in none of {} (set THD_BACKEND_PATH to the folder that holds it)",
+                         module_file_name(known.name), fmt::join(module_search_path(), ", "));
+    }
+  }
+  return "this thd was built without it";
+}
+
 std::unique_ptr<DeviceCollectives> make_device_collectives(int world_rank, int world_size) {
   for (const auto& known : known_backends()) {
     if (!known.device_collectives || !known.built) continue;

@@ -28,6 +28,10 @@ std::vector<std::string> built_backends();
 // (a module from elsewhere, found by THD_BACKEND_PATH).
 const KnownBackend* known_backend(std::string_view name);
 
+// Why make_device_collectives has none, for an error message: the option that
+// builds the backend that would provide them, or where its module was looked for.
+std::string missing_device_collectives();
+
 // The backend whose rendezvous init_method `scheme`:// is; nullptr for none.
 const KnownBackend* rendezvous_backend(std::string_view scheme);
 
