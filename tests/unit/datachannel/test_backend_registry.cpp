@@ -22,6 +22,7 @@
 #include <thd/tensor.h>
 
 #include "datachannel/backend_modules.h"
+#include "datachannel/backends.h"
 #include "datachannel/registry.h"
 #include "datachannel/test_util.h"
 #include "scoped_env.h"
@@ -178,6 +179,13 @@ TEST(ModuleLoading, MissingModuleNamesThePathAndTheOption) {
       EXPECT_NE(message.find(fs::canonical(lone).string()), std::string::npos) << message;
       EXPECT_NE(message.find("-D" + std::string(module_backend->option) + "=ON"), std::string::npos) << message;
       EXPECT_NE(message.find("THD_BACKEND_PATH"), std::string::npos) << message;
+    }
+    // A CUDA tensor's collective then says the device collectives' module is missing.
+    for (const auto& known : detail::known_backends()) {
+      if (!known.device_collectives || !known.built || known.in_library) continue;
+      EXPECT_EQ(detail::make_device_collectives(0, 1), nullptr);
+      const std::string why = detail::missing_device_collectives();
+      EXPECT_NE(why.find("libthd_backend_" + std::string(known.name) + ".so"), std::string::npos) << why;
     }
     return;
   }
