@@ -11,25 +11,12 @@ pkg_check_modules(THD_OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 add_library(thd_blas INTERFACE)
 target_link_libraries(thd_blas INTERFACE PkgConfig::THD_OPENBLAS)
 
-# Optional backends (see ThdOptions.cmake). Only detection lives here; each layer
-# that uses a dependency links it where it is built.
-if(NOT THD_WITH_CUDA STREQUAL "OFF" OR NOT THD_WITH_NCCL STREQUAL "OFF")
+# CUDA (see ThdOptions.cmake). The backends' dependencies are looked up in their
+# folders (datachannel/<name>/CMakeLists.txt, docs/backends.md).
+if(NOT THD_WITH_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
 endif()
 thd_resolve_option(THD_WITH_CUDA "${CUDAToolkit_FOUND}" "CUDA toolkit ${CUDAToolkit_VERSION}")
-
-set(_thd_nccl_found FALSE)
-if(NOT THD_WITH_NCCL STREQUAL "OFF" AND CUDAToolkit_FOUND)
-  find_path(THD_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-  find_library(THD_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
-  if(THD_NCCL_INCLUDE_DIR AND THD_NCCL_LIBRARY)
-    set(_thd_nccl_found TRUE)
-  endif()
-endif()
-thd_resolve_option(THD_WITH_NCCL "${_thd_nccl_found}" "NCCL ${THD_NCCL_LIBRARY}")
-if(THD_WITH_NCCL_ENABLED AND NOT THD_WITH_CUDA_ENABLED)
-  message(FATAL_ERROR "THD_WITH_NCCL needs THD_WITH_CUDA; CUDA is disabled")
-endif()
 
 # The launcher names of the MPI found: Debian installs each MPI's launcher as
 # mpirun.<impl> beside mpicc.<impl>, and plain mpirun follows the system's
@@ -44,23 +31,10 @@ function(thd_mpirun_names out_var)
   set(${out_var} ${_names} PARENT_SCOPE)
 endfunction()
 
-if(NOT THD_WITH_MPI STREQUAL "OFF")
-  find_package(MPI QUIET COMPONENTS C)
-endif()
-thd_resolve_option(THD_WITH_MPI "${MPI_C_FOUND}" "MPI ${MPI_C_VERSION}")
-# mpirun for the tests of the mpi backend (ctest runs them as MPI launches).
-if(THD_WITH_MPI_ENABLED)
-  thd_mpirun_names(_thd_mpirun_names)
-  find_program(THD_TEST_MPIEXEC NAMES ${_thd_mpirun_names} HINTS "${MPI_C_COMPILER_DIR}" DOC "mpirun for the mpi tests")
-  if(THD_TEST_MPIEXEC)
-    # Open MPI derives its prefix from mpirun's path: a /bin that links to /usr/bin
-    # gives a wrong one, the resolved path the right one.
-    get_filename_component(THD_TEST_MPIEXEC "${THD_TEST_MPIEXEC}" REALPATH)
-  endif()
-  # Root (CI containers) must be allowed explicitly; more ranks than cores is the point.
-  set(THD_MPIRUN_TEST_ENV
-    "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
-endif()
+# The environment of the tests mpirun launches: root (CI containers) must be
+# allowed explicitly; more ranks than cores is the point.
+set(THD_MPIRUN_TEST_ENV
+  "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 # Under ASan, what Open MPI keeps until exit is allocated from components it has
 # dlclose()d by then: the fast unwinder stops in them, so LeakSanitizer's reports
 # lack the libmpi frames tests/sanitizers/lsan.supp names. The full unwinder (slow:
@@ -70,16 +44,6 @@ set(THD_MPIRUN_TEST_ENV_MODIFICATION "")
 if(THD_SANITIZE MATCHES "address")
   set(THD_MPIRUN_TEST_ENV_MODIFICATION "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
 endif()
-
-if(NOT THD_WITH_UCX STREQUAL "OFF")
-  pkg_check_modules(THD_UCX QUIET IMPORTED_TARGET ucx)
-endif()
-thd_resolve_option(THD_WITH_UCX "${THD_UCX_FOUND}" "UCX ${THD_UCX_VERSION}")
-
-if(NOT THD_WITH_LIBFABRIC STREQUAL "OFF")
-  pkg_check_modules(THD_LIBFABRIC QUIET IMPORTED_TARGET libfabric)
-endif()
-thd_resolve_option(THD_WITH_LIBFABRIC "${THD_LIBFABRIC_FOUND}" "libfabric ${THD_LIBFABRIC_VERSION}")
 
 # The Python package: Debian's interpreter (whose python3-numpy and python3-pytest
 # the tests use) unless -DPython3_EXECUTABLE names another, and pybind11's own CMake
@@ -113,6 +77,6 @@ thd_resolve_option(THD_WITH_PYTHON "${_thd_python_found}"
 
 # From here on THD_WITH_<X> reads as 0/1 (shadowing the AUTO/ON/OFF cache entry),
 # which is what config.h.in's #cmakedefine01 and later if() tests want.
-foreach(_opt CUDA NCCL MPI UCX LIBFABRIC PYTHON)
+foreach(_opt CUDA PYTHON)
   set(THD_WITH_${_opt} ${THD_WITH_${_opt}_ENABLED})
 endforeach()

@@ -1,6 +1,7 @@
-# Optional backends: AUTO (on when the dependency is found), ON (fail hard when it
-# is missing), OFF. Each thd_option_* call resolves THD_WITH_<X> to 0 or 1 in
-# THD_HAVE_<X>, which config.h exports with #cmakedefine01.
+# Optional parts: AUTO (on when the dependency is found), ON (fail hard when it
+# is missing), OFF. thd_resolve_option resolves THD_WITH_<X> to 0 or 1 in
+# THD_WITH_<X>_ENABLED. CUDA and Python are declared here; each DataChannel
+# backend declares its own in its folder (cmake/ThdBackend.cmake).
 
 function(thd_tristate_option name doc)
   set(${name} AUTO CACHE STRING "${doc} (AUTO, ON, OFF)")
@@ -33,8 +34,4 @@ function(thd_resolve_option name found what)
 endfunction()
 
 thd_tristate_option(THD_WITH_CUDA "Build CUDA device tensors")
-thd_tristate_option(THD_WITH_NCCL "Build the NCCL DataChannel backend")
-thd_tristate_option(THD_WITH_MPI "Build the MPI DataChannel backend")
-thd_tristate_option(THD_WITH_UCX "Build the UCX DataChannel backend")
-thd_tristate_option(THD_WITH_LIBFABRIC "Build the libfabric DataChannel backend")
 thd_tristate_option(THD_WITH_PYTHON "Build the Python package thd (pybind11)")

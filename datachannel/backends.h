@@ -1,4 +1,4 @@
-// The table backends.cpp fills and registry.cpp reads.
+// What the rest of thd asks of the backends, through the registry (registry.cpp).
 #pragma once
 
 #include <functional>
@@ -14,29 +14,6 @@
 
 namespace thd::detail {
 
-struct BackendEntry {
-  std::string_view name;
-  TransportFactory factory;
-};
-const std::vector<BackendEntry>& backend_table();
-
-struct OptionalBackend {
-  std::string_view name;
-  std::string_view option;    // the CMake option that builds it
-  std::string_view requires_;  // what it needs installed
-};
-const std::vector<OptionalBackend>& optional_backends();
-
-// A rendezvous a backend's launcher makes possible (mpi://): init_method scheme ->
-// how to run it, and whether this process was started by that launcher (then env://
-// without MASTER_ADDR uses it).
-struct RendezvousScheme {
-  std::string_view scheme;
-  std::function<RendezvousResult(const RendezvousOptions&)> run;
-  std::function<bool()> launched_here;
-};
-const std::vector<RendezvousScheme>& rendezvous_schemes();
-
 // The launcher whose processes a rendezvous with `options` takes its ranks from,
 // when it does: "mpirun" (mpi://, or env:// in a process an MPI launcher started
 // with no MASTER_ADDR), "srun" (env:// with Slurm's task rank and no RANK); empty
@@ -45,7 +22,8 @@ const std::vector<RendezvousScheme>& rendezvous_schemes();
 std::string_view rendezvous_launcher(const RendezvousOptions& options, const net::EnvLookup& env = net::process_env);
 
 // The library this build runs collectives on device tensors with, for a channel
-// whose backend has none of its own (NCCL when built with THD_WITH_NCCL);
+// whose backend has none of its own: that of the backend declared with
+// DEVICE_COLLECTIVES (nccl, when built with THD_WITH_NCCL), its module loaded;
 // nullptr when there is none.
 std::unique_ptr<DeviceCollectives> make_device_collectives(int world_rank, int world_size);
 

@@ -100,8 +100,8 @@ DeviceCollectives& device_collectives(GroupState& g, std::string_view op) {
   }
   if (!g.device->collectives) {
     THD_THROW_AT(NotImplementedError, std::string(op), g.world_rank(), -1,
-                 "CUDA tensors on a DataChannel go through NCCL, and this thd was built without it: configure "
-                 "with -DTHD_WITH_NCCL=ON with CUDA and NCCL installed, or move the tensor to the CPU (t.cpu())");
+                 "CUDA tensors on a DataChannel go through NCCL, and {}; or move the tensor to the CPU (t.cpu())",
+                 detail::missing_device_collectives());
   }
   return *g.device->collectives;
 }
@@ -147,7 +147,7 @@ DataChannel::DataChannel(std::unique_ptr<detail::GroupState> state) : state_(std
 DataChannel::~DataChannel() = default;
 
 std::shared_ptr<DataChannel> DataChannel::create(const std::string& backend, const DataChannelOptions& options) {
-  const auto& factory = detail::find_backend(backend);
+  const auto make_transport = detail::find_backend(backend).make_transport;
   if (!options.store) {
     THD_THROW(ValueError, "DataChannel::create", "options.store is required (thd::rendezvous gives one)");
   }
@@ -173,7 +173,7 @@ std::shared_ptr<DataChannel> DataChannel::create(const std::string& backend, con
 
   auto g = std::make_unique<GroupState>();
   g->backend = backend;
-  g->transport = factory(transport_options);
+  g->transport = make_transport(transport_options);
   g->store = store;
   g->world_ranks = iota_ranks(options.world_size);
   g->rank = options.rank;

@@ -1,15 +1,18 @@
-// Libraries the backends link install signal handlers from their load-time
-// constructors, in every process that links thd whether a backend is used or not:
+// Libraries some backends link install signal handlers from their load-time
+// constructors. Those backends are modules the registry loads only for a program
+// that asks for them (backend_modules.cpp), and right after loading one it undoes:
 // - Debian's libfabric loads the PSM driver (libinfinipath), which catches SIGINT,
 //   SIGTERM, SIGILL, SIGABRT, SIGBUS and SIGSEGV: a thd program stopped with
 //   SIGTERM would exit with status 1 instead of dying of the signal (which
 //   launchers - thdrun, mpirun, Slurm - read), and a crash would lose its core dump;
 // - UCX's libucs takes SIGHUP for its debug dump (UCX_DEBUG_SIGNO), so a hang-up
 //   that thdrun forwards would not end a rank.
-// When thd's library loads (before main, after its dependencies) those handlers
-// go back to the default. UCX's crash handlers (UCX_HANDLE_ERRORS) stay: they print
-// a backtrace and then let the signal do what it would have done. A program's own
-// handlers come later and are left alone.
+// so even a program that uses ucx or libfabric keeps the default actions. (A
+// static build links those libraries into every program: there the generated
+// backend_catalog.cpp undoes the handlers when the program starts.) UCX's crash
+// handlers (UCX_HANDLE_ERRORS) stay: they print a backtrace and then let the
+// signal do what it would have done. A program's own
+// handlers are left alone: only handlers inside those libraries are undone.
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -18,6 +21,8 @@
 #include <csignal>
 #include <cstring>
 #include <initializer_list>
+
+#include "datachannel/library_signal_handlers.h"
 
 namespace thd::detail {
 namespace {
@@ -37,13 +42,13 @@ bool restores(int sig, const char* owner) {
   return sig == SIGHUP && std::strstr(owner, "libucs") != nullptr;
 }
 
-[[maybe_unused]] const bool restored = [] {
+}  // namespace
+
+void restore_library_signal_handlers() {
   for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV}) {
     struct sigaction current {};
     if (::sigaction(sig, nullptr, &current) == 0 && restores(sig, owner_of(current))) std::signal(sig, SIG_DFL);
   }
-  return true;
-}();
+}
 
-}  // namespace
 }  // namespace thd::detail

@@ -19,6 +19,7 @@
 #include "datachannel/check.h"
 #include "datachannel/net/auth.h"
 #include "datachannel/net/socket.h"
+#include "datachannel/registry.h"
 
 namespace thd {
 namespace {
@@ -247,39 +248,35 @@ void register_and_wait(Store& store, const RendezvousOptions& opt, net::Deadline
   }
 }
 
-// A rendezvous a backend provides (mpi://), when the init_method names it or when
-// env:// has no MASTER_ADDR in a process that backend's launcher started.
-const detail::RendezvousScheme* backend_scheme(const RendezvousOptions& opt, const net::EnvLookup& env) {
+// The backend whose rendezvous this is (mpi://), when the init_method names its
+// scheme or when env:// has no MASTER_ADDR in a process that backend's launcher
+// started. Decided from the catalog and the environment: nothing is loaded.
+const detail::KnownBackend* backend_scheme(const RendezvousOptions& opt, const net::EnvLookup& env) {
   const std::string& url = opt.init_method;
   const size_t sep = url.find("://");
   if (sep == std::string::npos) return nullptr;
   const std::string scheme = url.substr(0, sep);
-  for (const auto& s : detail::rendezvous_schemes()) {
-    if (s.scheme == scheme) {
-      THD_CHECK(sep + 3 == url.size(), ValueError, kOp, "init_method '{}': {}:// takes nothing after it", url, scheme);
-      return &s;
-    }
-  }
-  if (scheme == "mpi") {
-    THD_THROW(ValueError, kOp,
-              "init_method '{}' needs the mpi backend, which this thd was built without (configure with "
-              "-DTHD_WITH_MPI=ON with an MPI installed)",
-              url);
+  if (const detail::KnownBackend* owner = detail::rendezvous_backend(scheme)) {
+    THD_CHECK(owner->built, ValueError, kOp,
+              "init_method '{}' needs the {} backend, which this thd was built without (configure with -D{}=ON "
+              "with {} installed)",
+              url, owner->name, owner->option, owner->requires_);
+    THD_CHECK(sep + 3 == url.size(), ValueError, kOp, "init_method '{}': {}:// takes nothing after it", url, scheme);
+    return owner;
   }
   if (scheme == "env" && url.size() == sep + 3) {
     auto addr = env("MASTER_ADDR");
-    if (!addr || addr->empty()) {
-      for (const auto& s : detail::rendezvous_schemes()) {
-        if (s.launched_here()) return &s;
-      }
-    }
+    if (!addr || addr->empty()) return detail::launching_backend(env);
   }
   return nullptr;
 }
 
 RendezvousResult rendezvous_with_env(RendezvousOptions opt, const net::EnvLookup& env) {
-  if (const detail::RendezvousScheme* scheme = backend_scheme(opt, env)) {
-    RendezvousResult joined = scheme->run(opt);
+  if (const detail::KnownBackend* owner = backend_scheme(opt, env)) {
+    const detail::BackendRegistration& backend = detail::find_backend(std::string(owner->name));
+    THD_CHECK(backend.rendezvous != nullptr, ValueError, kOp, "the {} backend declares the rendezvous {}:// but has none",
+              owner->name, owner->rendezvous_scheme);
+    RendezvousResult joined = backend.rendezvous(opt);
     joined.store->set_timeout(opt.timeout);
     return joined;
   }
@@ -311,7 +308,7 @@ RendezvousResult rendezvous(const RendezvousOptions& options) { return rendezvou
 namespace detail {
 
 std::string_view rendezvous_launcher(const RendezvousOptions& options, const net::EnvLookup& env) {
-  if (backend_scheme(options, env) != nullptr) return "mpirun";
+  if (const detail::KnownBackend* owner = backend_scheme(options, env)) return owner->launcher;
   if (options.init_method != "env://" || options.rank >= 0) return {};
   const auto rank = env("RANK");
   const auto task = env("SLURM_PROCID");

@@ -141,6 +141,10 @@ def _package_files(build):
         path = os.path.join(libdir, f)
         if re.fullmatch(r"libthd_\w+\.so\.\d+\.\d+", f) and os.path.islink(path):
             files.append((f"{NAME}/lib/{f}", os.path.realpath(path)))
+    # The backends' modules, which the registry finds next to libthd_datachannel.
+    for f in sorted(os.listdir(libdir)):
+        if re.fullmatch(r"libthd_backend_\w+\.so", f):
+            files.append((f"{NAME}/lib/{f}", os.path.realpath(os.path.join(libdir, f))))
     if not any(w.startswith(f"{NAME}/lib/") for w, _ in files):
         raise BuildError(f"no shared libthd_* in {libdir}: the build must use BUILD_SHARED_LIBS=ON")
     for exe in EXECUTABLES:

@@ -6,10 +6,21 @@
 
 #include <thd/datachannel.h>
 
+#include "datachannel/registry.h"
+
 namespace thd::conformance {
 
 const std::vector<std::string>& known_backends() {
-  static const std::vector<std::string> names = {"tcp", "mpi", "ucx", "libfabric", "nccl"};
+  // The registry's: every backend folder of the build, built or not, and the
+  // modules THD_BACKEND_PATH adds.
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (const auto& known : detail::known_backends()) all.emplace_back(known.name);
+    for (const auto& name : DataChannel::available_backends()) {
+      if (std::find(all.begin(), all.end(), name) == all.end()) all.push_back(name);
+    }
+    return all;
+  }();
   return names;
 }
 
@@ -27,7 +38,9 @@ std::string not_built_message(const std::string& backend) {
 BackendTraits traits_of(const std::string& backend) {
   BackendTraits t;
   t.listens_on_tcp = backend == "tcp";
-  t.launched_ranks = backend == "mpi";
+  // A backend with a launcher of its own (mpi's mpirun) takes its ranks from it.
+  const detail::KnownBackend* known = detail::known_backend(backend);
+  t.launched_ranks = known != nullptr && !known->launcher.empty();
   return t;
 }
 

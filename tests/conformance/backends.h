@@ -11,7 +11,8 @@
 
 namespace thd::conformance {
 
-// Every backend name DataChannel::create knows, built into this thd or not.
+// Every backend name DataChannel::create knows, built into this thd or not, as
+// the backend registry lists them.
 const std::vector<std::string>& known_backends();
 
 // True iff DataChannel::available_backends() lists it.

@@ -38,10 +38,11 @@ endif()
 # By default only what includes mpi.h is compiled against MPICH (a minute); the
 # whole build and the MPICH runs take several more minutes on a 2-core machine, so
 # they run when THD_TEST_MPICH_RUN=1 is set (docs/backends.md).
-set(mpi_sources backends.cpp mpi/mpi_host_collectives.cpp mpi/mpi_library.cpp mpi/mpi_pipe.cpp mpi/mpi_rendezvous.cpp)
+# The sources of the mpi backend's module (datachannel/mpi/).
+set(mpi_sources mpi_host_collectives.cpp mpi_library.cpp mpi_pipe.cpp mpi_rendezvous.cpp mpi_wait.cpp registration.cpp)
 set(objects)
 foreach(src IN LISTS mpi_sources)
-  list(APPEND objects datachannel/CMakeFiles/thd_datachannel.dir/${src}.o)
+  list(APPEND objects datachannel/mpi/CMakeFiles/thd_backend_mpi.dir/${src}.o)
 endforeach()
 step("compiling the mpi backend against MPICH" ${CMAKE_COMMAND} -E chdir ${build} ${MAKE_PROGRAM} ${objects})
 if(NOT "$ENV{THD_TEST_MPICH_RUN}" STREQUAL "1")

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <thd/config.h>
+#include <thd/datachannel.h>
 #include <thd/error.h>
 
 #include "expect_throw.h"
@@ -48,10 +49,30 @@ TEST(ThdrunOptions, EverySpelling) {
 
 TEST(ThdrunOptions, BackendIsPassedOnByName) {
   EXPECT_FALSE(parse({"-n", "2", "p"}).options.backend.has_value());
-  EXPECT_EQ(parse({"--backend", "ucx", "-n", "2", "p"}).options.backend, std::string("ucx"));
-  EXPECT_EQ(parse({"--backend=mpi", "-n", "2", "p"}).options.backend, std::string("mpi"));
+  for (const auto& name : DataChannel::available_backends()) {
+    EXPECT_EQ(parse({"--backend", name, "-n", "2", "p"}).options.backend, name);
+    EXPECT_EQ(parse({"--backend=" + name, "-n", "2", "p"}).options.backend, name);
+  }
   EXPECT_THROW(parse({"--backend=", "-n", "2", "p"}), ValueError);
   EXPECT_THROW(parse({"--backend", "a b", "-n", "2", "p"}), ValueError);
+}
+
+TEST(ThdrunOptions, BackendIsOneTheRegistryLists) {
+  // The message lists what is available; --help does too.
+  const auto available = DataChannel::available_backends();
+  ASSERT_FALSE(available.empty());
+  try {
+    parse({"--backend", "no-such-backend", "-n", "2", "p"});
+    ADD_FAILURE() << "an unknown backend was accepted";
+  } catch (const ValueError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("no-such-backend"), std::string::npos) << message;
+    for (const auto& name : available) EXPECT_NE(message.find(name), std::string::npos) << message;
+  }
+  const std::string help = help_text();
+  const size_t line = help.find("\nbackends: ");
+  ASSERT_NE(line, std::string::npos) << help;
+  for (const auto& name : available) EXPECT_NE(help.find(name, line), std::string::npos) << help;
 }
 
 TEST(ThdrunOptions, OnRankFailurePolicies) {

@@ -1,8 +1,12 @@
 #include "tools/thdrun/options.h"
 
+#include <algorithm>
 #include <string_view>
 
+#include <fmt/ranges.h>
+
 #include <thd/config.h>
+#include <thd/datachannel.h>
 
 #include "tensor/check.h"
 #include "tools/common/cli.h"
@@ -58,11 +62,16 @@ void apply(const cli::OptionSpec<Opt>& spec, std::string_view value, LaunchOptio
     case Opt::Pool:
       o.pool = true;
       return;
-    case Opt::Backend:
-      THD_CHECK(!value.empty() && value.find_first_of(" \t\n=") == std::string_view::npos, ValueError, kOp,
-                "{} takes a backend name (tcp, mpi, ucx, libfabric), got '{}'", spec.name, value);
+    case Opt::Backend: {
+      // The registry's list: the backends built into thd and the modules found
+      // (THD_BACKEND_PATH included), so a job never starts with a name its
+      // ranks would reject.
+      const auto available = DataChannel::available_backends();
+      THD_CHECK(std::find(available.begin(), available.end(), value) != available.end(), ValueError, kOp,
+                "{} takes a backend of this thd ({}), got '{}'", spec.name, fmt::join(available, ", "), value);
       o.backend = std::string(value);
       return;
+    }
     case Opt::OnRankFailure:
       o.on_rank_failure = parse_on_rank_failure(spec.name, value);
       return;
@@ -148,8 +157,8 @@ options:
   --on-rank-failure auto|kill-all|master-decides
                       what a failed rank does to the job (default auto: see
                       above)
-  --backend NAME      the DataChannel backend of the job (tcp, mpi, ucx,
-                      libfabric): exported as THD_BACKEND, which
+  --backend NAME      the DataChannel backend of the job (one of "backends"
+                      below): exported as THD_BACKEND, which
                       init_master_worker and init_process_group use when the
                       program names none
   --tag-output        prefix every output line with "[rank R] " ("[node K] " and
@@ -168,7 +177,7 @@ exit status: 0 when every process exits with 0; else the first failure's status
 2 for a bad command line; 126/127 when the program cannot be run / is not found;
 1 when thdrun itself fails. A pool stopped by a signal exits 0. Details:
 docs/thdrun.md, docs/worker_pool.md
-)";
+)" + fmt::format("\nbackends: {}\n", fmt::join(DataChannel::available_backends(), ", "));
 }
 
 std::string version_text() { return std::string("thdrun (thd) ") + THD_VERSION_STRING; }

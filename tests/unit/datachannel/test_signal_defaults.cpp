@@ -1,6 +1,8 @@
-// Linking thd leaves the termination signals alone: the libraries its backends
-// link (libfabric's PSM driver, UCX's libucs) catch some at load time, and thd puts
-// them back (datachannel/library_signal_handlers.cpp).
+// Linking thd leaves the termination signals alone: the libraries that catch some
+// at load time (libfabric's PSM driver, UCX's libucs) belong to backends whose
+// modules load only when a channel asks for them, and then thd puts the handlers
+// back (datachannel/library_signal_handlers.cpp); a static build puts them back as
+// the program starts.
 #include <gtest/gtest.h>
 
 #include <csignal>
