@@ -98,6 +98,7 @@ struct CollectiveOptions {
 
 namespace detail {
 struct RequestState;
+struct ChannelAccess;  // datachannel/group_state.h: the DataChannel's own way in
 }
 
 // The handle of an async operation (torch's Work, MPI_Request). Copies share the
@@ -105,7 +106,6 @@ struct RequestState;
 class Request {
  public:
   Request() = default;
-  explicit Request(std::shared_ptr<detail::RequestState> state) : state_(std::move(state)) {}
 
   // True once the operation has finished, successfully or not. Never blocks,
   // never throws.
@@ -133,9 +133,11 @@ class Request {
   // request, pending or finished: it cannot be withdrawn on one rank alone.
   void cancel(std::exception_ptr why = nullptr) const;
 
-  const std::shared_ptr<detail::RequestState>& state() const noexcept { return state_; }
+  // Use DataChannel's calls.
+  explicit Request(std::shared_ptr<detail::RequestState> state) : state_(std::move(state)) {}
 
  private:
+  friend struct detail::ChannelAccess;
   std::shared_ptr<detail::RequestState> state_;
 };
 
@@ -263,13 +265,13 @@ class DataChannel : public std::enable_shared_from_this<DataChannel> {
   void shutdown();
   bool is_shut_down() const noexcept;
 
-  // For the runtime and the backends.
-  detail::GroupState& state() noexcept { return *state_; }
-
   // Use create() / new_group().
   explicit DataChannel(std::unique_ptr<detail::GroupState> state);
 
  private:
+  friend struct detail::ChannelAccess;
+  detail::GroupState& state() noexcept { return *state_; }
+
   std::unique_ptr<detail::GroupState> state_;
 };
 
