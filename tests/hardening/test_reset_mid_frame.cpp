@@ -23,7 +23,6 @@ namespace thd::test {
 namespace {
 
 using namespace std::chrono_literals;
-namespace tcp = detail::tcp;
 namespace wire = detail::store_wire;
 
 constexpr milliseconds kOpTimeout{10000};
