@@ -98,7 +98,7 @@ struct CollectiveOptions {
 
 namespace detail {
 struct RequestState;
-struct ChannelAccess;  // datachannel/group_state.h: the DataChannel's own way in
+struct ChannelAccess;  // datachannel/channel_access.h: the datachannel's own way in
 }
 
 // The handle of an async operation (torch's Work, MPI_Request). Copies share the
@@ -133,7 +133,7 @@ class Request {
   // request, pending or finished: it cannot be withdrawn on one rank alone.
   void cancel(std::exception_ptr why = nullptr) const;
 
-  // Use DataChannel's calls.
+  // Made by the DataChannel's calls, which return it.
   explicit Request(std::shared_ptr<detail::RequestState> state) : state_(std::move(state)) {}
 
  private:
