@@ -8,18 +8,11 @@
 
 #include <thd/store.h>
 
-#include "datachannel/nccl/device_collectives.h"
+#include "datachannel/device_collectives.h"
 #include "datachannel/net/auth.h"
 #include "datachannel/transport.h"
 
 namespace thd::detail {
-
-// The launcher whose processes a rendezvous with `options` takes its ranks from,
-// when it does: "mpirun" (mpi://, or env:// in a process an MPI launcher started
-// with no MASTER_ADDR), "srun" (env:// with Slurm's task rank and no RANK); empty
-// otherwise (thdrun's env://, tcp://, file://). The ranks of such a launch are
-// fixed at launch: once they exit, no rendezvous of this process meets them again.
-std::string_view rendezvous_launcher(const RendezvousOptions& options, const net::EnvLookup& env = net::process_env);
 
 // The library this build runs collectives on device tensors with, for a channel
 // whose backend has none of its own: that of the backend declared with

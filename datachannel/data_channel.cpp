@@ -13,6 +13,7 @@
 #include "datachannel/net/auth.h"
 #include "datachannel/recycling_allocator.h"
 #include "datachannel/registry.h"
+#include "datachannel/runtime_queries.h"
 
 namespace thd {
 
@@ -112,6 +113,10 @@ bool device_collectives_usable(GroupState& g, int device) {
   } catch (const NotImplementedError&) {
     return false;  // built without them
   }
+}
+
+bool device_collectives_usable(DataChannel& channel, int device) {
+  return device_collectives_usable(detail::state_of(channel), device);
 }
 
 std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std::chrono::milliseconds timeout,

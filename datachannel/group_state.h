@@ -15,8 +15,9 @@
 
 #include <thd/datachannel.h>
 
+#include "datachannel/channel_access.h"
 #include "datachannel/collective_queue.h"
-#include "datachannel/nccl/device_collectives.h"
+#include "datachannel/device_collectives.h"
 #include "datachannel/envelope.h"
 #include "datachannel/transport.h"
 

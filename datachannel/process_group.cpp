@@ -178,30 +178,30 @@ namespace {
 // The list forms run on the group's state, and a blocking call may run inline.
 Work all_gather_list(const std::vector<Tensor>& list, const Tensor& t, const Group& group, const CollectiveOptions& o,
                      bool blocking) {
-  return detail::all_gather_list(group_of(group, "all_gather")->state(), list, t, o, blocking);
+  return detail::all_gather_list(detail::state_of(*group_of(group, "all_gather")), list, t, o, blocking);
 }
 Work gather_list(const Tensor& t, const std::vector<Tensor>& list, int dst, const Group& group,
                  const CollectiveOptions& o, bool blocking) {
   const auto g = group_of(group, "gather");
-  return detail::gather_list(g->state(), t, list, group_rank_of(*g, dst, "gather", "dst"), o, blocking);
+  return detail::gather_list(detail::state_of(*g), t, list, group_rank_of(*g, dst, "gather", "dst"), o, blocking);
 }
 Work scatter_list(Tensor& t, const std::vector<Tensor>& list, int src, const Group& group, const CollectiveOptions& o,
                   bool blocking) {
   const auto g = group_of(group, "scatter");
-  return detail::scatter_list(g->state(), t, list, group_rank_of(*g, src, "scatter", "src"), o, blocking);
+  return detail::scatter_list(detail::state_of(*g), t, list, group_rank_of(*g, src, "scatter", "src"), o, blocking);
 }
 Work reduce_scatter_list(Tensor& out, const std::vector<Tensor>& list, ReduceOp op, const Group& group,
                          const CollectiveOptions& o, bool blocking) {
-  return detail::reduce_scatter_list(group_of(group, "reduce_scatter")->state(), out, list, op, o, blocking);
+  return detail::reduce_scatter_list(detail::state_of(*group_of(group, "reduce_scatter")), out, list, op, o, blocking);
 }
 Work all_to_all_list(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins, const Group& group,
                      const CollectiveOptions& o, bool blocking) {
-  return detail::all_to_all_list(group_of(group, "all_to_all")->state(), outs, ins, o, blocking);
+  return detail::all_to_all_list(detail::state_of(*group_of(group, "all_to_all")), outs, ins, o, blocking);
 }
 Work all_to_all_split(Tensor& out, const Tensor& in, const std::vector<int64_t>& out_splits,
                       const std::vector<int64_t>& in_splits, const Group& group, const CollectiveOptions& o,
                       bool blocking) {
-  return detail::all_to_all_single(group_of(group, "all_to_all_single")->state(), out, in, out_splits, in_splits, o,
+  return detail::all_to_all_single(detail::state_of(*group_of(group, "all_to_all_single")), out, in, out_splits, in_splits, o,
                                    blocking);
 }
 }  // namespace

@@ -38,7 +38,7 @@
 
 namespace thd::detail {
 
-class DeviceCollectives;  // datachannel/nccl/device_collectives.h
+class DeviceCollectives;  // datachannel/device_collectives.h
 class HostCollectives;    // datachannel/host_collectives.h
 
 // Makes the request of a send_blocking that has to be waited for; a function

@@ -3,7 +3,7 @@
 #include <mutex>
 #include <string>
 
-#include "datachannel/backends.h"
+#include "datachannel/backend_choice.h"
 #include "tensor/check.h"
 
 namespace thd::master {

@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "datachannel/channel_util.h"
 #include "datachannel/collectives/float32_accumulation.h"
+#include "datachannel/runtime_queries.h"
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/collective_path.h"
@@ -234,7 +234,7 @@ void run(ExecContext& ctx, const fb::Collective& op) {
     if (cannot_stage) mine.cannot_stage_node = ctx.node() + 1;
     try {
       if (auto gpu = device_path_gpu(e->tensor, reduces(op.kind()) ? std::optional(reduce) : std::nullopt);
-          gpu && detail::device_collectives_usable(group.state(), e->tensor.device().index())) {
+          gpu && detail::device_collectives_usable(group, e->tensor.device().index())) {
         mine.gpu = *gpu;
       }
     } catch (const Error&) {

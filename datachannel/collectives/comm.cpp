@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "datachannel/channel_access.h"
 #include "datachannel/check.h"
 
 namespace thd::detail {
@@ -70,7 +71,7 @@ Request Comm::irecv(std::span<uint8_t> data, int peer) {
 }
 
 void Comm::wait(const Request& request) {
-  const std::shared_ptr<RequestState>& state = request.state();
+  const std::shared_ptr<RequestState>& state = detail::state_of(request);
   if (!state) return;
   while (!state->finished()) {
     const auto now = net::Clock::now();

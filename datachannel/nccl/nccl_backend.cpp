@@ -1,7 +1,7 @@
 #include "datachannel/nccl/nccl_backend.h"
 
 #include "datachannel/group_state.h"
-#include "datachannel/tcp/tcp_transport.h"
+#include "datachannel/registry.h"
 
 namespace thd::detail::nccl {
 
@@ -41,7 +41,9 @@ class NcclTransport final : public Transport {
 }  // namespace
 
 std::shared_ptr<Transport> make_transport(const DataChannelOptions& options) {
-  return std::make_shared<NcclTransport>(tcp::make_transport(options));
+  // The tcp backend through the registry, as any program names it: the backends
+  // stay apart, and the host transport is whatever "tcp" is in this build.
+  return std::make_shared<NcclTransport>(find_backend("tcp").make_transport(options));
 }
 
 NcclCollectives* collectives_of(const GroupState& g) {
@@ -50,7 +52,7 @@ NcclCollectives* collectives_of(const GroupState& g) {
 }
 
 std::unique_ptr<NcclCollectives> make_collectives(DataChannel& channel) {
-  const Transport& transport = *channel.state().transport;
+  const Transport& transport = *detail::state_of(channel).transport;
   return std::make_unique<NcclCollectives>(transport.rank(), transport.size());
 }
 

@@ -1,5 +1,5 @@
 // NCCL's collectives and point-to-point for CUDA tensors, for every group of one
-// world channel: the DeviceCollectives (datachannel/nccl/device_collectives.h) of
+// world channel: the DeviceCollectives (datachannel/device_collectives.h) of
 // the nccl backend, and the way any other backend's channel reaches NCCL for CUDA
 // tensors (nccl_backend.h, make_collectives).
 //
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "datachannel/nccl/device_collectives.h"
+#include "datachannel/device_collectives.h"
 
 namespace thd::detail::nccl {
 

@@ -12,8 +12,8 @@
 #include "datachannel/net/auth.h"
 #include "datachannel/net/thread_name.h"
 #include "datachannel/pipe/small_message_header.h"
-#include "datachannel/tcp/spin_policy.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/spin_policy.h"
+#include "datachannel/wire.h"
 #include "datachannel/transport_options.h"
 #include "tensor/log.h"
 
@@ -21,7 +21,7 @@ namespace thd::detail::pipe {
 
 namespace {
 
-constexpr size_t kHeaderBytes = tcp::kFrameHeaderBytes;
+constexpr size_t kHeaderBytes = detail::kFrameHeaderBytes;
 // The largest payload send_at_once offers MessagePipe::send_at_once, from a frame on
 // its stack. Libraries' short paths take about 100 bytes (UCX's shared memory).
 constexpr size_t kAtOnceBytes = 256 - kHeaderBytes;
@@ -123,7 +123,7 @@ PipeTuning pipe_tuning_for(const DataChannelOptions& options) {
   // rank it waits for needs (4 ranks on 2 cores: all_reduce 3x slower), and one that
   // blocks at once pays two thread wake-ups a message. It spins as long, but yields
   // the core every round, as Open MPI does when oversubscribed.
-  if (local_ranks(options) > tcp::usable_cpus()) tuning.yield_while_spinning = true;
+  if (local_ranks(options) > detail::usable_cpus()) tuning.yield_while_spinning = true;
   return tuning;
 }
 
@@ -141,7 +141,7 @@ void PipeTransport::EngineOp::done(std::exception_ptr error, size_t bytes) noexc
   transport->completions_.push_back({this, std::move(error), bytes});
 }
 
-bool PipeTransport::parse_control(const ControlInbox& inbox, size_t bytes, tcp::FrameHeader* header,
+bool PipeTransport::parse_control(const ControlInbox& inbox, size_t bytes, detail::FrameHeader* header,
                                   size_t* header_bytes, std::string* why) const {
   const uint8_t* b = inbox.buffer.get();
   if (bytes > 0 && b[0] == kSmallMessageMarker) {
@@ -149,7 +149,7 @@ bool PipeTransport::parse_control(const ControlInbox& inbox, size_t bytes, tcp::
     if (read_small_header(b, bytes, header)) return true;
     *why = bytes < kSmallHeaderBytes
                ? fmt::format("a {}-byte small message (its header is {} bytes)", bytes, kSmallHeaderBytes)
-               : fmt::format("a small message with negative tag {}", tcp::le::get<int64_t>(b + 8));
+               : fmt::format("a small message with negative tag {}", detail::le::get<int64_t>(b + 8));
     return false;
   }
   *header_bytes = kHeaderBytes;
@@ -157,17 +157,17 @@ bool PipeTransport::parse_control(const ControlInbox& inbox, size_t bytes, tcp::
     *why = fmt::format("a {}-byte control message (a header is {} bytes)", bytes, kHeaderBytes);
     return false;
   }
-  if (!tcp::decode_frame_header(std::span<const uint8_t, kHeaderBytes>(inbox.buffer.get(), kHeaderBytes), header,
+  if (!detail::decode_frame_header(std::span<const uint8_t, kHeaderBytes>(inbox.buffer.get(), kHeaderBytes), header,
                                 why)) {
     return false;
   }
-  if (header->kind == tcp::FrameKind::Message) {
+  if (header->kind == detail::FrameKind::Message) {
     if (header->payload_bytes == bytes - kHeaderBytes) return true;
     *why = fmt::format("a message claiming {} payload bytes in a {}-byte control message", header->payload_bytes,
                        bytes);
     return false;
   }
-  if (header->kind == tcp::FrameKind::ReadyToSend) {
+  if (header->kind == detail::FrameKind::ReadyToSend) {
     if (bytes == kHeaderBytes && header->rendezvous_id != 0 && header->rendezvous_id <= max_data_tag_) return true;
     *why = fmt::format("an announcement with data tag {} in a {}-byte control message", header->rendezvous_id, bytes);
     return false;
@@ -182,17 +182,17 @@ bool PipeTransport::take_inline_message(ControlInbox& inbox, size_t bytes) noexc
   // Only a proved peer's well-formed whole message; on_control says what is wrong
   // with anything else, or handles it. No error text is made here: this runs for
   // every small message.
-  tcp::FrameHeader header;
+  detail::FrameHeader header;
   if (!proved_[static_cast<size_t>(peer)]) return false;
   size_t header_bytes = kSmallHeaderBytes;
   if (!read_small_header(buffer, bytes, &header)) {
-    if (bytes < kHeaderBytes || !tcp::read_frame_header(buffer, &header) ||
-        header.kind != tcp::FrameKind::Message || header.payload_bytes != bytes - kHeaderBytes) {
+    if (bytes < kHeaderBytes || !detail::read_frame_header(buffer, &header) ||
+        header.kind != detail::FrameKind::Message || header.payload_bytes != bytes - kHeaderBytes) {
       return false;
     }
     header_bytes = kHeaderBytes;
   }
-  const bool took = queues_.take_posted_with(peer, header.envelope, [&](const tcp::PostedRecv& recv) {
+  const bool took = queues_.take_posted_with(peer, header.envelope, [&](const detail::PostedRecv& recv) {
     try {
       deliver(peer, header, recv, buffer + header_bytes);
     } catch (...) {
@@ -368,7 +368,7 @@ PipeTransport::~PipeTransport() {
   lock.unlock();
   if (progress_.joinable()) progress_.join();
   lock.lock();
-  for (auto& recv : queues_.withdraw_if([](const tcp::PostedRecv&) { return true; })) {
+  for (auto& recv : queues_.withdraw_if([](const detail::PostedRecv&) { return true; })) {
     recv.request->fail(closed_error(recv.request->op));
   }
   for (auto& [req, m] : sends_) m->request->fail(closed_error(m->request->op));
@@ -413,7 +413,7 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
     request->fail(closed_error(request->op));
     return;
   }
-  if (dst < 0 || dst >= size() || data.size() > tcp::kMaxPayloadBytes) {
+  if (dst < 0 || dst >= size() || data.size() > detail::kMaxPayloadBytes) {
     request->fail(make_error<ValueError>(request->op, rank(), dst, "cannot send {} bytes to rank {} of a world of {}",
                                          data.size(), dst, size()));
     return;
@@ -443,8 +443,8 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
   uint32_t& next = next_data_tag_[static_cast<size_t>(dst)];
   const uint32_t data_tag = next;
   next = next >= max_data_tag_ ? 1 : next + 1;
-  const tcp::FrameHeaderBytes header =
-      tcp::encode_frame_header(envelope, data.size(), tcp::FrameKind::ReadyToSend, data_tag);
+  const detail::FrameHeaderBytes header =
+      detail::encode_frame_header(envelope, data.size(), detail::FrameKind::ReadyToSend, data_tag);
   m.control.assign(header.begin(), header.end());
   m.payload = data;
   // A pipe that cannot tell a dead peer may keep a send to it forever, while the
@@ -564,9 +564,9 @@ void PipeTransport::post_recv_locked(std::span<uint8_t> data, int src, const Env
                                          size()));
     return;
   }
-  tcp::PostedRecv recv{request, data, src, envelope};
-  if (tcp::UnexpectedMessage* m = queues_.find_unexpected(src, envelope)) {
-    tcp::UnexpectedMessage message = std::move(*m);
+  detail::PostedRecv recv{request, data, src, envelope};
+  if (detail::UnexpectedMessage* m = queues_.find_unexpected(src, envelope)) {
+    detail::UnexpectedMessage message = std::move(*m);
     queues_.erase_unexpected(m);
     if (message.source != rank()) unexpected_bytes_[static_cast<size_t>(message.source)] -= message.charged;
     deliver(message.source, message.header, recv, message.payload.get());
@@ -610,7 +610,7 @@ int PipeTransport::recv_blocking(std::span<uint8_t> data, int src, const Envelop
 
 void PipeTransport::send_to_self(std::span<const uint8_t> data, const Envelope& envelope,
                                  const std::shared_ptr<RequestState>& request) {
-  tcp::UnexpectedMessage message;
+  detail::UnexpectedMessage message;
   message.source = rank();
   message.header.envelope = envelope;
   message.header.payload_bytes = data.size();
@@ -627,11 +627,11 @@ void PipeTransport::send_to_self(std::span<const uint8_t> data, const Envelope& 
   request->complete(-1, data.size());
 }
 
-void PipeTransport::deliver(int source, const tcp::FrameHeader& header, const tcp::PostedRecv& recv,
+void PipeTransport::deliver(int source, const detail::FrameHeader& header, const detail::PostedRecv& recv,
                             const uint8_t* payload) {
   // The common case, kept small enough to inline: an inline message the receive
   // expects.
-  if (header.kind == tcp::FrameKind::Message && header.envelope.kind == recv.envelope.kind &&
+  if (header.kind == detail::FrameKind::Message && header.envelope.kind == recv.envelope.kind &&
       header.payload_bytes == recv.data.size()) [[likely]] {
     if (!recv.request->finished()) copy_bytes(recv.data.data(), payload, recv.data.size());
     recv.request->complete(source, recv.data.size());
@@ -640,12 +640,12 @@ void PipeTransport::deliver(int source, const tcp::FrameHeader& header, const tc
   deliver_other(source, header, recv, payload);
 }
 
-void PipeTransport::deliver_other(int source, const tcp::FrameHeader& header, const tcp::PostedRecv& recv,
+void PipeTransport::deliver_other(int source, const detail::FrameHeader& header, const detail::PostedRecv& recv,
                                   const uint8_t* payload) {
   const uint64_t bytes = header.payload_bytes;
   std::exception_ptr mismatch =
       check_match(rank(), source, recv.envelope, recv.data.size(), header.envelope, static_cast<size_t>(bytes));
-  if (header.kind == tcp::FrameKind::ReadyToSend) {
+  if (header.kind == detail::FrameKind::ReadyToSend) {
     const auto tag = static_cast<uint32_t>(header.rendezvous_id);
     if (mismatch || recv.request->finished()) {
       if (mismatch) recv.request->fail(mismatch);
@@ -742,7 +742,7 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
     return;
   }
   std::string why;
-  tcp::FrameHeader header;
+  detail::FrameHeader header;
   size_t header_bytes = 0;
   if (!parse_control(inbox, bytes, &header, &header_bytes, &why)) {
     lose_peer(peer, make_error<ConnectionError>(std::string(name_) + " backend", rank(), peer,
@@ -761,11 +761,11 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
   reposts_.push_back(&inbox);
 }
 
-void PipeTransport::keep_unexpected(int peer, const tcp::FrameHeader& header, const uint8_t* payload) {
+void PipeTransport::keep_unexpected(int peer, const detail::FrameHeader& header, const uint8_t* payload) {
   // An announcement's payload waits at its sender (the library's rendezvous):
   // only its header is held here.
-  const bool inline_payload = header.kind == tcp::FrameKind::Message;
-  const size_t charge = (inline_payload ? header.payload_bytes : 0) + tcp::UnexpectedMessage::kOverheadBytes;
+  const bool inline_payload = header.kind == detail::FrameKind::Message;
+  const size_t charge = (inline_payload ? header.payload_bytes : 0) + detail::UnexpectedMessage::kOverheadBytes;
   size_t& held = unexpected_bytes_[static_cast<size_t>(peer)];
   if (held + charge > tuning_.unexpected_limit) {
     cut_off_[static_cast<size_t>(peer)] = 1;
@@ -779,7 +779,7 @@ void PipeTransport::keep_unexpected(int peer, const tcp::FrameHeader& header, co
     return;
   }
   held += charge;
-  tcp::UnexpectedMessage message;
+  detail::UnexpectedMessage message;
   message.source = peer;
   message.header = header;
   message.charged = charge;
@@ -857,7 +857,7 @@ void PipeTransport::lose_peer(int peer, std::exception_ptr why) {
     any_lost_.store(true, std::memory_order_release);
   }
   THD_LOG_DEBUG("{} backend (rank {}): lost rank {}: {}", name_, rank(), peer, text);
-  for (auto& recv : queues_.withdraw_if([&](const tcp::PostedRecv& r) { return r.source == peer; })) {
+  for (auto& recv : queues_.withdraw_if([&](const detail::PostedRecv& r) { return r.source == peer; })) {
     recv.request->fail(lost_error(peer, recv.request->op));
   }
   // Transfers the library may never finish with a peer that is gone. A send whose

@@ -4,7 +4,7 @@
 // "Message-library backends").
 //
 // Each message is one control message on the pipe's control tag: the tcp backend's
-// 48-byte frame header (tcp/wire.h), then, for payloads of at most inline_bytes, the
+// 48-byte frame header (datachannel/wire.h), then, for payloads of at most inline_bytes, the
 // payload itself (kind Message). A larger payload is announced instead (kind
 // ReadyToSend, its rendezvous id the pipe tag that carries it) and sent at once on
 // that tag, a sequence number per destination; the receiver posts the pipe receive
@@ -40,7 +40,7 @@
 #include "datachannel/pipe/message_pipe.h"
 #include "datachannel/pipe/process_watch.h"
 #include "datachannel/pipe/yield_backoff.h"
-#include "datachannel/tcp/matching.h"
+#include "datachannel/matching.h"
 #include "datachannel/transport.h"
 
 namespace thd::detail::pipe {
@@ -189,7 +189,7 @@ class PipeTransport final : public Transport {
   // Checks a control message of a proved peer (not a heartbeat): false, and why,
   // for bytes that are not a thd message or announcement. *header_bytes is where
   // an inline payload starts (small_message_header.h).
-  bool parse_control(const ControlInbox& inbox, size_t bytes, tcp::FrameHeader* header, size_t* header_bytes,
+  bool parse_control(const ControlInbox& inbox, size_t bytes, detail::FrameHeader* header, size_t* header_bytes,
                      std::string* why) const;
   // The common control message, handled where the pipe reports it instead of
   // queued for settle(): an inline message whose receive is posted. True when it
@@ -203,9 +203,9 @@ class PipeTransport final : public Transport {
   void flush_reposts();
   // A message met its receive: check it, then copy its inline `payload` or
   // receive its announced one.
-  void deliver(int source, const tcp::FrameHeader& header, const tcp::PostedRecv& recv, const uint8_t* payload);
+  void deliver(int source, const detail::FrameHeader& header, const detail::PostedRecv& recv, const uint8_t* payload);
   // deliver() for the rest: announced messages, mismatches.
-  void deliver_other(int source, const tcp::FrameHeader& header, const tcp::PostedRecv& recv,
+  void deliver_other(int source, const detail::FrameHeader& header, const detail::PostedRecv& recv,
                      const uint8_t* payload);
   void receive_payload(int peer, uint32_t data_tag, uint64_t bytes, std::shared_ptr<RequestState> request,
                        std::span<uint8_t> into);
@@ -217,7 +217,7 @@ class PipeTransport final : public Transport {
   void lose_peer(int peer, std::exception_ptr why);
   // Holds a message no receive has taken yet, or cuts its sender off when that
   // would take it past tuning_.unexpected_limit.
-  void keep_unexpected(int peer, const tcp::FrameHeader& header, const uint8_t* payload);
+  void keep_unexpected(int peer, const detail::FrameHeader& header, const uint8_t* payload);
   // Drives the pipe until `finished` holds or `until` passes; false on timeout.
   bool drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until, const std::function<bool()>& finished);
   void wake_sleeper() noexcept;
@@ -271,7 +271,7 @@ class PipeTransport final : public Transport {
   bool closing_ = false;
   bool settling_ = false;
   std::deque<Completion> completions_;
-  tcp::MatchQueues queues_;
+  detail::MatchQueues queues_;
   std::vector<std::unique_ptr<ControlInbox>> inboxes_;  // by peer rank; null for this rank
   // Inboxes whose message was handled, to be posted again after the caller's next
   // send (flush_reposts): on a round trip's latency path the re-post is pure cost,

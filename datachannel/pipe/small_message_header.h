@@ -1,5 +1,5 @@
 // The header of a small point-to-point message on a pipe's control tag: 16 bytes in
-// place of the full 48-byte frame header (tcp/wire.h), which a point-to-point
+// place of the full 48-byte frame header (datachannel/wire.h), which a point-to-point
 // message mostly fills with fields it does not use (op, reduce, root, the payload
 // size its control message already gives, a rendezvous id). The bytes show on a
 // small message's round trip: over UCX's shared memory, messages of up to 24 bytes
@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "datachannel/envelope.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 
 namespace thd::detail::pipe {
 
@@ -34,40 +34,40 @@ inline bool fits_small_header(const Envelope& envelope) noexcept {
 inline void write_small_header(uint8_t* out, const Envelope& envelope) noexcept {
   out[0] = kSmallMessageMarker;
   out[1] = envelope.kind.dtype;
-  tcp::le::put<uint16_t>(out + 2, static_cast<uint16_t>(envelope.kind.count));
-  tcp::le::put<uint32_t>(out + 4, envelope.context);
-  tcp::le::put<int64_t>(out + 8, envelope.tag);
+  detail::le::put<uint16_t>(out + 2, static_cast<uint16_t>(envelope.kind.count));
+  detail::le::put<uint32_t>(out + 4, envelope.context);
+  detail::le::put<int64_t>(out + 8, envelope.tag);
 }
 
 // Reads the small header at the front of a `bytes`-long control message: false when
 // it is not one (too short, another marker, a negative tag). The payload is the
 // rest of the message.
-inline bool read_small_header(const uint8_t* p, size_t bytes, tcp::FrameHeader* out) noexcept {
+inline bool read_small_header(const uint8_t* p, size_t bytes, detail::FrameHeader* out) noexcept {
   if (bytes < kSmallHeaderBytes || p[0] != kSmallMessageMarker) return false;
-  const auto tag = tcp::le::get<int64_t>(p + 8);
+  const auto tag = detail::le::get<int64_t>(p + 8);
   if (tag < 0) return false;
-  out->envelope.context = tcp::le::get<uint32_t>(p + 4);
+  out->envelope.context = detail::le::get<uint32_t>(p + 4);
   out->envelope.tag = tag;
-  out->envelope.kind = MessageKind{MessageOp::P2P, p[1], 0, -1, tcp::le::get<uint16_t>(p + 2)};
+  out->envelope.kind = MessageKind{MessageOp::P2P, p[1], 0, -1, detail::le::get<uint16_t>(p + 2)};
   out->payload_bytes = bytes - kSmallHeaderBytes;
-  out->kind = tcp::FrameKind::Message;
+  out->kind = detail::FrameKind::Message;
   out->rendezvous_id = 0;
   return true;
 }
 
 // The header a whole message of this envelope goes with: written at `out` (room
-// for tcp::kFrameHeaderBytes), its size returned.
+// for detail::kFrameHeaderBytes), its size returned.
 inline size_t write_message_header(uint8_t* out, const Envelope& envelope, size_t payload_bytes) noexcept {
   if (fits_small_header(envelope)) {
     write_small_header(out, envelope);
     return kSmallHeaderBytes;
   }
-  tcp::write_frame_header(out, envelope, payload_bytes);
-  return tcp::kFrameHeaderBytes;
+  detail::write_frame_header(out, envelope, payload_bytes);
+  return detail::kFrameHeaderBytes;
 }
 
 inline size_t message_header_bytes(const Envelope& envelope) noexcept {
-  return fits_small_header(envelope) ? kSmallHeaderBytes : tcp::kFrameHeaderBytes;
+  return fits_small_header(envelope) ? kSmallHeaderBytes : detail::kFrameHeaderBytes;
 }
 
 }  // namespace thd::detail::pipe

@@ -15,6 +15,7 @@
 
 #include <charconv>
 
+#include "datachannel/backend_choice.h"
 #include "datachannel/backends.h"
 #include "datachannel/check.h"
 #include "datachannel/net/auth.h"

@@ -24,7 +24,7 @@
 
 #include "datachannel/net/auth.h"
 #include "datachannel/net/socket.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 
 namespace thd::detail::tcp {
 

@@ -28,7 +28,7 @@
 #include "datachannel/net/fd.h"
 #include "datachannel/net/handshake_admission.h"
 #include "datachannel/net/socket.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 
 namespace thd::detail::tcp {
 

@@ -40,10 +40,10 @@
 #include <vector>
 
 #include "datachannel/net/fd.h"
-#include "datachannel/tcp/matching.h"
+#include "datachannel/matching.h"
 #include "datachannel/tcp/mesh.h"
-#include "datachannel/tcp/spin_policy.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/spin_policy.h"
+#include "datachannel/wire.h"
 #include "datachannel/transport.h"
 
 struct epoll_event;

@@ -98,6 +98,7 @@ struct CollectiveOptions {
 
 namespace detail {
 struct RequestState;
+struct ChannelAccess;  // datachannel/channel_access.h: the datachannel's own way in
 }
 
 // What Request::wait_for saw: the operation finished, or it is still pending.
@@ -108,7 +109,6 @@ enum class WaitStatus { Ready, Timeout };
 class Request {
  public:
   Request() = default;
-  explicit Request(std::shared_ptr<detail::RequestState> state) : state_(std::move(state)) {}
 
   // True once the operation has finished, successfully or not. Never blocks,
   // never throws.
@@ -141,9 +141,11 @@ class Request {
   // request, pending or finished: it cannot be withdrawn on one rank alone.
   void cancel(std::exception_ptr why = nullptr) const;
 
-  const std::shared_ptr<detail::RequestState>& state() const noexcept { return state_; }
+  // Made by the DataChannel's calls, which return it.
+  explicit Request(std::shared_ptr<detail::RequestState> state) : state_(std::move(state)) {}
 
  private:
+  friend struct detail::ChannelAccess;
   std::shared_ptr<detail::RequestState> state_;
 };
 
@@ -271,13 +273,13 @@ class DataChannel : public std::enable_shared_from_this<DataChannel> {
   void shutdown();
   bool is_shut_down() const noexcept;
 
-  // For the runtime and the backends.
-  detail::GroupState& state() noexcept { return *state_; }
-
   // Use create() / new_group().
   explicit DataChannel(std::unique_ptr<detail::GroupState> state);
 
  private:
+  friend struct detail::ChannelAccess;
+  detail::GroupState& state() noexcept { return *state_; }
+
   std::unique_ptr<detail::GroupState> state_;
 };
 

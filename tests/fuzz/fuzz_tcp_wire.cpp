@@ -1,5 +1,5 @@
 // Fuzz target tcp_wire: the tcp backend's decoders of what a peer sends after the
-// auth handshake (datachannel/tcp/wire.h), fed the input as that stream is read:
+// auth handshake (datachannel/wire.h), fed the input as that stream is read:
 //
 //   input := hello[32] frame_header[48]*   (a trailing partial header is ignored)
 //
@@ -13,12 +13,12 @@
 #include <span>
 #include <string>
 
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 #include "fuzz_target.h"
 
 namespace {
 
-using namespace thd::detail::tcp;
+using namespace thd::detail;
 
 void hello(std::span<const uint8_t, kHelloBytes> bytes) {
   Hello decoded;

@@ -23,7 +23,7 @@
 #include "datachannel/net/auth.h"
 #include "datachannel/pipe/small_message_header.h"
 #include "datachannel/store/tcp_store_wire.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 #include "master/session.h"
 #include "protocol/codec.h"
 #include "protocol/framing.h"
@@ -313,11 +313,11 @@ std::vector<SentMessage> collective_traffic() {
 }
 
 void tcp_wire_seeds(Seeds& seeds, const std::vector<SentMessage>& traffic) {
-  detail::tcp::Hello hello;
+  detail::Hello hello;
   hello.rank = 1;
   hello.world_size = 3;
   for (size_t i = 0; i < hello.channel.size(); ++i) hello.channel[i] = static_cast<uint8_t>(0x30 + i);
-  const auto hello_bytes = detail::tcp::encode_hello(hello);
+  const auto hello_bytes = detail::encode_hello(hello);
   // One seed per kind of call (op and raw or typed), with up to four of its frames.
   std::map<std::pair<int, bool>, Bytes> by_kind;
   std::map<std::pair<int, bool>, int> frames;
@@ -326,7 +326,7 @@ void tcp_wire_seeds(Seeds& seeds, const std::vector<SentMessage>& traffic) {
     if (frames[key] >= 4) continue;
     Bytes& seed = by_kind[key];
     if (seed.empty()) append(seed, hello_bytes);
-    append(seed, detail::tcp::encode_frame_header(m.envelope, m.bytes.size()));
+    append(seed, detail::encode_frame_header(m.envelope, m.bytes.size()));
     ++frames[key];
   }
   for (const auto& [key, seed] : by_kind) {
@@ -338,11 +338,11 @@ void tcp_wire_seeds(Seeds& seeds, const std::vector<SentMessage>& traffic) {
   const SentMessage& any = traffic.front();
   Bytes rendezvous;
   append(rendezvous, hello_bytes);
-  append(rendezvous, detail::tcp::encode_frame_header(any.envelope, 1 << 20, detail::tcp::FrameKind::ReadyToSend, 7));
-  append(rendezvous, detail::tcp::encode_rendezvous_frame(detail::tcp::FrameKind::ClearToSend, 7));
-  append(rendezvous, detail::tcp::encode_rendezvous_frame(detail::tcp::FrameKind::Data, 7, 1 << 20));
-  append(rendezvous, detail::tcp::encode_rendezvous_frame(detail::tcp::FrameKind::Decline, 8));
-  append(rendezvous, detail::tcp::encode_rendezvous_frame(detail::tcp::FrameKind::Revoke, 9));
+  append(rendezvous, detail::encode_frame_header(any.envelope, 1 << 20, detail::FrameKind::ReadyToSend, 7));
+  append(rendezvous, detail::encode_rendezvous_frame(detail::FrameKind::ClearToSend, 7));
+  append(rendezvous, detail::encode_rendezvous_frame(detail::FrameKind::Data, 7, 1 << 20));
+  append(rendezvous, detail::encode_rendezvous_frame(detail::FrameKind::Decline, 8));
+  append(rendezvous, detail::encode_rendezvous_frame(detail::FrameKind::Revoke, 9));
   seeds.write("tcp_wire", "rendezvous", rendezvous);
 }
 
@@ -516,7 +516,7 @@ void pipe_seeds(Seeds& seeds) {
     return seed;
   };
   seeds.write("pipe_control", "injected_inline",
-              inject_then_receive(detail::tcp::encode_frame_header(e, 4), {1, 2, 3, 4}));
+              inject_then_receive(detail::encode_frame_header(e, 4), {1, 2, 3, 4}));
   // A small point-to-point message, with its 16-byte header.
   std::array<uint8_t, detail::pipe::kSmallHeaderBytes> small_header{};
   detail::pipe::write_small_header(small_header.data(), e);
@@ -524,7 +524,7 @@ void pipe_seeds(Seeds& seeds) {
 
   Bytes rendezvous;  // an announcement of data tag 1, its receive, then the payload
   e.kind.count = 64;
-  const auto announce = detail::tcp::encode_frame_header(e, 64, detail::tcp::FrameKind::ReadyToSend, 1);
+  const auto announce = detail::encode_frame_header(e, 64, detail::FrameKind::ReadyToSend, 1);
   rendezvous.push_back(0);
   put16(rendezvous, announce.size());
   append(rendezvous, announce);

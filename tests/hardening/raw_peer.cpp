@@ -8,7 +8,7 @@
 
 #include "datachannel/net/auth.h"
 #include "datachannel/tcp/mesh.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 
 namespace thd::test {
 
@@ -200,10 +200,10 @@ net::Socket join_mesh_as_top_rank(Store& store, int world_size, int peer, const 
   const int rank = world_size - 1;
   const auto instance = static_cast<int>(store.add("dc/created/" + std::to_string(rank), 1));
   const net::Nonce random = net::random_nonce();
-  const std::vector<uint8_t> proposal(random.begin(), random.begin() + tcp::kChannelIdBytes);
+  const std::vector<uint8_t> proposal(random.begin(), random.begin() + detail::kChannelIdBytes);
   const std::vector<uint8_t> agreed = store.compare_set(tcp_channel_key(instance, "channel_id"), {}, proposal);
-  if (agreed.size() != tcp::kChannelIdBytes) throw std::runtime_error("the store's channel id has the wrong size");
-  tcp::Hello self{rank, world_size, {}};
+  if (agreed.size() != detail::kChannelIdBytes) throw std::runtime_error("the store's channel id has the wrong size");
+  detail::Hello self{rank, world_size, {}};
   std::copy(agreed.begin(), agreed.end(), self.channel.begin());
 
   const std::vector<uint8_t> endpoint = store.get(tcp_channel_key(instance, "addr/" + std::to_string(peer)));
@@ -214,9 +214,9 @@ net::Socket join_mesh_as_top_rank(Store& store, int world_size, int peer, const 
   net::Socket s = connect_raw(port);
   const net::Deadline deadline = net::deadline_after(kConnectWithin);
   net::client_handshake(s, net::AuthToken(token, "the test"), deadline, kOp);
-  const tcp::HelloBytes mine = tcp::encode_hello(self);
+  const detail::HelloBytes mine = detail::encode_hello(self);
   s.send_all(mine, deadline, kOp);
-  tcp::HelloBytes reply{};
+  detail::HelloBytes reply{};
   s.recv_exact(reply, deadline, kOp);
   return s;
 }

@@ -19,7 +19,7 @@
 #include "datachannel/envelope.h"
 #include "datachannel/store/tcp_store_wire.h"
 #include "datachannel/tcp/mesh.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 #include "fault_checks.h"
 #include "pool_process.h"
 #include "raw_peer.h"
@@ -100,7 +100,7 @@ struct MeshUnderConstruction {
 
   // What rank 1 sent rank 0 once its handshake and Hello are through.
   std::vector<uint8_t> rank1_hello() {
-    const size_t want = net::kClientHelloBytes + tcp::kHelloBytes;
+    const size_t want = net::kClientHelloBytes + detail::kHelloBytes;
     const auto deadline = Clock::now() + kTimeout;
     while (proxy->client_bytes(0).size() < want && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
     return proxy->client_bytes(0);
@@ -136,21 +136,21 @@ struct MeshUnderConstruction {
 TEST(ListenerAuth, MeshListenerActsOnNothingUnproven) {
   MeshUnderConstruction mesh;
   const std::vector<uint8_t> recorded = mesh.rank1_hello();
-  ASSERT_GE(recorded.size(), net::kClientHelloBytes + tcp::kHelloBytes) << "rank 1 never got through to rank 0";
+  ASSERT_GE(recorded.size(), net::kClientHelloBytes + detail::kHelloBytes) << "rank 1 never got through to rank 0";
   // What an intruder wants rank 0 to take: rank 2's Hello (claiming the place
   // still free) and a message as from it.
-  const tcp::HelloBytes hello = tcp::encode_hello({2, 3, {}});
+  const detail::HelloBytes hello = detail::encode_hello({2, 3, {}});
   const std::vector<uint8_t> injected = {'I', 'N', 'J', 'E', 'C', 'T', 'E', 'D'};
   const detail::Envelope envelope{detail::p2p_context(0), 9,
                                   {detail::MessageOp::P2P, detail::kRawBytes, 0, -1, injected.size()}};
-  const tcp::FrameHeaderBytes header = tcp::encode_frame_header(envelope, injected.size());
+  const detail::FrameHeaderBytes header = detail::encode_frame_header(envelope, injected.size());
   std::vector<uint8_t> request(hello.begin(), hello.end());
   request.insert(request.end(), header.begin(), header.end());
   request.insert(request.end(), injected.begin(), injected.end());
   for (Attack attack : kAttacks) {
     // A replay repeats rank 1's own Hello after its handshake; what it adds is the message.
     const std::vector<uint8_t> sent =
-        attack == Attack::Replay ? std::vector<uint8_t>(request.begin() + tcp::kHelloBytes, request.end()) : request;
+        attack == Attack::Replay ? std::vector<uint8_t>(request.begin() + detail::kHelloBytes, request.end()) : request;
     const auto start = Clock::now();
     EXPECT_TRUE(refused(mesh.port0, attack, sent, recorded));
     report_timing("refusal of " + attack_name(attack), std::chrono::duration_cast<milliseconds>(Clock::now() - start));

@@ -14,7 +14,7 @@
 #include "datachannel/envelope.h"
 #include "datachannel/net/auth.h"
 #include "datachannel/store/tcp_store_wire.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 #include "fault_checks.h"
 #include "raw_peer.h"
 #include "test_util.h"
@@ -23,7 +23,6 @@ namespace thd::test {
 namespace {
 
 using namespace std::chrono_literals;
-namespace tcp = detail::tcp;
 namespace wire = detail::store_wire;
 
 constexpr milliseconds kOpTimeout{10000};
@@ -59,7 +58,7 @@ struct HalfFakeChannel {
 std::vector<uint8_t> message_header(int64_t tag, size_t payload) {
   const detail::Envelope envelope{detail::p2p_context(0), tag,
                                   {detail::MessageOp::P2P, detail::kRawBytes, 0, -1, payload}};
-  const tcp::FrameHeaderBytes h = tcp::encode_frame_header(envelope, payload);
+  const detail::FrameHeaderBytes h = detail::encode_frame_header(envelope, payload);
   return {h.begin(), h.end()};
 }
 
@@ -96,7 +95,7 @@ TEST_P(ResetMidFrame, DataChannelPeer) {
   if (posted_first) pending = dc.channel->irecv_bytes(buffer, 1, {.tag = 5, .timeout = kOpTimeout});
   std::vector<uint8_t> frame = message_header(5, kPayload);
   if (cut == Cut::InHeader) {
-    frame.resize(tcp::kFrameHeaderBytes / 2);
+    frame.resize(detail::kFrameHeaderBytes / 2);
   } else {
     frame.insert(frame.end(), kPayload / 2, 0x55);
   }

@@ -40,13 +40,13 @@ TEST(NcclBackend, HostTransportMovesCpuTensors) {
 
 TEST(NcclBackend, CollectivesBelongToTheNcclBackendOnly) {
   run_world("nccl", 1, [](int, const std::shared_ptr<DataChannel>& ch) {
-    EXPECT_NE(collectives_of(ch->state()), nullptr);
+    EXPECT_NE(collectives_of(detail::state_of(*ch)), nullptr);
     auto group = ch->new_group({0});
     // A group shares its channel's collectives (and so their communicators' cache).
-    EXPECT_EQ(collectives_of(group->state()), collectives_of(ch->state()));
+    EXPECT_EQ(collectives_of(detail::state_of(*group)), collectives_of(detail::state_of(*ch)));
   });
   run_world("tcp", 1, [](int, const std::shared_ptr<DataChannel>& ch) {
-    EXPECT_EQ(collectives_of(ch->state()), nullptr);
+    EXPECT_EQ(collectives_of(detail::state_of(*ch)), nullptr);
     // The runtime's hook: NCCL beside a channel of another backend, made lazily.
     auto hook = detail::nccl::make_collectives(*ch);
     EXPECT_EQ(hook->stats().communicators_created, 0u);
@@ -55,13 +55,13 @@ TEST(NcclBackend, CollectivesBelongToTheNcclBackendOnly) {
 
 TEST(NcclBackend, RefusesCpuTensorsNamingTheDevice) {
   run_world("nccl", 1, [](int, const std::shared_ptr<DataChannel>& ch) {
-    auto& nccl = *collectives_of(ch->state());
+    auto& nccl = *collectives_of(detail::state_of(*ch));
     Tensor cpu = Tensor::ones({4});
-    THD_EXPECT_THROW_MSG(nccl.all_reduce(ch->state(), cpu, ReduceOp::Sum, {}), ValueError,
+    THD_EXPECT_THROW_MSG(nccl.all_reduce(detail::state_of(*ch), cpu, ReduceOp::Sum, {}), ValueError,
                          "the tensor is on cpu; NCCL moves CUDA tensors only");
     Tensor out = Tensor::empty({4});
-    THD_EXPECT_THROW_MSG(nccl.all_gather(ch->state(), out, cpu, {}), ValueError, "input is on cpu");
-    THD_EXPECT_THROW_MSG(nccl.send(ch->state(), cpu, 0, {}), ValueError, "is on cpu");
+    THD_EXPECT_THROW_MSG(nccl.all_gather(detail::state_of(*ch), out, cpu, {}), ValueError, "input is on cpu");
+    THD_EXPECT_THROW_MSG(nccl.send(detail::state_of(*ch), cpu, 0, {}), ValueError, "is on cpu");
     EXPECT_EQ(nccl.stats().operations, 0u);
     EXPECT_EQ(nccl.stats().communicators_created, 0u);
   });
@@ -69,30 +69,30 @@ TEST(NcclBackend, RefusesCpuTensorsNamingTheDevice) {
 
 TEST(NcclBackend, RefusesBadCallsBeforeLookingAtTensors) {
   run_world("nccl", 1, [](int, const std::shared_ptr<DataChannel>& ch) {
-    auto& nccl = *collectives_of(ch->state());
+    auto& nccl = *collectives_of(detail::state_of(*ch));
     Tensor t = Tensor::ones({4});
-    THD_EXPECT_THROW_MSG(nccl.recv(ch->state(), t, kAnySource, {}), ValueError, "kAnySource is not supported");
-    THD_EXPECT_THROW_MSG(nccl.broadcast(ch->state(), t, 3, {}), IndexError, "root rank 3 is out of range");
-    THD_EXPECT_THROW_MSG(nccl.all_reduce(ch->state(), t, ReduceOp::Sum, {.tag = -1}), ValueError,
+    THD_EXPECT_THROW_MSG(nccl.recv(detail::state_of(*ch), t, kAnySource, {}), ValueError, "kAnySource is not supported");
+    THD_EXPECT_THROW_MSG(nccl.broadcast(detail::state_of(*ch), t, 3, {}), IndexError, "root rank 3 is out of range");
+    THD_EXPECT_THROW_MSG(nccl.all_reduce(detail::state_of(*ch), t, ReduceOp::Sum, {.tag = -1}), ValueError,
                          "tag -1 is out of range");
   });
 }
 
 TEST(NcclBackend, ShutDownChannelRefusesDeviceOperations) {
   run_world("nccl", 1, [](int, const std::shared_ptr<DataChannel>& ch) {
-    auto& nccl = *collectives_of(ch->state());
+    auto& nccl = *collectives_of(detail::state_of(*ch));
     auto group = ch->new_group({0});
     group->shutdown();
     Tensor t = Tensor::ones({4});
-    THD_EXPECT_THROW_MSG(nccl.all_reduce(group->state(), t, ReduceOp::Sum, {}), ValueError, "shut down");
+    THD_EXPECT_THROW_MSG(nccl.all_reduce(detail::state_of(*group), t, ReduceOp::Sum, {}), ValueError, "shut down");
   });
 }
 
 TEST(NcclBackend, WithoutAGpuABarrierSaysThereIsNoDevice) {
   if (cuda::is_available()) GTEST_SKIP() << "this machine has a GPU";
   run_world("nccl", 1, [](int, const std::shared_ptr<DataChannel>& ch) {
-    auto& nccl = *collectives_of(ch->state());
-    THD_EXPECT_THROW_MSG(nccl.barrier(ch->state(), {}), ValueError, "no CUDA device");
+    auto& nccl = *collectives_of(detail::state_of(*ch));
+    THD_EXPECT_THROW_MSG(nccl.barrier(detail::state_of(*ch), {}), ValueError, "no CUDA device");
   });
 }
 

@@ -41,7 +41,7 @@ TEST(NcclDataChannel, CudaTensorsOnTheNcclBackendGoThroughNccl) {
   THD_REQUIRE_GPUS(1);
   run_world("nccl", 1, [](int rank, const std::shared_ptr<DataChannel>& ch) {
     run_collectives(rank, *ch);
-    EXPECT_EQ(detail::nccl::collectives_of(ch->state())->stats().communicators_created, 1u);
+    EXPECT_EQ(detail::nccl::collectives_of(detail::state_of(*ch))->stats().communicators_created, 1u);
     Tensor on_gpu = Tensor::ones({4}).cuda();
     Tensor on_cpu = Tensor::empty({4});
     THD_EXPECT_THROW_MSG(ch->all_gather(on_cpu, on_gpu), ValueError, "output is on cpu");

@@ -34,7 +34,7 @@ Tensor poisoned(const Shape& shape, DType dtype, int device = 0) {
 
 std::vector<double> host_values(const Tensor& t) { return t.cpu().to_vector<double>(); }
 
-NcclCollectives& nccl_of(DataChannel& ch) { return *collectives_of(ch.state()); }
+NcclCollectives& nccl_of(DataChannel& ch) { return *collectives_of(detail::state_of(ch)); }
 
 TEST(NcclWorldOfOne, ReducesEveryDTypeInPlace) {
   THD_REQUIRE_GPUS(1);
@@ -48,14 +48,14 @@ TEST(NcclWorldOfOne, ReducesEveryDTypeInPlace) {
       for (ReduceOp op : ops) {
         SCOPED_TRACE(reduce_op_name(op));
         Tensor t = want.cuda();
-        nccl.all_reduce(ch->state(), t, op, {}).wait();
+        nccl.all_reduce(detail::state_of(*ch), t, op, {}).wait();
         EXPECT_EQ(host_values(t), want.to_vector<double>());
         Tensor r = want.cuda();
-        nccl.reduce(ch->state(), r, 0, op, {}).wait();
+        nccl.reduce(detail::state_of(*ch), r, 0, op, {}).wait();
         EXPECT_EQ(host_values(r), want.to_vector<double>());
       }
       Tensor b = want.cuda();
-      nccl.broadcast(ch->state(), b, 0, {}).wait();
+      nccl.broadcast(detail::state_of(*ch), b, 0, {}).wait();
       EXPECT_EQ(host_values(b), want.to_vector<double>());
     }
   });
@@ -65,7 +65,7 @@ TEST(NcclWorldOfOne, WritesEveryElementOfPoisonedOutputs) {
   THD_REQUIRE_GPUS(1);
   run_world("nccl", 1, [](int, const std::shared_ptr<DataChannel>& ch) {
     auto& nccl = nccl_of(*ch);
-    auto& g = ch->state();
+    auto& g = detail::state_of(*ch);
     for (DType dtype : kDTypes) {
       SCOPED_TRACE(dtype_name(dtype));
       const Tensor in = values(kN, dtype, 1, 1);
@@ -94,7 +94,7 @@ TEST(NcclWorldOfOne, ReadsAStridedInput) {
   run_world("nccl", 1, [](int, const std::shared_ptr<DataChannel>& ch) {
     const Tensor in = values(6 * 4, kFloat32).reshape({6, 4});
     Tensor out = poisoned({4, 6}, kFloat32);
-    nccl_of(*ch).all_gather(ch->state(), out, in.cuda().t(), {}).wait();
+    nccl_of(*ch).all_gather(detail::state_of(*ch), out, in.cuda().t(), {}).wait();
     EXPECT_EQ(host_values(out), in.t().contiguous().to_vector<double>());
   });
 }
@@ -108,12 +108,12 @@ TEST(NcclWorldOfOne, SendsToItselfInABatch) {
     std::vector<Item> items;
     items.push_back({Item::Kind::Send, msg.cuda(), 0});
     items.push_back({Item::Kind::Recv, got, 0});
-    Request r = nccl_of(*ch).batch_send_recv(ch->state(), std::move(items), {});
+    Request r = nccl_of(*ch).batch_send_recv(detail::state_of(*ch), std::move(items), {});
     r.wait();
     EXPECT_EQ(host_values(got), msg.to_vector<double>());
     EXPECT_EQ(r.bytes(), 2 * msg.nbytes());
     // One at a time it would wait on itself: refused, saying what to use.
-    THD_EXPECT_THROW_MSG(nccl_of(*ch).send(ch->state(), msg.cuda(), 0, {}), ValueError, "batch_send_recv");
+    THD_EXPECT_THROW_MSG(nccl_of(*ch).send(detail::state_of(*ch), msg.cuda(), 0, {}), ValueError, "batch_send_recv");
   });
 }
 
@@ -125,9 +125,9 @@ TEST(NcclWorldOfOne, RequestsAreAsynchronousAndWaitable) {
     const Tensor in = Tensor::full({n}, 2, kFloat32);
     Tensor out = poisoned({n}, kFloat32);
     std::vector<Request> requests;
-    for (int i = 0; i < 4; ++i) requests.push_back(nccl.all_gather(ch->state(), out, in.cuda(), {}));
+    for (int i = 0; i < 4; ++i) requests.push_back(nccl.all_gather(detail::state_of(*ch), out, in.cuda(), {}));
     Tensor t = in.cuda();
-    Request last = nccl.all_reduce(ch->state(), t, ReduceOp::Max, {});
+    Request last = nccl.all_reduce(detail::state_of(*ch), t, ReduceOp::Max, {});
     last.wait(std::chrono::seconds(10));
     EXPECT_TRUE(last.test());
     EXPECT_EQ(last.error(), nullptr);
@@ -145,18 +145,18 @@ TEST(NcclWorldOfOne, MakesOneCommunicatorPerGroupAndReusesIt) {
     auto& nccl = nccl_of(*ch);
     EXPECT_EQ(nccl.stats().communicators_created, 0u);
     Tensor t = values(kN, kFloat32).cuda();
-    nccl.all_reduce(ch->state(), t, ReduceOp::Sum, {}).wait();
+    nccl.all_reduce(detail::state_of(*ch), t, ReduceOp::Sum, {}).wait();
     EXPECT_EQ(nccl.stats().communicators_created, 1u);
-    nccl.all_reduce(ch->state(), t, ReduceOp::Sum, {}).wait();
-    nccl.barrier(ch->state(), {}).wait();
+    nccl.all_reduce(detail::state_of(*ch), t, ReduceOp::Sum, {}).wait();
+    nccl.barrier(detail::state_of(*ch), {}).wait();
     Tensor out = poisoned({kN}, kFloat32);
-    nccl.all_gather(ch->state(), out, t, {}).wait();
+    nccl.all_gather(detail::state_of(*ch), out, t, {}).wait();
     EXPECT_EQ(nccl.stats().communicators_created, 1u);
     EXPECT_EQ(nccl.stats().operations, 4u);
     // A subgroup, even of the same ranks, is a group of its own.
     auto group = ch->new_group({0});
-    nccl.all_reduce(group->state(), t, ReduceOp::Sum, {}).wait();
-    nccl.all_reduce(group->state(), t, ReduceOp::Sum, {}).wait();
+    nccl.all_reduce(detail::state_of(*group), t, ReduceOp::Sum, {}).wait();
+    nccl.all_reduce(detail::state_of(*group), t, ReduceOp::Sum, {}).wait();
     EXPECT_EQ(nccl.stats().communicators_created, 2u);
   });
 }
@@ -167,7 +167,7 @@ TEST(NcclWorldOfOne, RuntimeHookRunsNcclBesideATcpChannel) {
     auto nccl = detail::nccl::make_collectives(*ch);
     const Tensor want = values(kN, kFloat16, 0.25);
     Tensor t = want.cuda();
-    nccl->all_reduce(ch->state(), t, ReduceOp::Avg, {}).wait();
+    nccl->all_reduce(detail::state_of(*ch), t, ReduceOp::Avg, {}).wait();
     EXPECT_EQ(host_values(t), want.to_vector<double>());
     EXPECT_EQ(nccl->stats().communicators_created, 1u);
   });
@@ -181,11 +181,11 @@ TEST(NcclFailures, AMemberThatNeverJoinsIsATimeoutNamingIt) {
     auto& nccl = nccl_of(*ch);
     Tensor t = Tensor::ones({8}).cuda();
     const auto started = std::chrono::steady_clock::now();
-    THD_EXPECT_THROW_MSG(nccl.all_reduce(ch->state(), t, ReduceOp::Sum, {.timeout = std::chrono::milliseconds(400)}),
+    THD_EXPECT_THROW_MSG(nccl.all_reduce(detail::state_of(*ch), t, ReduceOp::Sum, {.timeout = std::chrono::milliseconds(400)}),
                          TimeoutError, "member 1 (world rank 1) did not arrive");
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(3));
     // The group's device operations are over; the error says why and what to do.
-    THD_EXPECT_THROW_MSG(nccl.all_reduce(ch->state(), t, ReduceOp::Sum, {}), ValueError, "make a new group");
+    THD_EXPECT_THROW_MSG(nccl.all_reduce(detail::state_of(*ch), t, ReduceOp::Sum, {}), ValueError, "make a new group");
   });
 }
 
@@ -196,13 +196,13 @@ TEST(NcclFailures, AMemberThatNeverStartsNcclIsATimeoutAndAnAbort) {
       // Rank 1 arrives in the store as a member on a GPU of another host, then never
       // calls NCCL: rank 0 passes the store and waits in NCCL's own set-up.
       detail::nccl::Placement elsewhere{"elsewhere", "elsewhere", "0000:00:00.0", 0, 1};
-      ch->state().store->set("nccl/1/group0/member/1", detail::nccl::encode(elsewhere));
+      detail::state_of(*ch).store->set("nccl/1/group0/member/1", detail::nccl::encode(elsewhere));
       return;
     }
     Tensor t = Tensor::ones({8}).cuda();
     const auto started = std::chrono::steady_clock::now();
     THD_EXPECT_THROW_MSG(
-        nccl_of(*ch).all_reduce(ch->state(), t, ReduceOp::Sum, {.timeout = std::chrono::milliseconds(1500)}),
+        nccl_of(*ch).all_reduce(detail::state_of(*ch), t, ReduceOp::Sum, {.timeout = std::chrono::milliseconds(1500)}),
         TimeoutError, "NCCL did not set up communicator");
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(6));
   });
@@ -214,7 +214,7 @@ TEST(NcclFailures, TwoRanksOnOneGpuAreRefusedNamingTheCounts) {
   run_world("nccl", 2, [](int, const std::shared_ptr<DataChannel>& ch) {
     Tensor t = Tensor::ones({8}).cuda(0);
     try {
-      nccl_of(*ch).all_reduce(ch->state(), t, ReduceOp::Sum, {}).wait();
+      nccl_of(*ch).all_reduce(detail::state_of(*ch), t, ReduceOp::Sum, {}).wait();
       ADD_FAILURE() << "two ranks on one GPU were not refused";
     } catch (const ValueError& e) {
       const std::string what = e.what();
@@ -231,7 +231,7 @@ TEST(NcclTwoRanks, CollectivesCombineBothRanks) {
   THD_REQUIRE_GPUS(2);
   run_world("nccl", 2, [](int rank, const std::shared_ptr<DataChannel>& ch) {
     auto& nccl = nccl_of(*ch);
-    auto& g = ch->state();
+    auto& g = detail::state_of(*ch);
     for (DType dtype : kDTypes) {
       SCOPED_TRACE(dtype_name(dtype));
       const Tensor mine = values(kN, dtype, 1, rank);  // rank 0: i, rank 1: i + 1
@@ -264,10 +264,10 @@ TEST(NcclTwoRanks, SendAndReceiveOnAPairCommunicator) {
     auto& nccl = nccl_of(*ch);
     const Tensor msg = values(kN, kInt64, 3);
     if (rank == 0) {
-      nccl.send(ch->state(), msg.cuda(0), 1, {}).wait();
+      nccl.send(detail::state_of(*ch), msg.cuda(0), 1, {}).wait();
     } else {
       Tensor got = poisoned({kN}, kInt64, 1);
-      Request r = nccl.recv(ch->state(), got, 0, {});
+      Request r = nccl.recv(detail::state_of(*ch), got, 0, {});
       r.wait();
       EXPECT_EQ(r.source(), 0);
       EXPECT_EQ(host_values(got), msg.to_vector<double>());
@@ -281,13 +281,13 @@ TEST(NcclTwoRanks, ACollectiveAMemberSkipsTimesOutAndAbortsTheCommunicator) {
   run_world("nccl", 2, [](int rank, const std::shared_ptr<DataChannel>& ch) {
     auto& nccl = nccl_of(*ch);
     Tensor t = Tensor::ones({64}).cuda(rank);
-    nccl.all_reduce(ch->state(), t, ReduceOp::Sum, {}).wait();  // both: the communicator is up
+    nccl.all_reduce(detail::state_of(*ch), t, ReduceOp::Sum, {}).wait();  // both: the communicator is up
     if (rank == 1) return;  // rank 1 skips the second one
-    Request r = nccl.all_reduce(ch->state(), t, ReduceOp::Sum, {.timeout = std::chrono::milliseconds(500)});
+    Request r = nccl.all_reduce(detail::state_of(*ch), t, ReduceOp::Sum, {.timeout = std::chrono::milliseconds(500)});
     const auto started = std::chrono::steady_clock::now();
     EXPECT_THROW(r.wait(), TimeoutError);
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
-    THD_EXPECT_THROW_MSG(nccl.all_reduce(ch->state(), t, ReduceOp::Sum, {}), ValueError, "was aborted");
+    THD_EXPECT_THROW_MSG(nccl.all_reduce(detail::state_of(*ch), t, ReduceOp::Sum, {}), ValueError, "was aborted");
   });
 }
 
@@ -296,9 +296,9 @@ TEST(NcclTwoRanks, ATensorOnAnotherGpuThanTheGroupsIsRefused) {
   run_world("nccl", 1, [](int, const std::shared_ptr<DataChannel>& ch) {
     auto& nccl = nccl_of(*ch);
     Tensor on0 = Tensor::ones({4}).cuda(0);
-    nccl.all_reduce(ch->state(), on0, ReduceOp::Sum, {}).wait();
+    nccl.all_reduce(detail::state_of(*ch), on0, ReduceOp::Sum, {}).wait();
     Tensor on1 = Tensor::ones({4}).cuda(1);
-    THD_EXPECT_THROW_MSG(nccl.all_reduce(ch->state(), on1, ReduceOp::Sum, {}), ValueError,
+    THD_EXPECT_THROW_MSG(nccl.all_reduce(detail::state_of(*ch), on1, ReduceOp::Sum, {}), ValueError,
                          "the tensor is on cuda:1 but this group's NCCL communicator runs on cuda:0");
   });
 }

@@ -7,9 +7,9 @@
 
 #include <thd/datachannel.h>
 
-#include "datachannel/tcp/matching.h"
+#include "datachannel/matching.h"
 
-namespace thd::detail::tcp {
+namespace thd::detail {
 namespace {
 
 Envelope env(int64_t tag, uint32_t context = 0) { return Envelope{context, tag, {}}; }
@@ -319,4 +319,4 @@ TEST(MatchQueues, TheReceivePostedAloneIsWithdrawnAndLetGo) {
 }
 
 }  // namespace
-}  // namespace thd::detail::tcp
+}  // namespace thd::detail

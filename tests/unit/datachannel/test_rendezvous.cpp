@@ -12,6 +12,7 @@
 
 #include <thd/config.h>
 
+#include "datachannel/backend_choice.h"
 #include "datachannel/backends.h"
 #include "datachannel/test_util.h"
 

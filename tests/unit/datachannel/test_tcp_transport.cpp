@@ -21,7 +21,7 @@
 #include "datachannel/tcp/mesh.h"
 #include "datachannel/tcp/tcp_transport.h"
 #include "datachannel/tcp/tcp_transport_impl.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 #include "datachannel/transport_test_util.h"
 
 namespace thd {
@@ -151,7 +151,7 @@ TEST(TcpTransport, InvalidOptionsAreValueErrors) {
     if (std::string(name) == "THD_TCP_SPIN_US") return "7";
     return std::nullopt;
   };
-  if (tcp::usable_cpus() > 1) {
+  if (detail::usable_cpus() > 1) {
     EXPECT_EQ(tcp::tuning_for(options_for(store, 0, 1), spin7).spin_budget, 7us);
   }
   for (const char* bad : {"0", "-1", "1M", "", "2000000000000"}) {
@@ -201,19 +201,19 @@ Socket connect_to_rank0(Store& store) {
   return Socket::connect(host, port, in(test::kLong), "test.connect");
 }
 
-tcp::ChannelId channel_of(Store& store) {
+detail::ChannelId channel_of(Store& store) {
   const auto v = store.get("channel_id");
-  tcp::ChannelId id{};
+  detail::ChannelId id{};
   std::copy(v.begin(), v.end(), id.begin());
   return id;
 }
 
 // Authenticates and introduces itself; returns the peer's Hello bytes read back
 // (empty when the peer hung up instead).
-std::vector<uint8_t> introduce(Socket& s, const tcp::Hello& hello) {
+std::vector<uint8_t> introduce(Socket& s, const detail::Hello& hello) {
   net::client_handshake(s, net::AuthToken(test::kToken, "test"), in(test::kLong), "test");
-  s.send_all(tcp::encode_hello(hello), in(test::kLong), "test");
-  tcp::HelloBytes reply{};
+  s.send_all(detail::encode_hello(hello), in(test::kLong), "test");
+  detail::HelloBytes reply{};
   try {
     s.recv_exact(reply, in(test::kLong), "test");
   } catch (const PeerLost&) {
@@ -238,8 +238,8 @@ TEST(TcpTransport, StrangersDuringSetUpAreRefusedAndSetUpCompletes) {
   THD_EXPECT_THROW_MSG(net::client_handshake(wrong, net::AuthToken("not-the-token", "test"), in(test::kLong), "test"),
                        AuthError, "refused");
   // The right token, but another channel / a wrong world size / a rank it does not accept.
-  const tcp::ChannelId channel = channel_of(*store);
-  tcp::ChannelId other = channel;
+  const detail::ChannelId channel = channel_of(*store);
+  detail::ChannelId other = channel;
   other[0] ^= 1;
   Socket foreign = connect_to_rank0(*store);
   EXPECT_TRUE(introduce(foreign, {1, 2, other}).empty());
@@ -607,14 +607,14 @@ TEST(TcpTransport, YieldSpinningWaiterPollsWhateverThePolicyAndThenBlocks) {
 }
 
 TEST(TcpTransport, SpinningPausesWhileItCostsOthersTheirCpu) {
-  using Outcome = tcp::SpinPolicy::Outcome;
-  constexpr int kMaxPause = tcp::SpinPolicy::kMaxPause;
-  auto spins_in = [](tcp::SpinPolicy& p, int waits) {
+  using Outcome = detail::SpinPolicy::Outcome;
+  constexpr int kMaxPause = detail::SpinPolicy::kMaxPause;
+  auto spins_in = [](detail::SpinPolicy& p, int waits) {
     int spins = 0;
     for (int i = 0; i < waits; ++i) spins += p.budget().count() > 0;
     return spins;
   };
-  tcp::SpinPolicy policy(40us, /*oversubscribed=*/false);
+  detail::SpinPolicy policy(40us, /*oversubscribed=*/false);
   EXPECT_EQ(spins_in(policy, 100), 100);
   EXPECT_EQ(policy.budget(), 40us);
   // Spins that complete, or run out on an idle machine, change nothing.
@@ -643,26 +643,26 @@ TEST(TcpTransport, SpinningPausesWhileItCostsOthersTheirCpu) {
   EXPECT_EQ(policy.pause(), kMaxPause);
 
   // Oversubscribed: paused from the start, probing once per pause.
-  tcp::SpinPolicy crowded(40us, /*oversubscribed=*/true);
+  detail::SpinPolicy crowded(40us, /*oversubscribed=*/true);
   EXPECT_EQ(spins_in(crowded, kMaxPause), 1);
-  tcp::SpinPolicy never(0us, false);
+  detail::SpinPolicy never(0us, false);
   EXPECT_EQ(spins_in(never, 100), 0);
   // More ranks on loopback than cores counts as oversubscribed.
   DataChannelOptions o;
-  o.world_size = tcp::usable_cpus() + 1;
+  o.world_size = detail::usable_cpus() + 1;
   EXPECT_TRUE(tcp::tuning_for(o, [](const char*) { return std::nullopt; }).oversubscribed);
   o.world_size = 1;
   EXPECT_FALSE(tcp::tuning_for(o, [](const char*) { return std::nullopt; }).oversubscribed);
 
   // The runnable-thread count of /proc/loadavg.
-  EXPECT_EQ(tcp::parse_runnable("0.52 0.58 0.59 3/257 12345\n"), 3);
-  EXPECT_EQ(tcp::parse_runnable("1.00 2.00 3.00 17/900 1"), 17);
+  EXPECT_EQ(detail::parse_runnable("0.52 0.58 0.59 3/257 12345\n"), 3);
+  EXPECT_EQ(detail::parse_runnable("1.00 2.00 3.00 17/900 1"), 17);
   for (const char* bad : {"", "0.52 0.58 0.59", "0.52 0.58 0.59 /257 1", "0.52 0.58 0.59 x/257 1", "a b c -1/2 3"}) {
-    EXPECT_EQ(tcp::parse_runnable(bad), -1) << bad;
+    EXPECT_EQ(detail::parse_runnable(bad), -1) << bad;
   }
-  tcp::RunQueue huge(1 << 20);
+  detail::RunQueue huge(1 << 20);
   EXPECT_FALSE(huge.busy());  // this machine has fewer runnable threads than a million cores
-  tcp::RunQueue none(0);
+  detail::RunQueue none(0);
   EXPECT_TRUE(none.busy());  // and at least one: this one
 }
 
@@ -674,10 +674,10 @@ TEST(TcpTransport, FrameHeadersRoundTripAndBadOnesAreRefused) {
   e.kind.dtype = static_cast<uint8_t>(DType::Float64);
   e.kind.reduce = static_cast<uint8_t>(ReduceOp::Max);
   e.kind.root = 3;
-  tcp::FrameHeaderBytes bytes = tcp::encode_frame_header(e, 96);
-  tcp::FrameHeader h;
+  detail::FrameHeaderBytes bytes = detail::encode_frame_header(e, 96);
+  detail::FrameHeader h;
   std::string why;
-  ASSERT_TRUE(tcp::decode_frame_header(bytes, &h, &why)) << why;
+  ASSERT_TRUE(detail::decode_frame_header(bytes, &h, &why)) << why;
   EXPECT_EQ(h.envelope.context, 77u);
   EXPECT_EQ(h.envelope.tag, int64_t{1} << 40);
   EXPECT_EQ(h.envelope.kind, e.kind);
@@ -685,10 +685,10 @@ TEST(TcpTransport, FrameHeadersRoundTripAndBadOnesAreRefused) {
   EXPECT_EQ(bytes[8], 0);  // little-endian tag: 2^40 is byte 5
   EXPECT_EQ(bytes[13], 1);
   auto refused = [&](auto mutate, const std::string& needle) {
-    tcp::FrameHeaderBytes b = bytes;
+    detail::FrameHeaderBytes b = bytes;
     mutate(b);
     std::string reason;
-    EXPECT_FALSE(tcp::decode_frame_header(b, &h, &reason)) << needle;
+    EXPECT_FALSE(detail::decode_frame_header(b, &h, &reason)) << needle;
     EXPECT_NE(reason.find(needle), std::string::npos) << reason;
   };
   refused([](auto& b) { b[1] = 'X'; }, "magic");
@@ -699,25 +699,25 @@ TEST(TcpTransport, FrameHeadersRoundTripAndBadOnesAreRefused) {
   refused([](auto& b) { b[40] = 1; }, "rendezvous id 1");
 
   // Goodbye: no payload, no rendezvous id.
-  const tcp::FrameHeaderBytes bye = tcp::encode_rendezvous_frame(tcp::FrameKind::Goodbye, 0);
-  ASSERT_TRUE(tcp::decode_frame_header(bye, &h, &why)) << why;
-  EXPECT_EQ(h.kind, tcp::FrameKind::Goodbye);
+  const detail::FrameHeaderBytes bye = detail::encode_rendezvous_frame(detail::FrameKind::Goodbye, 0);
+  ASSERT_TRUE(detail::decode_frame_header(bye, &h, &why)) << why;
+  EXPECT_EQ(h.kind, detail::FrameKind::Goodbye);
   std::string reason;
-  EXPECT_FALSE(tcp::decode_frame_header(tcp::encode_rendezvous_frame(tcp::FrameKind::Goodbye, 5), &h, &reason));
+  EXPECT_FALSE(detail::decode_frame_header(detail::encode_rendezvous_frame(detail::FrameKind::Goodbye, 5), &h, &reason));
   EXPECT_NE(reason.find("goodbye frame carrying rendezvous id 5"), std::string::npos) << reason;
-  EXPECT_FALSE(tcp::decode_frame_header(tcp::encode_rendezvous_frame(tcp::FrameKind::Goodbye, 0, 8), &h, &reason));
+  EXPECT_FALSE(detail::decode_frame_header(detail::encode_rendezvous_frame(detail::FrameKind::Goodbye, 0, 8), &h, &reason));
   EXPECT_NE(reason.find("control frame"), std::string::npos) << reason;
 
-  tcp::Hello hello{5, 9, {}};
+  detail::Hello hello{5, 9, {}};
   hello.channel[3] = 42;
-  tcp::Hello back;
-  ASSERT_TRUE(tcp::decode_hello(tcp::encode_hello(hello), &back, &why)) << why;
+  detail::Hello back;
+  ASSERT_TRUE(detail::decode_hello(detail::encode_hello(hello), &back, &why)) << why;
   EXPECT_EQ(back.rank, 5);
   EXPECT_EQ(back.world_size, 9);
   EXPECT_EQ(back.channel, hello.channel);
-  tcp::HelloBytes wrong = tcp::encode_hello(hello);
+  detail::HelloBytes wrong = detail::encode_hello(hello);
   wrong[4] = 3;  // another wire version
-  EXPECT_FALSE(tcp::decode_hello(wrong, &back, &why));
+  EXPECT_FALSE(detail::decode_hello(wrong, &back, &why));
   EXPECT_NE(why.find("version 3"), std::string::npos) << why;
 }
 
@@ -985,7 +985,7 @@ struct FakeRank1 {
   explicit FakeRank1(size_t unexpected_limit = size_t{256} << 20) {
     std::thread t0([&] { rank0 = tcp::make_transport(options_for(store, 0, 2), tuning(2, unexpected_limit)); });
     sock = connect_to_rank0(*store);
-    EXPECT_EQ(introduce(sock, {1, 2, channel_of(*store)}).size(), tcp::kHelloBytes);
+    EXPECT_EQ(introduce(sock, {1, 2, channel_of(*store)}).size(), detail::kHelloBytes);
     t0.join();
   }
   void send(std::span<const uint8_t> bytes) { sock.send_all(bytes, in(test::kLong), "test"); }
@@ -1000,15 +1000,15 @@ TEST(TcpTransport, MalformedFrameFromAnAuthenticatedPeerDropsOnlyThatPeer) {
     // A well-formed frame first: the fake speaks the protocol.
     std::vector<uint8_t> got(3);
     auto ok = test::irecv(t, got, 1, 4);
-    fake.send(tcp::encode_frame_header(test::raw_envelope(4, 3), 3));
+    fake.send(detail::encode_frame_header(test::raw_envelope(4, 3), 3));
     fake.send(bytes_of("abc"));
     ASSERT_TRUE(test::wait_ok(t, *ok));
     EXPECT_EQ(std::string(got.begin(), got.end()), "abc");
 
     auto pending = test::irecv(t, got, 1, 5);
-    tcp::FrameHeaderBytes bad = tcp::encode_frame_header(test::raw_envelope(5, 3), 3);
+    detail::FrameHeaderBytes bad = detail::encode_frame_header(test::raw_envelope(5, 3), 3);
     if (variant == 0) bad[0] = 'X';                                        // magic
-    if (variant == 1) bad = tcp::encode_frame_header(test::raw_envelope(5, 3), uint64_t{1} << 60);  // size
+    if (variant == 1) bad = detail::encode_frame_header(test::raw_envelope(5, 3), uint64_t{1} << 60);  // size
     if (variant == 2) bad[36] = 200;                                       // op
     fake.send(bad);
     std::string message;
@@ -1037,7 +1037,7 @@ TEST(TcpTransport, ParkedMessageAlreadyInTheReadBufferIsDeliveredOnceUnparked) {
     Transport& t = *fake.rank0;
     std::vector<uint8_t> frames;
     for (int tag = 0; tag < 3; ++tag) {
-      const auto header = tcp::encode_frame_header(test::raw_envelope(tag, 1024), 1024);
+      const auto header = detail::encode_frame_header(test::raw_envelope(tag, 1024), 1024);
       const auto payload = test::pattern(1024, static_cast<uint32_t>(tag));
       frames.insert(frames.end(), header.begin(), header.end());
       frames.insert(frames.end(), payload.begin(), payload.end());
@@ -1070,7 +1070,7 @@ TEST(TcpTransport, APeerThatClosesItsConnectionWhileParkedIsCutOffKeepingWhatWas
   Transport& t = *fake.rank0;
   std::vector<uint8_t> frames;
   for (int tag = 0; tag < 4; ++tag) {
-    const auto header = tcp::encode_frame_header(test::raw_envelope(tag, 1024), 1024);
+    const auto header = detail::encode_frame_header(test::raw_envelope(tag, 1024), 1024);
     const auto payload = test::pattern(1024, static_cast<uint32_t>(tag));
     frames.insert(frames.end(), header.begin(), header.end());
     frames.insert(frames.end(), payload.begin(), payload.end());
@@ -1100,32 +1100,32 @@ TEST(TcpTransport, RendezvousStepsOnTheWireAndDataNobodyAskedForDropsThePeer) {
   ASSERT_NE(fake.rank0, nullptr);
   Transport& t = *fake.rank0;
   // The fake announces 3 bytes; rank 0's receive asks for them with its id.
-  fake.send(tcp::encode_frame_header(test::raw_envelope(4, 3), 3, tcp::FrameKind::ReadyToSend, 41));
+  fake.send(detail::encode_frame_header(test::raw_envelope(4, 3), 3, detail::FrameKind::ReadyToSend, 41));
   std::vector<uint8_t> got(3);
   auto r = test::irecv(t, got, 1, 4);
-  tcp::FrameHeaderBytes cts{};
+  detail::FrameHeaderBytes cts{};
   fake.sock.recv_exact(cts, in(test::kLong), "test");
-  tcp::FrameHeader h;
+  detail::FrameHeader h;
   std::string why;
-  ASSERT_TRUE(tcp::decode_frame_header(cts, &h, &why)) << why;
-  EXPECT_EQ(h.kind, tcp::FrameKind::ClearToSend);
+  ASSERT_TRUE(detail::decode_frame_header(cts, &h, &why)) << why;
+  EXPECT_EQ(h.kind, detail::FrameKind::ClearToSend);
   EXPECT_EQ(h.rendezvous_id, 41u);
-  fake.send(tcp::encode_rendezvous_frame(tcp::FrameKind::Data, 41, 3));
+  fake.send(detail::encode_rendezvous_frame(detail::FrameKind::Data, 41, 3));
   fake.send(bytes_of("xyz"));
   ASSERT_TRUE(test::wait_ok(t, *r));
   EXPECT_EQ(std::string(got.begin(), got.end()), "xyz");
   // A matched announcement the fake revokes fails its receive and nothing else.
-  fake.send(tcp::encode_frame_header(test::raw_envelope(5, 3), 3, tcp::FrameKind::ReadyToSend, 42));
+  fake.send(detail::encode_frame_header(test::raw_envelope(5, 3), 3, detail::FrameKind::ReadyToSend, 42));
   auto revoked = test::irecv(t, got, 1, 5);
   fake.sock.recv_exact(cts, in(test::kLong), "test");
-  fake.send(tcp::encode_rendezvous_frame(tcp::FrameKind::Revoke, 42));
+  fake.send(detail::encode_rendezvous_frame(detail::FrameKind::Revoke, 42));
   std::string message;
   EXPECT_TRUE(test::holds<ConnectionError>(test::wait_error(t, *revoked, 2s), &message)) << message;
   EXPECT_NE(message.find("gave up"), std::string::npos) << message;
   EXPECT_EQ(t.peer_error(1), nullptr);
   // Data for an id nobody asked for: the peer is dropped.
   auto pending = test::irecv(t, got, 1, 6);
-  fake.send(tcp::encode_rendezvous_frame(tcp::FrameKind::Data, 77, 3));
+  fake.send(detail::encode_rendezvous_frame(detail::FrameKind::Data, 77, 3));
   fake.send(bytes_of("abc"));
   EXPECT_TRUE(test::holds<PeerLost>(test::wait_error(t, *pending, 2s), &message)) << message;
   EXPECT_NE(message.find("never asked for"), std::string::npos) << message;

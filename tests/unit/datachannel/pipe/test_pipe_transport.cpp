@@ -15,8 +15,8 @@
 
 #include "datachannel/pipe/pipe_transport.h"
 #include "datachannel/pipe/small_message_header.h"
-#include "datachannel/tcp/spin_policy.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/spin_policy.h"
+#include "datachannel/wire.h"
 #include "datachannel/transport_test_util.h"
 #include "memory_pipe.h"
 #include "scoped_env.h"
@@ -162,7 +162,7 @@ TEST(PipeTransport, SmallPointToPointMessagesTravelWithTheSmallHeader) {
   World w(2);
   const auto data = pattern(8, 3);
   const size_t small = detail::pipe::kSmallHeaderBytes + data.size();
-  const size_t full = detail::tcp::kFrameHeaderBytes + data.size();
+  const size_t full = detail::kFrameHeaderBytes + data.size();
   Envelope tensor = raw_envelope(7, 2, /*context=*/4);
   tensor.kind.dtype = static_cast<uint8_t>(kFloat32);
   Envelope collective = raw_envelope(int64_t{5} << 32 | 9, 8, /*context=*/5);
@@ -226,8 +226,8 @@ TEST(PipeTransport, MalformedSmallHeaderDropsThePeerSayingWhy) {
 
 TEST(PipeTransport, AnnouncementOfATagThePipeCannotCarryDropsThePeer) {
   World w(2);
-  const auto header = detail::tcp::encode_frame_header(raw_envelope(1, 100000), 100000,
-                                                       detail::tcp::FrameKind::ReadyToSend, uint64_t{1} << 40);
+  const auto header = detail::encode_frame_header(raw_envelope(1, 100000), 100000,
+                                                       detail::FrameKind::ReadyToSend, uint64_t{1} << 40);
   std::vector<uint8_t> got(100000);
   auto r = irecv(w[1], got, 0, 1);
   w.fabric.inject(0, 1, detail::pipe::kControlTag, std::vector<uint8_t>(header.begin(), header.end()));
@@ -241,7 +241,7 @@ TEST(PipeTransport, CancelledReceiveWaitingForItsPayloadIsNeverWritten) {
   // An announcement whose payload has not come yet: the receive is matched and its
   // payload receive posted in the pipe.
   const auto header =
-      detail::tcp::encode_frame_header(raw_envelope(1, 50000), 50000, detail::tcp::FrameKind::ReadyToSend, 7);
+      detail::encode_frame_header(raw_envelope(1, 50000), 50000, detail::FrameKind::ReadyToSend, 7);
   std::vector<uint8_t> got(50000, 0xee);
   auto r = irecv(w[1], got, 0, 1);
   w.fabric.inject(0, 1, detail::pipe::kControlTag, std::vector<uint8_t>(header.begin(), header.end()));
@@ -710,7 +710,7 @@ TEST(PipeTransport, MessageBeforeTheTokenProofIsRefused) {
   // Rank 1 is an impostor that speaks the message format without the handshake.
   store->set("pipe/nonce/1", std::vector<uint8_t>(net::kNonceBytes, 7));
   auto impostor = fabric.make_pipe(1);
-  const auto header = detail::tcp::encode_frame_header(raw_envelope(1, 4), 4);
+  const auto header = detail::encode_frame_header(raw_envelope(1, 4), 4);
   std::vector<uint8_t> message(header.size() + 4, 1);
   std::copy(header.begin(), header.end(), message.begin());
   fabric.inject(1, 0, detail::pipe::kControlTag, message);
@@ -748,7 +748,7 @@ TEST(PipeTuning, MoreRanksThanCoresYieldWhileSpinning) {
     EXPECT_FALSE(t.yield_while_spinning);
     EXPECT_EQ(t.spin_budget, PipeTuning{}.spin_budget);
   }
-  const std::string many = std::to_string(detail::tcp::usable_cpus() + 1);
+  const std::string many = std::to_string(detail::usable_cpus() + 1);
   ScopedEnv local("LOCAL_WORLD_SIZE", many.c_str());
   const auto t = detail::pipe::pipe_tuning_for(o);
   EXPECT_TRUE(t.yield_while_spinning);
@@ -789,7 +789,7 @@ TEST(PipeTuning, LoopbackWorldCountsAsOneHost) {
   ScopedEnv ompi("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr);
   ScopedEnv mpich("MPI_LOCALNRANKS", nullptr);
   DataChannelOptions o;
-  o.world_size = detail::tcp::usable_cpus() + 1;
+  o.world_size = detail::usable_cpus() + 1;
   o.bind_host = "127.0.0.1";
   EXPECT_TRUE(detail::pipe::pipe_tuning_for(o).yield_while_spinning);
   o.bind_host = "10.1.2.3";  // ranks on other hosts: nothing known of this one

@@ -1,4 +1,4 @@
-#include "datachannel/tcp/spin_policy.h"
+#include "datachannel/spin_policy.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -10,7 +10,7 @@
 #include "datachannel/check.h"
 #include "datachannel/net/socket.h"
 
-namespace thd::detail::tcp {
+namespace thd::detail {
 
 using std::chrono::microseconds;
 using std::chrono::nanoseconds;
@@ -108,4 +108,4 @@ int usable_cpus() noexcept {
   return std::max(1, CPU_COUNT(&set));
 }
 
-}  // namespace thd::detail::tcp
+}  // namespace thd::detail

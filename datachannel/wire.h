@@ -1,4 +1,6 @@
-// The tcp backend's bytes on the wire (docs/tcp_backend.md, "Wire format").
+// thd's frames: the tcp backend's bytes on the wire (docs/tcp_backend.md, "Wire
+// format"), whose frame header is also the pipe transport's control message
+// (pipe/pipe_transport.h), so both backends share this one codec.
 //
 // After the auth handshake (net/auth.h) each side of a connection sends one
 // identity Hello; from then on the stream is a sequence of frames, each a fixed
@@ -33,7 +35,7 @@
 
 #include "datachannel/envelope.h"
 
-namespace thd::detail::tcp {
+namespace thd::detail {
 
 inline constexpr uint32_t kWireVersion = 2;
 
@@ -173,4 +175,4 @@ inline bool read_frame_header(const uint8_t* p, FrameHeader* out) noexcept {
 // read_frame_header, saying why when it refuses.
 bool decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes, FrameHeader* out, std::string* why);
 
-}  // namespace thd::detail::tcp
+}  // namespace thd::detail

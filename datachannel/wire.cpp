@@ -1,4 +1,4 @@
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
-namespace thd::detail::tcp {
+namespace thd::detail {
 namespace {
 
 constexpr std::array<uint8_t, 4> kHelloMagic = {'t', 'h', 'd', 'T'};
@@ -88,4 +88,4 @@ bool decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes, Fram
   return false;
 }
 
-}  // namespace thd::detail::tcp
+}  // namespace thd::detail

@@ -1,4 +1,5 @@
-// MPI's matching rules for the tcp backend's receive side: the receives posted and
+// MPI's matching rules for the receive side of the transports that match in
+// software (tcp, and pipe under mpi, ucx and libfabric): the receives posted and
 // not yet matched, and the messages that arrived before any receive took them
 // ("unexpected" messages).
 //
@@ -31,9 +32,9 @@
 
 #include "datachannel/envelope.h"
 #include "datachannel/request_state.h"
-#include "datachannel/tcp/wire.h"
+#include "datachannel/wire.h"
 
-namespace thd::detail::tcp {
+namespace thd::detail {
 
 struct PostedRecv {
   std::shared_ptr<RequestState> request;
@@ -206,4 +207,4 @@ bool MatchQueues::take_posted_with(int source, const Envelope& envelope, Use&& u
   return found;
 }
 
-}  // namespace thd::detail::tcp
+}  // namespace thd::detail

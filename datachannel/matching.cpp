@@ -1,8 +1,8 @@
-#include "datachannel/tcp/matching.h"
+#include "datachannel/matching.h"
 
 #include <thd/datachannel.h>
 
-namespace thd::detail::tcp {
+namespace thd::detail {
 
 namespace {
 // How many finished receives' nodes, and how many empty buckets, are kept.
@@ -173,4 +173,4 @@ void MatchQueues::drop_if_empty(BucketMap::iterator it, bool may_keep) {
   kept_empty_.push_back(it->first);
 }
 
-}  // namespace thd::detail::tcp
+}  // namespace thd::detail

@@ -1,5 +1,5 @@
-// Whether a waiting thread spins before it blocks, in the tcp backend
-// (docs/tcp_backend.md, "Waiting: spin, then block").
+// Whether a waiting thread spins before it blocks, in the tcp backend and the pipe
+// transport (docs/tcp_backend.md, "Waiting: spin, then block").
 //
 // Spinning turns a message's arrival into a finished wait within a microsecond or
 // so, where blocking costs a wake-up (tens of microseconds, far more on an idle
@@ -37,7 +37,7 @@
 #include <string>
 #include <string_view>
 
-namespace thd::detail::tcp {
+namespace thd::detail {
 
 inline constexpr std::chrono::microseconds kDefaultSpinBudget{50};
 
@@ -103,4 +103,4 @@ std::optional<std::chrono::microseconds> parse_spin_us(const std::optional<std::
 // The CPUs this process may run on (its affinity mask), at least 1.
 int usable_cpus() noexcept;
 
-}  // namespace thd::detail::tcp
+}  // namespace thd::detail
