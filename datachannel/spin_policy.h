@@ -1,5 +1,5 @@
 // Whether a waiting thread spins before it blocks, in the tcp backend and the pipe
-// transport (docs/tcp_backend.md, "Waiting: spin, then block").
+// transport (docs/backend_tcp.md, "Waiting: spin, then block").
 //
 // Spinning turns a message's arrival into a finished wait within a microsecond or
 // so, where blocking costs a wake-up (tens of microseconds, far more on an idle

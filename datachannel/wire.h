@@ -1,4 +1,4 @@
-// thd's frames: the tcp backend's bytes on the wire (docs/tcp_backend.md, "Wire
+// thd's frames: the tcp backend's bytes on the wire (docs/backend_tcp.md, "Wire
 // format"), whose frame header is also the pipe transport's control message
 // (pipe/pipe_transport.h), so both backends share this one codec.
 //
@@ -13,7 +13,7 @@
 //                       rendezvous_id[u64]
 //
 // A frame is a whole message (kind Message), or one step of a large message's
-// rendezvous (docs/tcp_backend.md, "Rendezvous"): the sender announces it
+// rendezvous (docs/backend_tcp.md, "Rendezvous"): the sender announces it
 // (ReadyToSend, no payload), the receiver asks for it once a receive matched it
 // (ClearToSend) or refuses it (Decline), the payload follows as Data; a sender
 // that gives up on an announced message says so (Revoke). A rank that closes its

@@ -1,4 +1,4 @@
-// The tcp backend's connection set-up (docs/tcp_backend.md, "Mesh set-up"): one
+// The tcp backend's connection set-up (docs/backend_tcp.md, "Mesh set-up"): one
 // authenticated connection between every pair of ranks, made at init.
 //
 // Why a full mesh at init rather than connections on first use: the backend serves

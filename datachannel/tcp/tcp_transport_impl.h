@@ -1,5 +1,5 @@
 // The tcp backend's Transport: the mesh's sockets, driven by one epoll engine
-// (docs/tcp_backend.md has the whole design).
+// (docs/backend_tcp.md has the whole design).
 //
 // Threading. One engine lock (mu_) guards every socket, queue and match list.
 // Whoever holds it makes progress: the progress thread (an epoll loop), a thread
