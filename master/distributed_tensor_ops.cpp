@@ -6,6 +6,7 @@
 
 #include "master/emit.h"
 #include "master/infer.h"
+#include "protocol/op_table.h"
 #include "tensor/check.h"
 
 namespace thd {
@@ -89,170 +90,44 @@ DistributedTensor emit_new_or_inplace(const Operands<N>& ops, const DistributedT
   return ops.emit_new(master::mirror(shape, dtype), type, build);
 }
 
-// Keys of the dtype cache: the op family and code, the dtypes, and what of the
-// operands' shapes and kinds promotion looks at.
-// One family per kind of call: the same op code means another op in another family.
-enum class Family : uint64_t { Binary = 1, BinaryInPlace, BinaryScalar, Unary, BinaryScalarInPlace };
-
-uint64_t key(Family family, uint64_t op, DType a, DType b, uint64_t extra) {
-  return static_cast<uint64_t>(family) << 56 | op << 48 | uint64_t{static_cast<uint8_t>(a)} << 40 |
-         uint64_t{static_cast<uint8_t>(b)} << 32 |
-         extra;
-}
-
-// The op on probes, for the result's dtype (and the tensor library's checks).
-// `B` is Tensor or Scalar; maximum/minimum take tensors only.
-template <typename B>
-Tensor local_binary(fb::BinaryOp op, const Tensor& a, const B& b) {
-  switch (op) {
-    case fb::BinaryOp::Add:
-      return a.add(b);
-    case fb::BinaryOp::Sub:
-      return a.sub(b);
-    case fb::BinaryOp::Mul:
-      return a.mul(b);
-    case fb::BinaryOp::Div:
-      return a.div(b);
-    case fb::BinaryOp::Pow:
-      return a.pow(b);
-    case fb::BinaryOp::Maximum:
-      if constexpr (std::same_as<B, Tensor>) return a.maximum(b);
-      break;
-    case fb::BinaryOp::Minimum:
-      if constexpr (std::same_as<B, Tensor>) return a.minimum(b);
-      break;
-    case fb::BinaryOp::Eq:
-      return a.eq(b);
-    case fb::BinaryOp::Ne:
-      return a.ne(b);
-    case fb::BinaryOp::Lt:
-      return a.lt(b);
-    case fb::BinaryOp::Le:
-      return a.le(b);
-    case fb::BinaryOp::Gt:
-      return a.gt(b);
-    case fb::BinaryOp::Ge:
-      return a.ge(b);
-  }
-  return a;
-}
-
-// `reverse`: b op a (scalar + tensor and the like).
-Tensor local_binary(fb::BinaryOp op, const Tensor& a, const Scalar& b, bool reverse) {
-  if (reverse) {
-    switch (op) {
-      case fb::BinaryOp::Add:
-        return b + a;
-      case fb::BinaryOp::Sub:
-        return b - a;
-      case fb::BinaryOp::Mul:
-        return b * a;
-      case fb::BinaryOp::Div:
-        return b / a;
-      default:
-        break;
-    }
-  }
-  return local_binary(op, a, b);
-}
-
-template <typename B>
-void local_binary_(fb::BinaryOp op, Tensor& a, const B& b) {
-  switch (op) {
-    case fb::BinaryOp::Add:
-      a.add_(b);
-      return;
-    case fb::BinaryOp::Sub:
-      a.sub_(b);
-      return;
-    case fb::BinaryOp::Mul:
-      a.mul_(b);
-      return;
-    case fb::BinaryOp::Div:
-      a.div_(b);
-      return;
-    case fb::BinaryOp::Pow:
-      a.pow_(b);
-      return;
-    default:
-      return;
-  }
-}
-
-const char* binary_name(fb::BinaryOp op) {
-  static const char* const names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                      "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
-  return names[static_cast<int>(op)];
-}
-
 DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const DistributedTensor& y) {
-  const auto ops = operands(binary_name(op), x, y);
+  const auto ops = operands(protocol::op_name(op), x, y);
   const Handle& a = ops[0];
   const Handle& b = ops[1];
   return ops.at_node([&]() -> DistributedTensor {
-    const Shape shape = master::broadcast_for(ops.name, a.meta.shape(), b.meta.shape());
-    const DType dtype = master::cached_probe_dtype(
-        key(Family::Binary, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(),
-            (a.meta.dim() == 0) << 1 | (b.meta.dim() == 0)),
-        [&] { return local_binary(op, master::probe_of(a.meta), master::probe_of(b.meta)); });
-    return ops.emit_new(master::mirror(shape, dtype), fb::Op::Binary,
+    return ops.emit_new(master::infer(op, a.meta, b.meta), fb::Op::Binary,
                         [&](auto& bld, uint64_t id) { return fb::CreateBinary(bld, id, op, a.id, b.id).Union(); });
   });
 }
 
 DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const DistributedTensor& y) {
-  const auto ops = operands(binary_name(op), x, y);
+  const auto ops = operands(protocol::op_name(op), x, y);
   const Handle& a = ops[0];
   const Handle& b = ops[1];
   ops.at_node([&] {
-    master::check_writable(ops.name, a.meta);
-    master::check_broadcasts_to(ops.name, b.meta.shape(), a.meta.shape());
-    (void)master::cached_probe_dtype(
-        key(Family::BinaryInPlace, static_cast<uint64_t>(op), a.meta.dtype(), b.meta.dtype(), b.meta.dim() == 0), [&] {
-          Tensor p = master::probe_of(a.meta);
-          local_binary_(op, p, master::probe_of(b.meta));
-          return p;
-        });
+    master::check_inplace(op, a.meta, b.meta);
     ops.emit_inplace(fb::Op::Binary, [&](auto& bld) { return fb::CreateBinary(bld, 0, op, a.id, b.id).Union(); });
   });
   return x;
 }
 
 DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const Scalar& v, bool reverse = false) {
-  const auto ops = operands(binary_name(op), x);
+  const auto ops = operands(protocol::op_name(op), x);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    const DType dtype = master::cached_probe_dtype(
-        key(Family::BinaryScalar, static_cast<uint64_t>(op), a.meta.dtype(), v.natural_dtype(),
-            (a.meta.dim() == 0) << 1 | reverse),
-        [&] { return local_binary(op, master::probe_of(a.meta), v, reverse); });
+    Tensor meta = master::infer(op, a.meta, v, reverse);
     const fb::Scalar sv = fbs(v);
-    return ops.emit_new(
-        master::mirror(a.meta.shape(), dtype), fb::Op::BinaryScalar,
-        [&](auto& bld, uint64_t id) { return fb::CreateBinaryScalar(bld, id, op, a.id, &sv, reverse).Union(); });
+    return ops.emit_new(std::move(meta), fb::Op::BinaryScalar, [&](auto& bld, uint64_t id) {
+      return fb::CreateBinaryScalar(bld, id, op, a.id, &sv, reverse).Union();
+    });
   });
 }
 
 DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const Scalar& v) {
-  const auto ops = operands(binary_name(op), x);
+  const auto ops = operands(protocol::op_name(op), x);
   const Handle& a = ops[0];
   ops.at_node([&] {
-    master::check_writable(ops.name, a.meta);
-    const auto probe = [&] {
-      Tensor p = master::probe_of(a.meta);
-      local_binary_(op, p, v);
-      return p;
-    };
-    if (op == fb::BinaryOp::Pow) {
-      // Not cached: an integer power's checks depend on the exponent's value.
-      (void)probe();
-    } else {
-      // add_/sub_/mul_/div_ take the number as a value of the compute dtype: what
-      // they accept depends on the dtypes alone (the natural dtype of the number).
-      (void)master::cached_probe_dtype(key(Family::BinaryScalarInPlace, static_cast<uint64_t>(op), a.meta.dtype(),
-                                                           v.natural_dtype(), 0),
-                                       probe);
-    }
+    master::check_inplace(op, a.meta, v);
     const fb::Scalar sv = fbs(v);
     ops.emit_inplace(fb::Op::BinaryScalar,
                      [&](auto& bld) { return fb::CreateBinaryScalar(bld, 0, op, a.id, &sv, false).Union(); });
@@ -260,70 +135,20 @@ DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const Scalar& 
   return x;
 }
 
-Tensor local_unary(fb::UnaryOp op, const Tensor& a) {
-  switch (op) {
-    case fb::UnaryOp::Neg:
-      return a.neg();
-    case fb::UnaryOp::Abs:
-      return a.abs();
-    case fb::UnaryOp::Exp:
-      return a.exp();
-    case fb::UnaryOp::Log:
-      return a.log();
-    case fb::UnaryOp::Sqrt:
-      return a.sqrt();
-    case fb::UnaryOp::Rsqrt:
-      return a.rsqrt();
-    case fb::UnaryOp::Sin:
-      return a.sin();
-    case fb::UnaryOp::Cos:
-      return a.cos();
-    case fb::UnaryOp::Tanh:
-      return a.tanh();
-    case fb::UnaryOp::Sigmoid:
-      return a.sigmoid();
-    case fb::UnaryOp::Relu:
-      return a.relu();
-    case fb::UnaryOp::Gelu:
-      return a.gelu();
-    case fb::UnaryOp::Contiguous:
-    case fb::UnaryOp::Clone:
-      return a.clone();
-  }
-  return a;
-}
-
-const char* unary_name(fb::UnaryOp op) {
-  static const char* const names[] = {"neg", "abs",  "exp",     "log",  "sqrt", "rsqrt",      "sin",
-                                      "cos", "tanh", "sigmoid", "relu", "gelu", "contiguous", "clone"};
-  return names[static_cast<int>(op)];
-}
-
-// The result's dtype, from a probe (cached per op and dtype).
-DType unary_dtype(fb::UnaryOp op, const Handle& a) {
-  return master::cached_probe_dtype(key(Family::Unary, static_cast<uint64_t>(op), a.meta.dtype(), a.meta.dtype(), 0),
-                                    [&] { return local_unary(op, master::probe_of(a.meta)); });
-}
-
 DistributedTensor unary(fb::UnaryOp op, const DistributedTensor& x) {
-  const auto ops = operands(unary_name(op), x);
+  const auto ops = operands(protocol::op_name(op), x);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    return ops.emit_new(master::mirror(a.meta.shape(), unary_dtype(op, a)), fb::Op::Unary,
+    return ops.emit_new(master::infer(op, a.meta), fb::Op::Unary,
                         [&](auto& bld, uint64_t id) { return fb::CreateUnary(bld, id, op, a.id).Union(); });
   });
 }
 
 DistributedTensor& unary_(fb::UnaryOp op, DistributedTensor& x) {
-  const auto ops = operands(unary_name(op), x);
+  const auto ops = operands(protocol::op_name(op), x);
   const Handle& a = ops[0];
   ops.at_node([&] {
-    const DType dtype = unary_dtype(op, a);
-    master::check_writable(ops.name, a.meta);
-    if (!can_cast(dtype, a.meta.dtype())) {
-      THD_THROW(TypeError, ops.name, "in-place: result dtype {} cannot be cast to self's dtype {}", dtype_name(dtype),
-                dtype_name(a.meta.dtype()));
-    }
+    master::check_inplace(op, a.meta);
     ops.emit_inplace(fb::Op::Unary, [&](auto& bld) { return fb::CreateUnary(bld, 0, op, a.id).Union(); });
   });
   return x;

@@ -1,9 +1,9 @@
 // The master's side of one remote tensor: its id, where it lives, and a metadata
-// mirror (dtype, shape, strides, offset, device) kept as a thd::Tensor over a
-// storage of the remote tensor's size that points at one fixed host address, so
+// mirror (dtype, shape, strides, offset, device) kept as a thd::Tensor over a meta
+// storage of the remote tensor's size and device (no bytes: docs/tensor.md), so
 // views are computed by the tensor library itself, exactly as the worker will
-// compute them, and its device checks see the remote device. The mirror's bytes
-// are never read or written: only its metadata is asked of it.
+// compute them, and its device checks see the remote device. An op that would
+// read or write the mirror's elements throws NotImplementedError naming the op.
 #pragma once
 
 #include <cstdint>

@@ -8,15 +8,6 @@
 
 namespace thd::master {
 
-namespace {
-
-// The address every mirror's storage points at: never dereferenced (only view ops
-// run on mirrors), but a real address so nothing in the tensor library trips over
-// null. The bytes a mirror describes live on the worker.
-alignas(64) unsigned char g_mirror_address[64];
-
-}  // namespace
-
 Tensor mirror(const Shape& shape, DType dtype, Device device, const char* op) {
   const auto es = static_cast<int64_t>(element_size(dtype));
   const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
@@ -29,20 +20,12 @@ Tensor mirror(const Shape& shape, DType dtype, Device device, const char* op) {
     }
     numel = empty ? 0 : numel * d;
   }
-  const auto nbytes = static_cast<size_t>(numel * es);
-  auto storage = std::make_shared<StorageImpl>(g_mirror_address, nbytes, device, nullptr);
-  Shape strides(shape.size());
-  int64_t stride = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= std::max<int64_t>(shape[i], 1);
-  }
-  return Tensor(std::move(storage), dtype, shape, std::move(strides), 0);
+  return Tensor::meta(shape, dtype, device);
 }
 
 Tensor on_device(Tensor meta, Device device) {
   if (meta.device() == device) return meta;  // the hot path: moved, not copied
-  auto storage = std::make_shared<StorageImpl>(g_mirror_address, meta.storage()->nbytes(), device, nullptr);
+  auto storage = std::make_shared<StorageImpl>(StorageImpl::Meta{}, meta.storage()->nbytes(), device);
   return Tensor(std::move(storage), meta.dtype(), meta.shape(), meta.strides(), meta.storage_offset());
 }
 

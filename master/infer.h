@@ -11,6 +11,7 @@
 #include <thd/tensor.h>
 
 #include "master/handle.h"
+#include "protocol/codec.h"
 
 namespace thd::master {
 
@@ -23,6 +24,20 @@ DType probe_dtype(const std::function<Tensor()>& op);
 // As probe_dtype, remembered under `key` (which must encode everything the result
 // depends on: the op, the dtypes, the ranks that matter, scalar kinds).
 DType cached_probe_dtype(uint64_t key, const std::function<Tensor()>& op);
+
+// The result of an elementwise op of the op table (protocol/op_table.h) on the
+// mirrors `a` (and `b`): a mirror of the result's shape (broadcast for two
+// tensors) and of the dtype the op's own call gives on probes (cached). Throws
+// what the worker's call would, naming the op.
+Tensor infer(protocol::fb::UnaryOp op, const Tensor& a);
+Tensor infer(protocol::fb::BinaryOp op, const Tensor& a, const Tensor& b);
+// `reverse`: b op a (2 - t).
+Tensor infer(protocol::fb::BinaryOp op, const Tensor& a, const Scalar& b, bool reverse);
+// The checks of the in-place forms (self.op_(...)) on the mirrors: self is
+// writable, keeps its shape and can hold the result's dtype.
+void check_inplace(protocol::fb::UnaryOp op, const Tensor& self);
+void check_inplace(protocol::fb::BinaryOp op, const Tensor& self, const Tensor& other);
+void check_inplace(protocol::fb::BinaryOp op, const Tensor& self, const Scalar& other);
 
 // Output shapes. Each throws the tensor library's error type naming `op`.
 Shape broadcast_for(const char* op, const Shape& a, const Shape& b);

@@ -5,6 +5,7 @@ set(THD_MASTER_SOURCES
   master/distributed_tensor_ops.cpp
   master/emit.cpp
   master/infer.cpp
+  master/infer_elementwise.cpp
   master/backend_choice.cpp
   master/init.cpp
   master/job_mode.cpp

@@ -1,9 +1,11 @@
 #include "protocol/codec.h"
 
-#include <thd/config.h>
-
+#include <array>
 #include <cctype>
 
+#include <thd/config.h>
+
+#include "protocol/op_table.h"
 #include "tensor/check.h"
 
 namespace thd::protocol {
@@ -26,7 +28,42 @@ std::string snake(const char* camel) {
 
 std::string maybe_inplace(std::string name, uint64_t out) { return out == 0 ? name + "_" : name; }
 
+// The snake-case names of an enum's values, indexed by value: made once from the
+// schema's own names, which the generated code lists in value order from 0.
+template <typename E, size_t N>
+std::array<std::string, N> snake_names(const E (&values)[N], const char* (*schema_name)(E)) {
+  std::array<std::string, N> names;
+  for (size_t i = 0; i < N; ++i) {
+    if (static_cast<size_t>(values[i]) != i) {
+      THD_THROW(protocol::ProtocolError, "protocol", "schema enum value {} lies at index {}", static_cast<int>(values[i]), i);
+    }
+    names[i] = snake(schema_name(values[i]));
+  }
+  return names;
+}
+
+template <typename E, size_t N>
+const char* name_in(const std::array<std::string, N>& names, E op, const char* family) {
+  const auto i = static_cast<size_t>(op);
+  if (i >= N) throw_unknown_kind(family, static_cast<int>(op));
+  return names[i].c_str();
+}
+
 }  // namespace
+
+void throw_unknown_kind(const char* family, int value) {
+  THD_THROW(protocol::ProtocolError, family, "{} kind {} is not in this protocol version", family, value);
+}
+
+const char* op_name(fb::UnaryOp op) {
+  static const auto names = snake_names(fb::EnumValuesUnaryOp(), fb::EnumNameUnaryOp);
+  return name_in(names, op, "unary");
+}
+
+const char* op_name(fb::BinaryOp op) {
+  static const auto names = snake_names(fb::EnumValuesBinaryOp(), fb::EnumNameBinaryOp);
+  return name_in(names, op, "binary");
+}
 
 const fb::Message& verify_message(std::span<const uint8_t> bytes, const char* who) {
   if (bytes.size() > kMaxMessageBytes) {
@@ -141,6 +178,17 @@ Shape shape_from_fb(const flatbuffers::Vector<int64_t>* shape, const char* what)
   return out;
 }
 
+namespace {
+
+// For error reports about a command: "unknown" for a value outside the enum
+// rather than a second error.
+template <typename E>
+std::string known_op_name(E op) {
+  return static_cast<size_t>(op) <= static_cast<size_t>(E::MAX) ? op_name(op) : "unknown";
+}
+
+}  // namespace
+
 std::string op_name(const fb::Command& c) {
   if (c.op() == nullptr) return "none";  // a union type without its table
   switch (c.op_type()) {
@@ -163,12 +211,11 @@ std::string op_name(const fb::Command& c) {
     case fb::Op::RecvFrom:
       return "to_node";
     case fb::Op::Unary:
-      return maybe_inplace(snake(fb::EnumNameUnaryOp(c.op_as_Unary()->op())), c.op_as_Unary()->out());
+      return maybe_inplace(known_op_name(c.op_as_Unary()->op()), c.op_as_Unary()->out());
     case fb::Op::Binary:
-      return maybe_inplace(snake(fb::EnumNameBinaryOp(c.op_as_Binary()->op())), c.op_as_Binary()->out());
+      return maybe_inplace(known_op_name(c.op_as_Binary()->op()), c.op_as_Binary()->out());
     case fb::Op::BinaryScalar:
-      return maybe_inplace(snake(fb::EnumNameBinaryOp(c.op_as_BinaryScalar()->op())),
-                           c.op_as_BinaryScalar()->out());
+      return maybe_inplace(known_op_name(c.op_as_BinaryScalar()->op()), c.op_as_BinaryScalar()->out());
     case fb::Op::Clamp:
       return maybe_inplace("clamp", c.op_as_Clamp()->out());
     case fb::Op::Fill:

@@ -148,8 +148,8 @@ DType compute_dtype(DType promoted) {
 
 template <typename Op>
 Tensor tensor_tensor(const char* op, const Tensor& a, const Tensor& b) {
-  check_defined(a, op, "self");
-  check_defined(b, op, "other");
+  check_data(a, op, "self");
+  check_data(b, op, "other");
   const DType c = compute_dtype<Op>(result_type(a, b));
   if (on_cuda(op, a)) {
     if constexpr (kWithCuda) return run_cuda<Op>(op, a, b, c);
@@ -164,7 +164,7 @@ constexpr bool scalar_stays_value = !std::is_same_v<Op, PowOp>;
 
 template <typename Op>
 Tensor tensor_scalar(const char* op, const Tensor& a, const Scalar& b) {
-  check_defined(a, op, "self");
+  check_data(a, op, "self");
   DType c = compute_dtype<Op>(result_type(a, b));
   if (on_cuda(op, a)) {
     if constexpr (kWithCuda) return run_cuda<Op>(op, a, b, c);
@@ -181,7 +181,7 @@ Tensor tensor_scalar(const char* op, const Tensor& a, const Scalar& b) {
 
 template <typename Op>
 Tensor scalar_tensor_op(const char* op, const Scalar& a, const Tensor& b) {
-  check_defined(b, op, "other");
+  check_data(b, op, "other");
   DType c = compute_dtype<Op>(result_type(b, a));
   if (on_cuda(op, b)) {
     if constexpr (kWithCuda) return run_cuda<Op>(op, a, b, c);
@@ -191,8 +191,8 @@ Tensor scalar_tensor_op(const char* op, const Scalar& a, const Tensor& b) {
 
 template <typename Op>
 Tensor& inplace(const char* op, Tensor& self, const Tensor& other) {
-  check_defined(self, op, "self");
-  check_defined(other, op, "other");
+  check_data(self, op, "self");
+  check_data(other, op, "other");
   const DType c = compute_dtype<Op>(result_type(self, other));
   if (on_cuda(op, self)) {
     if constexpr (kWithCuda) {
@@ -206,7 +206,7 @@ Tensor& inplace(const char* op, Tensor& self, const Tensor& other) {
 
 template <typename Op>
 Tensor& inplace(const char* op, Tensor& self, const Scalar& other) {
-  check_defined(self, op, "self");
+  check_data(self, op, "self");
   DType c = compute_dtype<Op>(result_type(self, other));
   if (on_cuda(op, self)) {
     if constexpr (kWithCuda) {

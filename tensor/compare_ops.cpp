@@ -50,8 +50,8 @@ Tensor compare_cuda(const char* op, const Tensor& a, const cuda::Operand& b, DTy
 
 template <typename Op>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b) {
-  check_defined(a, op, "self");
-  check_defined(b, op, "other");
+  check_data(a, op, "self");
+  check_data(b, op, "other");
   const DType c = result_type(a, b);
   if (on_cuda(op, a)) {
     if constexpr (kWithCuda) return compare_cuda<Op>(op, a, b, c);
@@ -61,7 +61,7 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b) {
 
 template <typename Op>
 Tensor compare(const char* op, const Tensor& a, const Scalar& b) {
-  check_defined(a, op, "self");
+  check_data(a, op, "self");
   DType c = result_type(a, b);
   if (on_cuda(op, a)) {
     if constexpr (kWithCuda) return compare_cuda<Op>(op, a, b, c);
@@ -76,7 +76,7 @@ DType wrapped_dtype(const Scalar& s) {
 
 Tensor clamp_impl(const char* op, const Tensor& self, const std::optional<Scalar>& lo,
                   const std::optional<Scalar>& hi, bool in_place) {
-  check_defined(self, op);
+  check_data(self, op);
   THD_CHECK(lo.has_value() || hi.has_value(), ValueError, op,
             "at least one of 'min' or 'max' must not be None");
   if (!dtype_in(self.dtype(), kNumericSet)) throw_unsupported_dtype(op, self.dtype(), kNumericSet);
@@ -136,9 +136,9 @@ Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_defined(cond, "where", "condition");
-  check_defined(a, "where", "self");
-  check_defined(b, "where", "other");
+  check_data(cond, "where", "condition");
+  check_data(a, "where", "self");
+  check_data(b, "where", "other");
   THD_CHECK(cond.dtype() == kBool, TypeError, "where",
             "condition must be a bool tensor, got {}", cond.dtype());
   const DType c = result_type(a, b);
@@ -161,7 +161,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& cond, Scalar a, Scalar b) {
-  check_defined(cond, "where", "condition");
+  check_data(cond, "where", "condition");
   // Two Python numbers: the result has their promoted dtype (float32 for floats).
   DType c = promote_types(wrapped_dtype(a), wrapped_dtype(b));
   if (on_cuda("where", cond)) {

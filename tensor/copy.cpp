@@ -19,8 +19,8 @@ namespace thd {
 using namespace detail;
 
 Tensor& Tensor::copy_(const Tensor& src_in) {
-  check_defined(*this, "copy_", "destination");
-  check_defined(src_in, "copy_", "source");
+  check_data(*this, "copy_", "destination");
+  check_data(src_in, "copy_", "source");
   THD_CHECK(src_in.shape() == shape_ || broadcast_shapes(shape_, src_in.shape(), "copy_") == shape_,
             ShapeError, "copy_", "source of shape {} does not broadcast to the destination's shape {}",
             shape_str(src_in.shape()), shape_str(shape_));
@@ -74,7 +74,7 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
 }
 
 Tensor& Tensor::fill_(Scalar value) {
-  check_defined(*this, "fill_");
+  check_data(*this, "fill_", "self");
   check_writable(*this, "fill_");
   check_value_fits(value, dtype_, "fill_");
   if (!device().is_cpu()) [[unlikely]] {
@@ -103,6 +103,7 @@ Tensor& Tensor::fill_(Scalar value) {
 Tensor Tensor::to(DType dtype, bool copy) const {
   check_defined(*this, "to");
   if (dtype == dtype_ && !copy) return *this;
+  if (is_meta()) return meta(shape_, dtype, device());
   Tensor out = empty(shape_, dtype, device());
   out.copy_(*this);
   return out;
@@ -111,13 +112,15 @@ Tensor Tensor::to(DType dtype, bool copy) const {
 Tensor Tensor::to(Device device, bool copy) const {
   check_defined(*this, "to");
   if (device == this->device() && !copy) return *this;
+  if (is_meta()) return meta(shape_, dtype_, device);
   Tensor out = empty(shape_, dtype_, device);
   out.copy_(*this);
   return out;
 }
 
 // contiguous() and clone() keep the tensor on its device: empty() allocates there and
-// copy_ copies within it.
+// copy_ copies within it. to(), contiguous() and clone() of a meta tensor make a meta
+// tensor: there are no elements to copy, only metadata to describe.
 Tensor Tensor::contiguous() const {
   check_defined(*this, "contiguous");
   if (is_contiguous()) return *this;
@@ -126,6 +129,7 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   check_defined(*this, "clone");
+  if (is_meta()) return meta(shape_, dtype_, device());
   Tensor out = empty(shape_, dtype_, device());
   out.copy_(*this);
   return out;

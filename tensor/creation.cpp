@@ -28,6 +28,15 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
                 contiguous_strides(shape), 0);
 }
 
+Tensor Tensor::meta(const Shape& shape, DType dtype, Device device) {
+  const int64_t numel = checked_numel(shape, "meta");
+  const auto es = static_cast<int64_t>(thd::element_size(dtype));
+  THD_CHECK(numel <= INT64_MAX / es, ValueError, "meta",
+            "shape {} of {} needs more bytes than fit in int64", shape_str(shape), dtype);
+  return Tensor(std::make_shared<StorageImpl>(StorageImpl::Meta{}, static_cast<size_t>(numel * es), device), dtype,
+                shape, contiguous_strides(shape), 0);
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   // All-zero bits are 0 in every dtype.

@@ -9,7 +9,7 @@ ElementwisePlan plan_elementwise(const char* op, const std::vector<Tensor>& inpu
                                  const Tensor* self) {
   Shape shape;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    check_defined(inputs[i], op, i == 0 ? "self" : "other");
+    check_data(inputs[i], op, i == 0 ? "self" : "other");
     THD_CHECK(inputs[i].device() == inputs[0].device(), ValueError, op,
               "expected all tensors on one device, got {} and {}", inputs[0].device().str(),
               inputs[i].device().str());

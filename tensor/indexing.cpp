@@ -143,9 +143,9 @@ struct ScatterArgs {
 
 ScatterArgs check_scatter(const Tensor& self, int64_t dim_in, const Tensor& index_in,
                           const Tensor* src_in, const char* op) {
-  check_defined(self, op);
-  check_defined(index_in, op, "index");
-  if (src_in) check_defined(*src_in, op, "src");
+  check_data(self, op);
+  check_data(index_in, op, "index");
+  if (src_in) check_data(*src_in, op, "src");
   check_same_device(op, {&self, &index_in, src_in});
   const int64_t dim = wrap_dim(dim_in, self.dim(), op, true);
   check_index_dtype(index_in, op);
@@ -257,7 +257,7 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
 }
 
 void check_mask(const Tensor& mask, const char* op) {
-  check_defined(mask, op, "mask");
+  check_data(mask, op, "mask");
   THD_CHECK(mask.dtype() == kBool, TypeError, op,
             "only supports boolean masks, but got mask with dtype {}", mask.dtype());
 }
@@ -265,8 +265,8 @@ void check_mask(const Tensor& mask, const char* op) {
 }  // namespace
 
 Tensor Tensor::index_select(int64_t dim_in, const Tensor& index_in) const {
-  check_defined(*this, "index_select");
-  check_defined(index_in, "index_select", "index");
+  check_data(*this, "index_select");
+  check_data(index_in, "index_select", "index");
   check_same_device("index_select", {this, &index_in});
   const int64_t dim = wrap_dim(dim_in, this->dim(), "index_select", true);
   check_index_dtype(index_in, "index_select");
@@ -299,8 +299,8 @@ Tensor Tensor::index_select(int64_t dim_in, const Tensor& index_in) const {
 }
 
 Tensor Tensor::gather(int64_t dim_in, const Tensor& index_in) const {
-  check_defined(*this, "gather");
-  check_defined(index_in, "gather", "index");
+  check_data(*this, "gather");
+  check_data(index_in, "gather", "index");
   check_same_device("gather", {this, &index_in});
   const int64_t dim = wrap_dim(dim_in, this->dim(), "gather", true);
   check_index_dtype(index_in, "gather");
@@ -359,7 +359,7 @@ Tensor Tensor::scatter(int64_t dim, const Tensor& index, Scalar value) const {
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask_in, Scalar value) {
-  check_defined(*this, "masked_fill_");
+  check_data(*this, "masked_fill_");
   check_mask(mask_in, "masked_fill_");
   check_same_device("masked_fill_", {this, &mask_in});
   THD_CHECK(broadcasts_to(mask_in.shape(), shape_), ShapeError, "masked_fill_",
@@ -385,7 +385,7 @@ Tensor& Tensor::masked_fill_(const Tensor& mask_in, Scalar value) {
 }
 
 Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const {
-  check_defined(*this, "masked_fill");
+  check_data(*this, "masked_fill");
   check_mask(mask, "masked_fill");
   check_same_device("masked_fill", {this, &mask});
   check_fill_value(*this, value, "masked_fill");

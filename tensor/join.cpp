@@ -25,6 +25,7 @@ DType check_inputs(const std::vector<Tensor>& tensors, const char* op) {
   DType dtype = DType::Bool;
   for (size_t i = 0; i < tensors.size(); ++i) {
     THD_CHECK(tensors[i].defined(), ValueError, op, "tensor {} of the list is undefined", i);
+    if (tensors[i].is_meta()) [[unlikely]] throw_meta(tensors[i], op, "a tensor of the list");
     check_same_device(op, {&tensors[0], &tensors[i]});
     dtype = i == 0 ? tensors[i].dtype() : promote_types(dtype, tensors[i].dtype());
   }

@@ -373,8 +373,8 @@ void check_dot_args(const Tensor& a, const Tensor& b, const char* op) {
 
 Tensor Tensor::matmul(const Tensor& other) const {
   const char* op = "matmul";
-  check_defined(*this, op, "self");
-  check_defined(other, op, "other");
+  check_data(*this, op, "self");
+  check_data(other, op, "other");
   check_same_device(op, {this, &other});
   THD_CHECK(dim() >= 1 && other.dim() >= 1, ShapeError, op,
             "both arguments to matmul need to be at least 1D, but they are {}D and {}D "
@@ -409,14 +409,14 @@ Tensor Tensor::matmul(const Tensor& other) const {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_defined(a, "matmul", "self");
+  check_data(a, "matmul", "self");
   return a.matmul(b);
 }
 
 Tensor Tensor::mm(const Tensor& other) const {
   const char* op = "mm";
-  check_defined(*this, op, "self");
-  check_defined(other, op, "mat2");
+  check_data(*this, op, "self");
+  check_data(other, op, "mat2");
   check_same_device(op, {this, &other});
   THD_CHECK(dim() == 2 && other.dim() == 2, ShapeError, op,
             "expected 2-D tensors, but got shapes {} and {} (matmul takes 1-D and batched "
@@ -431,8 +431,8 @@ Tensor Tensor::mm(const Tensor& other) const {
 
 Tensor Tensor::bmm(const Tensor& other) const {
   const char* op = "bmm";
-  check_defined(*this, op, "self");
-  check_defined(other, op, "mat2");
+  check_data(*this, op, "self");
+  check_data(other, op, "mat2");
   check_same_device(op, {this, &other});
   THD_CHECK(dim() == 3 && other.dim() == 3, ShapeError, op,
             "expected 3-D tensors, but got shapes {} and {}", shape_str(shape_),
@@ -447,9 +447,9 @@ Tensor Tensor::bmm(const Tensor& other) const {
 
 Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha) const {
   const char* op = "addmm";
-  check_defined(*this, op, "self");
-  check_defined(mat1, op, "mat1");
-  check_defined(mat2, op, "mat2");
+  check_data(*this, op, "self");
+  check_data(mat1, op, "mat1");
+  check_data(mat2, op, "mat2");
   check_same_device(op, {this, &mat1, &mat2});
   THD_CHECK(mat1.dim() == 2 && mat2.dim() == 2, ShapeError, op,
             "mat1 and mat2 must be 2-D, but got shapes {} and {}", shape_str(mat1.shape()),
@@ -478,8 +478,8 @@ Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar
 }
 
 Tensor Tensor::dot(const Tensor& other) const {
-  check_defined(*this, "dot", "self");
-  check_defined(other, "dot", "other");
+  check_data(*this, "dot", "self");
+  check_data(other, "dot", "other");
   check_same_device("dot", {this, &other});
   check_dot_args(*this, other, "dot");
   return dot_product(*this, other, "dot");
@@ -487,8 +487,8 @@ Tensor Tensor::dot(const Tensor& other) const {
 
 Tensor Tensor::outer(const Tensor& other) const {
   const char* op = "outer";
-  check_defined(*this, op, "self");
-  check_defined(other, op, "vec2");
+  check_data(*this, op, "self");
+  check_data(other, op, "vec2");
   check_same_device(op, {this, &other});
   THD_CHECK(dim() == 1 && other.dim() == 1, ShapeError, op,
             "expected 1-D tensors, but got shapes {} and {}", shape_str(shape_),

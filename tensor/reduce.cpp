@@ -453,7 +453,7 @@ struct ReduceSpec {
 
 // dims == nullptr or an empty list: every dim.
 ReduceSpec reduce_spec(const Tensor& t, const Dims* dims, bool keepdim, const char* op) {
-  check_defined(t, op);
+  check_data(t, op);
   ReduceSpec s;
   const int64_t nd = t.dim();
   s.all = dims == nullptr || dims->empty();
@@ -568,7 +568,7 @@ Tensor minmax_impl(const Tensor& t, const Dims* dims, bool keepdim) {
 template <bool IsMax>
 Tensor arg_impl(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
   const char* op = IsMax ? "argmax" : "argmin";
-  check_defined(t, op);
+  check_data(t, op);
   Tensor in = t;
   ReduceSpec s;
   if (dim) {

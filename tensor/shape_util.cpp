@@ -116,6 +116,18 @@ void check_defined(const Tensor& t, const char* op, const char* what) {
   THD_CHECK(t.defined(), ValueError, op, "{} is an undefined tensor", what);
 }
 
+void throw_meta(const Tensor& t, const char* op, const char* what) {
+  THD_THROW(NotImplementedError, op,
+            "{} of shape {} and dtype {} is a tensor on the meta device (it describes a tensor on {}): it has "
+            "no data to read or write",
+            what, shape_str(t.shape()), t.dtype(), t.storage()->device().str());
+}
+
+void check_data(const Tensor& t, const char* op, const char* what) {
+  check_defined(t, op, what);
+  if (t.storage()->is_meta()) [[unlikely]] throw_meta(t, op, what);
+}
+
 void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
   THD_CHECK(a.shape() == b.shape(), ShapeError, op, "shapes {} and {} differ",
             shape_str(a.shape()), shape_str(b.shape()));

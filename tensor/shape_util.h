@@ -22,6 +22,11 @@ int64_t checked_numel(const Shape& shape, const char* op);
 Shape infer_shape(const Shape& shape, int64_t numel, const char* op);
 // Throws ValueError naming op when t is undefined.
 void check_defined(const Tensor& t, const char* op, const char* what = "input");
+// check_defined, and NotImplementedError naming op when t is a meta tensor: the
+// guard of every op that reads or writes elements, before it touches them.
+void check_data(const Tensor& t, const char* op, const char* what = "input");
+// The NotImplementedError check_data raises for a meta tensor.
+[[noreturn]] void throw_meta(const Tensor& t, const char* op, const char* what);
 // Throws ShapeError unless a and b have equal shapes.
 void check_same_shape(const Tensor& a, const Tensor& b, const char* op);
 // Strides for viewing a tensor of (shape, strides) as new_shape without a copy, or

@@ -109,7 +109,7 @@ void softmax_kernel(const T* in, T* out, int64_t outer, int64_t n, int64_t inner
 template <bool Log>
 Tensor softmax_impl(const Tensor& self, int64_t dim_in) {
   const char* op = Log ? "log_softmax" : "softmax";
-  check_defined(self, op);
+  check_data(self, op);
   const int64_t d = wrap_dim(dim_in, self.dim(), op, true);
   if (!self.device().is_cpu()) {
 #if THD_WITH_CUDA

@@ -84,7 +84,7 @@ void for_each_sorted_line(const Tensor& self, int64_t dim, const Tensor& values,
 }  // namespace
 
 std::pair<Tensor, Tensor> Tensor::sort(int64_t dim_in, bool descending) const {
-  check_defined(*this, "sort");
+  check_data(*this, "sort");
   const int64_t dim = wrap_dim(dim_in, this->dim(), "sort", true);
   Tensor values = empty(shape_, dtype_, device());
   Tensor indices = empty(shape_, kInt64, device());
@@ -122,7 +122,7 @@ std::pair<Tensor, Tensor> Tensor::sort(int64_t dim_in, bool descending) const {
 }
 
 std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim_in, bool largest, bool sorted) const {
-  check_defined(*this, "topk");
+  check_data(*this, "topk");
   THD_CHECK(dtype_in(dtype_, kNumericSet), TypeError, "topk",
             "topk does not support dtype {} (as torch)", dtype_);
   const int64_t dim = wrap_dim(dim_in, this->dim(), "topk", true);

@@ -43,6 +43,8 @@ StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device
 StorageImpl::StorageImpl(void* data, size_t nbytes, Device device, Deleter deleter)
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
+StorageImpl::StorageImpl(Meta, size_t nbytes, Device device) : nbytes_(nbytes), device_(device), meta_(true) {}
+
 StorageImpl::~StorageImpl() {
   if (deleter_) deleter_(data_);
 }

@@ -10,6 +10,7 @@
 
 namespace thd {
 
+using detail::check_data;
 using detail::check_defined;
 using detail::wrap_dim;
 
@@ -79,12 +80,12 @@ bool Tensor::shares_storage(const Tensor& other) const {
 }
 
 void* Tensor::data_ptr() const {
-  check_defined(*this, "data_ptr");
+  check_data(*this, "data_ptr", "self");
   return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(element_size());
 }
 
 Scalar Tensor::item() const {
-  check_defined(*this, "item");
+  check_data(*this, "item", "self");
   THD_CHECK(numel() == 1, ValueError, "item",
             "a tensor with {} elements (shape {}) cannot be converted to a scalar", numel(),
             shape_str(shape_));
@@ -150,6 +151,10 @@ void format_rec(std::string& out, const T* base, const Shape& shape, const Shape
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
+  if (is_meta()) {
+    return "tensor(..., size=" + shape_str(shape_) + ", dtype=" + std::string(dtype_name(dtype_)) + ", device=meta (" +
+           device().str() + "))";
+  }
   std::string out = "tensor(";
   // A device's elements are printed from a host copy.
   const Tensor host = device().is_cpu() ? *this : cpu();

@@ -68,7 +68,7 @@ Tensor run_cuda(const char* op, const Tensor& self, DType compute, const Tensor*
 // Op(self) into a new tensor.
 template <typename Op>
 Tensor run(const char* op, const Tensor& self) {
-  check_defined(self, op);
+  check_data(self, op);
   check_dtype<Op>(op, self.dtype());
   const DType c = compute_dtype<Op>(self.dtype());
   if (on_cuda(op, self)) {
@@ -86,7 +86,7 @@ Tensor run(const char* op, const Tensor& self) {
 // self = Op(self).
 template <typename Op>
 Tensor& run_inplace(const char* op, Tensor& self) {
-  check_defined(self, op);
+  check_data(self, op);
   check_dtype<Op>(op, self.dtype());
   const DType c = compute_dtype<Op>(self.dtype());
   if (on_cuda(op, self)) {

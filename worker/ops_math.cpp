@@ -1,7 +1,9 @@
 // Elementwise math, reductions and linear algebra: each maps a command onto the
-// tensor library's op of the same name.
+// tensor library's op of the same name (the elementwise ones through the op table
+// the master infers with, protocol/op_table.h).
 #include <algorithm>
 
+#include "protocol/op_table.h"
 #include "tensor/check.h"
 #include "worker/ops.h"
 #include "worker/sizes.h"
@@ -11,109 +13,6 @@ namespace thd::worker {
 namespace {
 
 Scalar scalar_of(const fb::Scalar* s) { return protocol::from_fb(s != nullptr ? *s : fb::Scalar()); }
-
-[[noreturn]] void unknown_kind(const char* family, int value) {
-  THD_THROW(protocol::ProtocolError, family, "{} kind {} is not in this protocol version", family, value);
-}
-
-Tensor unary(fb::UnaryOp op, const Tensor& a) {
-  switch (op) {
-    case fb::UnaryOp::Neg: return a.neg();
-    case fb::UnaryOp::Abs: return a.abs();
-    case fb::UnaryOp::Exp: return a.exp();
-    case fb::UnaryOp::Log: return a.log();
-    case fb::UnaryOp::Sqrt: return a.sqrt();
-    case fb::UnaryOp::Rsqrt: return a.rsqrt();
-    case fb::UnaryOp::Sin: return a.sin();
-    case fb::UnaryOp::Cos: return a.cos();
-    case fb::UnaryOp::Tanh: return a.tanh();
-    case fb::UnaryOp::Sigmoid: return a.sigmoid();
-    case fb::UnaryOp::Relu: return a.relu();
-    case fb::UnaryOp::Gelu: return a.gelu();
-    case fb::UnaryOp::Contiguous: return a.contiguous();
-    case fb::UnaryOp::Clone: return a.clone();
-  }
-  unknown_kind("unary", static_cast<int>(op));
-}
-
-void unary_(fb::UnaryOp op, Tensor& a) {
-  switch (op) {
-    case fb::UnaryOp::Neg: a.neg_(); return;
-    case fb::UnaryOp::Abs: a.abs_(); return;
-    case fb::UnaryOp::Exp: a.exp_(); return;
-    case fb::UnaryOp::Log: a.log_(); return;
-    case fb::UnaryOp::Sqrt: a.sqrt_(); return;
-    case fb::UnaryOp::Rsqrt: a.rsqrt_(); return;
-    case fb::UnaryOp::Sin: a.sin_(); return;
-    case fb::UnaryOp::Cos: a.cos_(); return;
-    case fb::UnaryOp::Tanh: a.tanh_(); return;
-    case fb::UnaryOp::Sigmoid: a.sigmoid_(); return;
-    case fb::UnaryOp::Relu: a.relu_(); return;
-    case fb::UnaryOp::Gelu: a.gelu_(); return;
-    case fb::UnaryOp::Contiguous:
-    case fb::UnaryOp::Clone:
-      THD_THROW(protocol::ProtocolError, "unary", "{} has no in-place form", fb::EnumNameUnaryOp(op));
-  }
-  unknown_kind("unary", static_cast<int>(op));
-}
-
-// One template for tensor and scalar operands: both have the same method names.
-template <typename B>
-Tensor binary(fb::BinaryOp op, const Tensor& a, const B& b) {
-  switch (op) {
-    case fb::BinaryOp::Add: return a.add(b);
-    case fb::BinaryOp::Sub: return a.sub(b);
-    case fb::BinaryOp::Mul: return a.mul(b);
-    case fb::BinaryOp::Div: return a.div(b);
-    case fb::BinaryOp::Pow: return a.pow(b);
-    case fb::BinaryOp::Maximum:
-      if constexpr (std::is_same_v<B, Tensor>) return a.maximum(b);
-      else break;
-    case fb::BinaryOp::Minimum:
-      if constexpr (std::is_same_v<B, Tensor>) return a.minimum(b);
-      else break;
-    case fb::BinaryOp::Eq: return a.eq(b);
-    case fb::BinaryOp::Ne: return a.ne(b);
-    case fb::BinaryOp::Lt: return a.lt(b);
-    case fb::BinaryOp::Le: return a.le(b);
-    case fb::BinaryOp::Gt: return a.gt(b);
-    case fb::BinaryOp::Ge: return a.ge(b);
-  }
-  unknown_kind("binary", static_cast<int>(op));
-}
-
-template <typename B>
-void binary_(fb::BinaryOp op, Tensor& a, const B& b) {
-  switch (op) {
-    case fb::BinaryOp::Add: a.add_(b); return;
-    case fb::BinaryOp::Sub: a.sub_(b); return;
-    case fb::BinaryOp::Mul: a.mul_(b); return;
-    case fb::BinaryOp::Div: a.div_(b); return;
-    case fb::BinaryOp::Pow: a.pow_(b); return;
-    case fb::BinaryOp::Maximum:
-    case fb::BinaryOp::Minimum:
-    case fb::BinaryOp::Eq:
-    case fb::BinaryOp::Ne:
-    case fb::BinaryOp::Lt:
-    case fb::BinaryOp::Le:
-    case fb::BinaryOp::Gt:
-    case fb::BinaryOp::Ge:
-      THD_THROW(protocol::ProtocolError, "binary", "{} has no in-place form", fb::EnumNameBinaryOp(op));
-  }
-  unknown_kind("binary", static_cast<int>(op));
-}
-
-// `scalar op tensor`, for the reversed operators (2 - t, 1 / t).
-Tensor reversed(fb::BinaryOp op, const Scalar& s, const Tensor& t) {
-  switch (op) {
-    case fb::BinaryOp::Add: return s + t;
-    case fb::BinaryOp::Sub: return s - t;
-    case fb::BinaryOp::Mul: return s * t;
-    case fb::BinaryOp::Div: return s / t;
-    default:
-      THD_THROW(protocol::ProtocolError, "binary", "{} has no scalar-first form", fb::EnumNameBinaryOp(op));
-  }
-}
 
 Dims dims_of(const flatbuffers::Vector<int64_t>* dims) {
   return protocol::scalars_of(dims);
@@ -141,7 +40,7 @@ Tensor reduce(const fb::Reduce& op, const Tensor& a) {
     case fb::ReduceKind::Var: return all ? a.var(Dims{}, op.correction()) : a.var(dims, op.correction(), keep);
     case fb::ReduceKind::Std: return all ? a.std(Dims{}, op.correction()) : a.std(dims, op.correction(), keep);
   }
-  unknown_kind("reduce", static_cast<int>(op.kind()));
+  protocol::throw_unknown_kind("reduce", static_cast<int>(op.kind()));
 }
 
 // The tensor memory a reduction allocates: its output, and what it stages. On the
@@ -185,7 +84,7 @@ Tensor matmul(fb::MatmulKind kind, const Tensor& a, const Tensor& b) {
     case fb::MatmulKind::Dot: return a.dot(b);
     case fb::MatmulKind::Outer: return a.outer(b);
   }
-  unknown_kind("matmul", static_cast<int>(kind));
+  protocol::throw_unknown_kind("matmul", static_cast<int>(kind));
 }
 
 // The in-place target of an op whose out is 0: a live tensor the op writes.
@@ -201,19 +100,19 @@ uint64_t computed_bytes(uint64_t numel, DType dtype) {
 
 void run(ExecContext& ctx, const fb::Unary& op) {
   ctx.output(op.out(), op.a());
-  if (op.out() == 0) return unary_(op.op(), target(ctx, op.a()));
+  if (op.out() == 0) return protocol::call_(op.op(), target(ctx, op.a()));
   const Tensor& a = ctx.input(op.a());
   ctx.reserve(computed_bytes(numel_of(a.shape()), a.dtype()));
-  ctx.define(op.out(), unary(op.op(), a));
+  ctx.define(op.out(), protocol::call(op.op(), a));
 }
 
 void run(ExecContext& ctx, const fb::Binary& op) {
   ctx.output(op.out(), op.a());
   const Tensor& b = ctx.input(op.b());
-  if (op.out() == 0) return binary_(op.op(), target(ctx, op.a()), b);
+  if (op.out() == 0) return protocol::call_(op.op(), target(ctx, op.a()), b);
   const Tensor& a = ctx.input(op.a());
   ctx.reserve(computed_bytes(broadcast_numel({a.shape(), b.shape()}), result_type(a, b)));
-  ctx.define(op.out(), binary(op.op(), a, b));
+  ctx.define(op.out(), protocol::call(op.op(), a, b));
 }
 
 void run(ExecContext& ctx, const fb::BinaryScalar& op) {
@@ -221,11 +120,11 @@ void run(ExecContext& ctx, const fb::BinaryScalar& op) {
   const Scalar b = scalar_of(op.b());
   if (op.out() == 0) {
     if (op.reverse()) THD_THROW(protocol::ProtocolError, "binary", "a scalar-first op has no in-place form");
-    return binary_(op.op(), target(ctx, op.a()), b);
+    return protocol::call_(op.op(), target(ctx, op.a()), b);
   }
   const Tensor& a = ctx.input(op.a());
   ctx.reserve(computed_bytes(numel_of(a.shape()), result_type(a, b)));
-  ctx.define(op.out(), op.reverse() ? reversed(op.op(), b, a) : binary(op.op(), a, b));
+  ctx.define(op.out(), op.reverse() ? protocol::call_reversed(op.op(), b, a) : protocol::call(op.op(), a, b));
 }
 
 void run(ExecContext& ctx, const fb::Clamp& op) {

@@ -19,6 +19,11 @@ class StorageImpl {
   StorageImpl(size_t nbytes, Device device);
   // Wraps memory someone else owns; deleter (may be empty) runs when the storage dies.
   StorageImpl(void* data, size_t nbytes, Device device, Deleter deleter);
+  // A meta storage: nbytes on device described, none held (data() is null). Tensors
+  // over it have shapes, strides, views and dtypes; every op that reads or writes
+  // elements refuses them (docs/tensor.md, "Meta storage").
+  struct Meta {};
+  StorageImpl(Meta, size_t nbytes, Device device);
   ~StorageImpl();
 
   StorageImpl(const StorageImpl&) = delete;
@@ -27,12 +32,14 @@ class StorageImpl {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  bool is_meta() const { return meta_; }
 
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   Deleter deleter_;
+  bool meta_ = false;
 };
 
 using Storage = std::shared_ptr<StorageImpl>;

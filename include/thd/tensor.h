@@ -54,8 +54,10 @@ class Tensor {
   bool is_contiguous() const;
   const Storage& storage() const { return storage_; }
   bool shares_storage(const Tensor& other) const;
+  // Over a meta storage: shape, strides and dtype without data (docs/tensor.md).
+  bool is_meta() const { return storage_ != nullptr && storage_->is_meta(); }
 
-  // Address of element [0, 0, ...]. Throws for an undefined tensor.
+  // Address of element [0, 0, ...]. Throws for an undefined or a meta tensor.
   void* data_ptr() const;
   // Typed address; throws TypeError unless T is this tensor's dtype.
   template <typename T>
@@ -74,6 +76,10 @@ class Tensor {
 
   // ---- creation -----------------------------------------------------------------
   static Tensor empty(const Shape& shape, DType dtype = kFloat32, Device device = Device::cpu());
+  // Contiguous, over a meta storage for `device` (which need not exist in this
+  // process): views, shape ops and dtype rules work on it; reading or writing its
+  // elements throws NotImplementedError naming the op.
+  static Tensor meta(const Shape& shape, DType dtype = kFloat32, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype = kFloat32, Device device = Device::cpu());
   static Tensor ones(const Shape& shape, DType dtype = kFloat32, Device device = Device::cpu());
   static Tensor full(const Shape& shape, Scalar value, DType dtype = kFloat32,
@@ -341,6 +347,8 @@ std::string shape_str(const Shape& shape);
 // ---- template definitions ---------------------------------------------------------
 namespace detail {
 [[noreturn]] void throw_dtype_mismatch(const char* op, DType expected, DType got);
+// Throws unless t is defined and has data (is not a meta tensor), naming op.
+void check_data(const Tensor& t, const char* op, const char* what);
 }
 
 template <typename T>
@@ -363,6 +371,7 @@ T Tensor::item() const {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
+  detail::check_data(*this, "to_vector", "self");
   // A CUDA tensor is read through a host copy (copy_ converts on whichever side moves
   // fewer bytes, and waits for the device's stream).
   Tensor c;

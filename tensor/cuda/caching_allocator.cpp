@@ -383,6 +383,8 @@ void CachingAllocator::empty_cache(int device) {
 void record_stream(const Storage& storage, cudaStream_t stream) {
   THD_CHECK(storage != nullptr && storage->device().is_cuda(), ValueError, "record_stream",
             "expects a CUDA storage, got {}", storage ? storage->device().str() : "none");
+  THD_CHECK(!storage->is_meta(), NotImplementedError, "record_stream",
+            "the storage is on the meta device: it holds no memory for a stream to use");
   detail::CachingAllocator::instance().record_stream(storage->data(), storage->device().index(),
                                                      stream);
 }
