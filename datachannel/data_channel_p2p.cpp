@@ -216,4 +216,23 @@ int DataChannel::recv_bytes(std::span<uint8_t> data, int src, const P2POptions& 
   return recv_and_wait(state(), "recv_bytes", data, bytes_kind(data.size()), src, options, nullptr);
 }
 
+Request DataChannel::irecv_message(int src, size_t max_bytes, const P2POptions& options) {
+  GroupState& g = state();
+  const int world_src = checked_peer(g, src, "irecv_message", "source", /*any_ok=*/true, options.tag);
+  const detail::OpLabel label = detail::OpLabel::recv_from(src == kAnySource ? -1 : src, options.tag);
+  auto req = detail::make_request(g, p2p_spec(g, label, options, nullptr), g.transport.get());
+  req->any_length = true;
+  req->length_limit = max_bytes;
+  // The kind's count is the message's length, which only the match tells.
+  const Envelope env{detail::p2p_context(g.id), options.tag, bytes_kind(0)};
+  g.transport->post_recv({}, world_src, env, req);
+  return Request(std::move(req));
+}
+
+Message DataChannel::recv_message(int src, size_t max_bytes, const P2POptions& options) {
+  const Request r = irecv_message(src, max_bytes, options);
+  r.wait();
+  return r.take_message();
+}
+
 }  // namespace thd

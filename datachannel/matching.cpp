@@ -1,8 +1,47 @@
 #include "datachannel/matching.h"
 
+#include <new>
+
 #include <thd/datachannel.h>
 
+#include "datachannel/check.h"
+
 namespace thd::detail {
+
+std::exception_ptr accept_any_length(int rank, int peer, PostedRecv& recv, const Envelope& got, size_t got_bytes,
+                                     std::unique_ptr<uint8_t[]>* adopt) {
+  RequestState& r = *recv.request;
+  try {
+    if (got.kind.op != MessageOp::P2P || got.kind.dtype != kRawBytes) {
+      // The error check_match gives a fixed-length receive of that many bytes.
+      Envelope expected = recv.envelope;
+      expected.kind.count = got_bytes;
+      return message_mismatch(rank, peer, expected, got_bytes, got, got_bytes);
+    }
+    if (got_bytes > r.length_limit) {
+      THD_THROW_AT(ValueError, r.op, rank, peer,
+                   "rank {} sent a message of {} bytes, longer than the {} bytes this receive takes; the message "
+                   "was discarded",
+                   peer, got_bytes, r.length_limit);
+    }
+    if (adopt != nullptr && (*adopt || got_bytes == 0)) {
+      r.message = std::move(*adopt);
+    } else if (got_bytes > 0) {
+      r.message = std::make_unique_for_overwrite<uint8_t[]>(got_bytes);
+    }
+    recv.data = {r.message.get(), got_bytes};
+    return nullptr;
+  } catch (const std::bad_alloc&) {
+    try {
+      THD_THROW_AT(HostOutOfMemoryError, r.op, rank, peer, "out of memory making a buffer for a message of {} bytes",
+                   got_bytes);
+    } catch (...) {
+      return std::current_exception();
+    }
+  } catch (...) {
+    return std::current_exception();
+  }
+}
 
 namespace {
 // How many finished receives' nodes, and how many empty buckets, are kept.

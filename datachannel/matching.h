@@ -43,6 +43,24 @@ struct PostedRecv {
   Envelope envelope;
 };
 
+// Checks a message matched to `recv` (check_match) and, for a receive of any
+// length (RequestState::any_length), gives it the message's size and a buffer
+// (recv.data) to land in: a message of bytes up to the receive's limit is
+// accepted, and `adopt`, when given, is taken as that buffer instead of making one
+// (an unexpected message's payload that arrived whole). nullptr when the message
+// is taken; otherwise the error to fail the receive with (the message is then
+// discarded): a message over the limit is a ValueError naming both lengths, a
+// tensor's message a TypeError.
+std::exception_ptr accept_any_length(int rank, int peer, PostedRecv& recv, const Envelope& got, size_t got_bytes,
+                                     std::unique_ptr<uint8_t[]>* adopt);
+inline std::exception_ptr accept_match(int rank, int peer, PostedRecv& recv, const Envelope& got, size_t got_bytes,
+                                       std::unique_ptr<uint8_t[]>* adopt = nullptr) {
+  if (!recv.request->any_length) [[likely]] {
+    return check_match(rank, peer, recv.envelope, recv.data.size(), got, got_bytes);
+  }
+  return accept_any_length(rank, peer, recv, got, got_bytes, adopt);
+}
+
 // A message that arrived before a receive for it was posted. Its payload is read
 // into `payload` as it arrives, or, while `parked`, left in the socket (the
 // sender's connection is then not read until a receive takes it or there is room

@@ -133,6 +133,23 @@ std::exception_ptr Request::error() const {
   return state_ && state_->status() == RequestState::Failed ? state_->error : nullptr;
 }
 
+Message Request::take_message() const {
+  if (!state_ || !state_->any_length) {
+    THD_THROW_AT(ValueError, state_ ? std::string(state_->op) : std::string("take_message"),
+                 state_ ? state_->rank : -1, -1, "take_message: this request is not an irecv_message");
+  }
+  RequestState& s = *state_;
+  if (s.status() != RequestState::Done) {
+    THD_THROW_AT(ValueError, s.op, s.rank, -1, "take_message: the receive {}",
+                 s.finished() ? "failed; wait() raises its error" : "is still pending; wait for it first");
+  }
+  if (s.message_taken) THD_THROW_AT(ValueError, s.op, s.rank, -1, "take_message: the message was taken already");
+  s.message_taken = true;
+  // Counted when taken: its length was unknown when the receive was posted.
+  if (s.engine != nullptr) s.engine->count_recv(s.bytes);
+  return Message(std::move(s.message), s.bytes, source());
+}
+
 void wait_all(std::span<const Request> requests) {
   std::exception_ptr first;
   // Every request is waited for even after one fails, so none is left running

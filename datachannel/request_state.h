@@ -85,6 +85,13 @@ struct RequestState {
   // Set before the request is posted: how long its waiters drive progress, yielding
   // their core between polls, before the backend's own waiting (P2POptions::yield_spin).
   std::chrono::microseconds yield_spin{0};
+  // A receive of any length (DataChannel::irecv_message) takes a message of bytes
+  // of up to `length_limit` bytes into `message`, which the transport makes once
+  // the message matched (accept_match, matching.h). Set before it is posted.
+  bool any_length = false;
+  size_t length_limit = 0;
+  std::unique_ptr<uint8_t[]> message;
+  bool message_taken = false;  // Request::take_message moved it out
   // Whatever must outlive the transfer: a point-to-point request's tensor's storage
   // (a copy of the tensor's handle, its shape and strides, was two allocations per
   // message and the vector a third), a collective's tensors and staging buffers.

@@ -42,6 +42,9 @@ std::exception_ptr failure(int rank, int peer, std::string_view what, int code) 
 
 class MpiPipe final : public pipe::MessagePipe {
  public:
+  // vader's single-copy get writes a large message's whole length, however short
+  // the receive (MessagePipe::truncates_safely).
+  bool truncates_safely() const noexcept override { return false; }
   MpiPipe(int rank, int size, MPI_Comm comm, uint32_t max_tag, std::unique_ptr<MpiHostCollectives> collectives)
       : MessagePipe(rank, size), comm_(comm), max_tag_(max_tag), collectives_(std::move(collectives)) {
     register_before_finalize(this, [this] {

@@ -78,6 +78,12 @@ class MessagePipe {
   // A longer message fails the op (ValueError naming the sizes) or, where the
   // library cannot tell, is truncated with the op failed; never an overrun.
   virtual void recv(int peer, uint32_t tag, std::span<uint8_t> data, PipeOp* op) = 0;
+  // Whether recv() into a buffer shorter than the message keeps to the buffer (the
+  // op fails, nothing is written past it). Open MPI's shared-memory transport
+  // (vader) copies a large message's whole length with its single-copy get, so
+  // the mpi pipe says false, and a payload PipeTransport discards is then received
+  // into a buffer of its full size.
+  virtual bool truncates_safely() const noexcept { return true; }
   // Withdraws a pending op: true when the pipe will not touch its memory again nor
   // call done() for it; false when it can no longer be withdrawn (the library has
   // matched it): done() will still come.

@@ -192,7 +192,7 @@ bool PipeTransport::take_inline_message(ControlInbox& inbox, size_t bytes) noexc
     }
     header_bytes = kHeaderBytes;
   }
-  const bool took = queues_.take_posted_with(peer, header.envelope, [&](const detail::PostedRecv& recv) {
+  const bool took = queues_.take_posted_with(peer, header.envelope, [&](detail::PostedRecv& recv) {
     try {
       deliver(peer, header, recv, buffer + header_bytes);
     } catch (...) {
@@ -569,7 +569,7 @@ void PipeTransport::post_recv_locked(std::span<uint8_t> data, int src, const Env
     detail::UnexpectedMessage message = std::move(*m);
     queues_.erase_unexpected(m);
     if (message.source != rank()) unexpected_bytes_[static_cast<size_t>(message.source)] -= message.charged;
-    deliver(message.source, message.header, recv, message.payload.get());
+    deliver(message.source, message.header, recv, message.payload.get(), &message.payload);
   } else if (src != kAnySource && src != rank() && peer_error(src)) {
     request->fail(lost_error(src, request->op));
     return;
@@ -627,8 +627,8 @@ void PipeTransport::send_to_self(std::span<const uint8_t> data, const Envelope& 
   request->complete(-1, data.size());
 }
 
-void PipeTransport::deliver(int source, const detail::FrameHeader& header, const detail::PostedRecv& recv,
-                            const uint8_t* payload) {
+void PipeTransport::deliver(int source, const detail::FrameHeader& header, detail::PostedRecv& recv,
+                            const uint8_t* payload, std::unique_ptr<uint8_t[]>* adopt) {
   // The common case, kept small enough to inline: an inline message the receive
   // expects.
   if (header.kind == detail::FrameKind::Message && header.envelope.kind == recv.envelope.kind &&
@@ -637,14 +637,15 @@ void PipeTransport::deliver(int source, const detail::FrameHeader& header, const
     recv.request->complete(source, recv.data.size());
     return;
   }
-  deliver_other(source, header, recv, payload);
+  deliver_other(source, header, recv, payload, adopt);
 }
 
-void PipeTransport::deliver_other(int source, const detail::FrameHeader& header, const detail::PostedRecv& recv,
-                                  const uint8_t* payload) {
+void PipeTransport::deliver_other(int source, const detail::FrameHeader& header, detail::PostedRecv& recv,
+                                  const uint8_t* payload, std::unique_ptr<uint8_t[]>* adopt) {
   const uint64_t bytes = header.payload_bytes;
-  std::exception_ptr mismatch =
-      check_match(rank(), source, recv.envelope, recv.data.size(), header.envelope, static_cast<size_t>(bytes));
+  const bool whole = header.kind != detail::FrameKind::ReadyToSend;
+  std::exception_ptr mismatch = detail::accept_match(rank(), source, recv, header.envelope,
+                                                     static_cast<size_t>(bytes), whole ? adopt : nullptr);
   if (header.kind == detail::FrameKind::ReadyToSend) {
     const auto tag = static_cast<uint32_t>(header.rendezvous_id);
     if (mismatch || recv.request->finished()) {
@@ -659,7 +660,10 @@ void PipeTransport::deliver_other(int source, const detail::FrameHeader& header,
     recv.request->fail(mismatch);
     return;
   }
-  if (bytes > 0 && !recv.request->finished()) copy_bytes(recv.data.data(), payload, static_cast<size_t>(bytes));
+  // A receive of any length may have adopted the payload's buffer as its own.
+  if (bytes > 0 && !recv.request->finished() && recv.data.data() != payload) {
+    copy_bytes(recv.data.data(), payload, static_cast<size_t>(bytes));
+  }
   recv.request->complete(source, static_cast<size_t>(bytes));
 }
 
@@ -675,7 +679,21 @@ void PipeTransport::receive_payload(int peer, uint32_t data_tag, uint64_t bytes,
     // buffer, and a longer one only fails this receive, which still consumes it
     // (MessagePipe::recv). Allocating what a peer announces let one ask for 470 GB
     // (found by tests/fuzz pipe_control).
-    op.discard.resize(static_cast<size_t>(std::min<uint64_t>(bytes, kMaxDiscardBuffer)));
+    uint64_t room = std::min<uint64_t>(bytes, kMaxDiscardBuffer);
+    if (!pipe_->truncates_safely()) {
+      // Bounded as the messages a peer leaves waiting are.
+      if (bytes > tuning_.unexpected_limit) {
+        cut_off_[static_cast<size_t>(peer)] = 1;
+        lose_peer(peer, make_error<ConnectionError>(
+                            std::string(name_) + " backend", rank(), peer,
+                            "rank {} sent a message of {} bytes that no receive takes, past the limit of {} per peer "
+                            "(THD_MAX_UNEXPECTED_BYTES); it was cut off",
+                            peer, bytes, tuning_.unexpected_limit));
+        return;
+      }
+      room = bytes;
+    }
+    op.discard.resize(static_cast<size_t>(room));
     into = op.discard;
   }
   data_recvs_.emplace(&op, std::move(owned));

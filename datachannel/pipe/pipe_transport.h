@@ -203,10 +203,13 @@ class PipeTransport final : public Transport {
   void flush_reposts();
   // A message met its receive: check it, then copy its inline `payload` or
   // receive its announced one.
-  void deliver(int source, const detail::FrameHeader& header, const detail::PostedRecv& recv, const uint8_t* payload);
+  // `adopt`: the buffer `payload` is in, which a receive of any length may take as
+  // its own (accept_match) instead of a copy.
+  void deliver(int source, const detail::FrameHeader& header, detail::PostedRecv& recv, const uint8_t* payload,
+               std::unique_ptr<uint8_t[]>* adopt = nullptr);
   // deliver() for the rest: announced messages, mismatches.
-  void deliver_other(int source, const detail::FrameHeader& header, const detail::PostedRecv& recv,
-                     const uint8_t* payload);
+  void deliver_other(int source, const detail::FrameHeader& header, detail::PostedRecv& recv,
+                     const uint8_t* payload, std::unique_ptr<uint8_t[]>* adopt);
   void receive_payload(int peer, uint32_t data_tag, uint64_t bytes, std::shared_ptr<RequestState> request,
                        std::span<uint8_t> into);
   // post_recv with mu_ held.

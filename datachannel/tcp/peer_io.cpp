@@ -202,7 +202,7 @@ void TcpTransport::start_frame(Peer& p) {
 
 void TcpTransport::receive_into(Peer& p, PostedRecv recv) {
   const uint64_t size = p.frame.payload_bytes;
-  if (auto err = check_match(rank(), p.rank, recv.envelope, recv.data.size(), p.frame.envelope, size)) {
+  if (auto err = accept_match(rank(), p.rank, recv, p.frame.envelope, size)) {
     recv.request->fail(err);
     recv = {};
   }
@@ -293,10 +293,10 @@ void TcpTransport::take_unexpected(UnexpectedMessage* m, PostedRecv recv) {
     if (parked_on_it) resume_reading(p);
     return;
   }
-  std::exception_ptr err = check_match(rank(), src, recv.envelope, recv.data.size(), m->header.envelope, size);
-
   if (m->complete()) {
-    if (!err && size > 0) std::memcpy(recv.data.data(), m->payload.get(), static_cast<size_t>(size));
+    // A receive of any length adopts the buffer the message arrived in.
+    std::exception_ptr err = accept_match(rank(), src, recv, m->header.envelope, size, &m->payload);
+    if (!err && size > 0 && m->payload) std::memcpy(recv.data.data(), m->payload.get(), static_cast<size_t>(size));
     queues_.erase_unexpected(m);
     if (err) {
       recv.request->fail(err);
@@ -308,6 +308,7 @@ void TcpTransport::take_unexpected(UnexpectedMessage* m, PostedRecv recv) {
   }
   // Still on its way from its sender, which is reading it now (or parked on it):
   // the rest goes straight into the receive's memory, or nowhere on a mismatch.
+  std::exception_ptr err = accept_match(rank(), src, recv, m->header.envelope, size);
   Peer& p = peers_[static_cast<size_t>(src)];
   const size_t arrived = m->parked ? 0 : m->arrived;
   if (!err && arrived > 0) std::memcpy(recv.data.data(), m->payload.get(), arrived);
@@ -329,7 +330,7 @@ void TcpTransport::take_unexpected(UnexpectedMessage* m, PostedRecv recv) {
 void TcpTransport::send_to_self(std::span<const uint8_t> data, const Envelope& envelope,
                                 const std::shared_ptr<RequestState>& request) {
   if (auto recv = queues_.take_posted(rank(), envelope)) {
-    if (auto err = check_match(rank(), rank(), recv->envelope, recv->data.size(), envelope, data.size())) {
+    if (auto err = accept_match(rank(), rank(), *recv, envelope, data.size())) {
       recv->request->fail(err);
     } else {
       if (!data.empty()) std::memcpy(recv->data.data(), data.data(), data.size());
@@ -473,7 +474,7 @@ void TcpTransport::accept_announcement(Peer& p, const FrameHeader& h, PostedRecv
     recv.request->fail(lost_error(p, recv.request->op));
     return;
   }
-  if (auto err = check_match(rank(), p.rank, recv.envelope, recv.data.size(), h.envelope, h.payload_bytes)) {
+  if (auto err = accept_match(rank(), p.rank, recv, h.envelope, h.payload_bytes)) {
     recv.request->fail(err);
     queue_control(p, FrameKind::Decline, id);
     return;

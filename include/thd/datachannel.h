@@ -104,6 +104,29 @@ struct ChannelAccess;  // datachannel/channel_access.h: the datachannel's own wa
 // What Request::wait_for saw: the operation finished, or it is still pending.
 enum class WaitStatus { Ready, Timeout };
 
+// A message received whatever its length (DataChannel::recv_message): its bytes,
+// in a buffer the channel sized when the message matched, and who sent it.
+class Message {
+ public:
+  Message() = default;
+  Message(std::unique_ptr<uint8_t[]> bytes, size_t size, int source) noexcept
+      : bytes_(std::move(bytes)), size_(size), source_(source) {}
+
+  const uint8_t* data() const noexcept { return bytes_.get(); }
+  uint8_t* data() noexcept { return bytes_.get(); }
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  std::span<const uint8_t> bytes() const noexcept { return {bytes_.get(), size_}; }
+  operator std::span<const uint8_t>() const noexcept { return bytes(); }
+  // The sender's rank in the group the message was received on; -1 for none.
+  int source() const noexcept { return source_; }
+
+ private:
+  std::unique_ptr<uint8_t[]> bytes_;
+  size_t size_ = 0;
+  int source_ = -1;
+};
+
 // The handle of an async operation (torch's Work, MPI_Request). Copies share the
 // operation. A default-constructed Request is already complete.
 class Request {
@@ -132,6 +155,10 @@ class Request {
   size_t bytes() const;
   // The error of a failed operation, nullptr otherwise (or while pending).
   std::exception_ptr error() const;
+  // After a successful wait on an irecv_message: the message, moved out (the
+  // request keeps an empty one). ValueError for another kind of request, one not
+  // finished well, or a message already taken.
+  Message take_message() const;
   // torch's Work names: is_completed() is test(), exception() is error().
   bool is_completed() const { return test(); }
   std::exception_ptr exception() const { return error(); }
@@ -232,6 +259,15 @@ class DataChannel : public std::enable_shared_from_this<DataChannel> {
   int recv_bytes(std::span<uint8_t> data, int src, const P2POptions& options = {});
   Request isend_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options = {});
   Request irecv_bytes(std::span<uint8_t> data, int src, const P2POptions& options = {});
+  // The next message of bytes from `src` (or kAnySource) on options.tag, whatever
+  // its length (MPI_Mprobe + MPI_Mrecv): the channel makes its buffer once the
+  // message matched. A message over `max_bytes` fails the receive with ValueError
+  // naming both lengths and is discarded; a tensor's message where bytes belong
+  // fails it with TypeError. Messages of any length and of a fixed one
+  // (recv_bytes) may share a tag: they match in send order either way.
+  Message recv_message(int src, size_t max_bytes, const P2POptions& options = {});
+  // Request::take_message gives the message once it is in.
+  Request irecv_message(int src, size_t max_bytes, const P2POptions& options = {});
 
   // ---- collectives (torch.distributed semantics) -------------------------------------
   // In place: `tensor` on every rank ends up as the op over every rank's tensor.

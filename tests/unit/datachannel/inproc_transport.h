@@ -1,6 +1,6 @@
 // An in-memory Transport for tests: the ranks of a world are threads of this
 // process and messages go through one mailbox per receiving rank (a mutex and two
-// queues). It keeps transport.h's contract — MPI matching with check_match(),
+// queues). It keeps transport.h's contract — MPI matching with accept_match(),
 // FIFO per (source, context, tag), any-source, cancel — without sockets, so the
 // collective algorithms can be tested fast and with any world size.
 //
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "datachannel/envelope.h"
+#include "datachannel/matching.h"
 #include "datachannel/request_state.h"
 #include "datachannel/transport.h"
 
@@ -172,11 +173,12 @@ class InprocWorld {
   // not what it expects. Called with the receiver's mailbox locked.
   static void deliver(int dst, int src, const PostedRecv& recv, std::span<const uint8_t> payload,
                       const detail::Envelope& envelope) {
-    if (auto mismatch = detail::check_match(dst, src, recv.envelope, recv.data.size(), envelope, payload.size())) {
+    detail::PostedRecv matched{recv.request, recv.data, recv.src, recv.envelope};
+    if (auto mismatch = detail::accept_match(dst, src, matched, envelope, payload.size())) {
       recv.request->fail(mismatch);
       return;
     }
-    if (!payload.empty()) std::memcpy(recv.data.data(), payload.data(), payload.size());
+    if (!payload.empty()) std::memcpy(matched.data.data(), payload.data(), payload.size());
     recv.request->complete(src, payload.size());
   }
 
