@@ -235,7 +235,7 @@ void Session::reply_loop(int node) {
   };
   while (!stopping_) {
     try {
-      if (!replies.next(m, kReplyPoll, options_.timeout)) continue;
+      if (!replies.next(m, kReplyPoll)) continue;
       CountHandled counted{this, node};
       handle_reply(node, protocol::verify_message(m.bytes, "master"));
     } catch (const PeerLost& e) {

@@ -75,7 +75,7 @@ void Session::write_trace() {
       const int64_t tag = next_fetch_tag();
       l.append_on(0, fb::Op::TraceDump, [&](auto& b) { return fb::CreateTraceDump(b, tag).Union(); });
       l.flush();
-      const std::vector<uint8_t> bytes = protocol::recv_message(*channel_, l.rank(), tag, kMaxTraceBytes,
+      const Message bytes = protocol::recv_message(*channel_, l.rank(), tag, kMaxTraceBytes,
                                                                 options_.timeout);
       nodes.push_back(trace::Recorder::deserialize(bytes));
       parts.push_back({&nodes.back(), clock_offsets_[static_cast<size_t>(n)]});

@@ -57,14 +57,15 @@ void send_status(Session& session, uint64_t event, int64_t reply_tag, uint64_t a
 // poll for it (yielding) for a while before blocking, as a CUDA stream's wait
 // with cudaDeviceScheduleYield would. A blocked waiter costs this VM 20-50 us of
 // wake-ups on the latency path (docs/performance.md, "Streams suite").
-std::optional<std::vector<uint8_t>> await_notice(ExecContext& ctx, int peer, int64_t tag) {
+std::optional<Message> await_notice(ExecContext& ctx, int peer, int64_t tag) {
   Session& session = ctx.session();
   NoticeBoard* board = session.notice_board();
   if (board == nullptr || session.peer_notice_board(peer) == nullptr) {  // another host: the message alone
     return protocol::recv_message(ctx.channel(), peer + 1, tag, kMaxNoticeBytes, ctx.timeout(),
                                   kRemoteEventYieldSpin);
   }
-  auto notice = std::make_unique<protocol::PostedMessage>(ctx.channel(), peer + 1, tag, ctx.timeout());
+  auto notice =
+      std::make_unique<protocol::PostedMessage>(ctx.channel(), peer + 1, tag, ctx.timeout(), kMaxNoticeBytes);
   // The message lands by itself (the channel's poller or progress thread): these
   // loops only look. First polling, giving the core away between looks; then
   // asleep on the slot, which the ring wakes (looking at the message between naps,
@@ -83,7 +84,7 @@ std::optional<std::vector<uint8_t>> await_notice(ExecContext& ctx, int peer, int
     session.keep_late_notice(std::move(notice));
     return std::nullopt;
   }
-  return notice->wait_message(kMaxNoticeBytes);
+  return notice->wait_message();
 }
 
 }  // namespace
@@ -214,7 +215,7 @@ void run(ExecContext& ctx, const fb::EventNotify& op) {
 void run(ExecContext& ctx, const fb::EventWaitRemote& op) {
   check_peer(ctx, op.peer_node(), "Stream::wait");
   check_transfer_tag(op.tag(), "Stream::wait");
-  const std::optional<std::vector<uint8_t>> bytes = await_notice(ctx, op.peer_node(), op.tag());
+  const std::optional<Message> bytes = await_notice(ctx, op.peer_node(), op.tag());
   if (!bytes) {  // the board's bell: the record ran and did not fail
     ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/false);
     return;

@@ -110,7 +110,7 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
   // The bytes land in host memory, then go to the device.
   ctx.reserve(bytes_of(numel_of(shape), dtype), Device::cpu());
   Tensor out = Tensor::empty(shape, dtype);
-  const std::vector<uint8_t> status =
+  const Message status =
       protocol::recv_message(ctx.channel(), op.peer_node() + 1, op.tag(), size_t{1} << 20, ctx.timeout());
   const fb::Message& m = protocol::verify_message(status, "to_node");
   if (const fb::FetchFailed* f = m.body_as_FetchFailed()) {

@@ -217,11 +217,8 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel, const SessionLimit
       // A message whose commands some stream still holds stays theirs.
       if (m.use_count() > 1) m = std::make_shared<protocol::Received>();
       try {
-        if (!commands.next(*m, kPoll, ctx.timeout())) continue;
+        if (!commands.next(*m, kPoll)) continue;
       } catch (const protocol::ProtocolError& e) {
-        reply_error(ctx, "receive", e.what());
-        continue;
-      } catch (const TimeoutError& e) {  // a head whose body never came
         reply_error(ctx, "receive", e.what());
         continue;
       }

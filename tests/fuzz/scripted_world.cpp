@@ -58,7 +58,7 @@ ScriptedTransport::ScriptedTransport(const std::vector<Record>& script)
   for (const Record& r : script) {
     switch (r.kind) {
       case RecordKind::Message:
-        for (auto& f : frame_message(r.bytes)) commands_.push_back(raw_frame(std::move(f)));
+        commands_.push_back(raw_frame(r.bytes));
         break;
       case RecordKind::CommandFrame:
         commands_.push_back(typed_frame(r.dtype, r.bytes));
@@ -67,7 +67,7 @@ ScriptedTransport::ScriptedTransport(const std::vector<Record>& script)
         uploads_.push_back(typed_frame(r.dtype, r.bytes));
         break;
       case RecordKind::PeerMessage:
-        for (auto& f : frame_message(r.bytes)) peer_.push_back(raw_frame(std::move(f)));
+        peer_.push_back(raw_frame(r.bytes));
         break;
       case RecordKind::PeerFrame:
         peer_.push_back(typed_frame(r.dtype, r.bytes));
@@ -81,29 +81,9 @@ void ScriptedTransport::post_send(std::span<const uint8_t> data, int dst, const 
   THD_FUZZ_CHECK(dst >= 0 && dst < kWorldSize, "the worker sent to a rank outside its world");
   if (dst == kMaster && envelope.tag == protocol::kReplyTag && envelope.context == detail::p2p_context(0)) {
     std::lock_guard lock(mu_);
-    check_reply(data);
+    verify_reply(data);
   }
   request->complete(kWorker, data.size());
-}
-
-void ScriptedTransport::check_reply(std::span<const uint8_t> frame) {
-  if (reply_body_ > 0) {
-    THD_FUZZ_CHECK(frame.size() == reply_body_, "a reply body is not the size its head announced");
-    reply_body_ = 0;
-    verify_reply(frame);
-    return;
-  }
-  THD_FUZZ_CHECK(frame.size() == protocol::kHeadFrameBytes, "a reply head frame has the wrong size");
-  uint32_t magic = 0;
-  uint32_t length = 0;
-  std::memcpy(&magic, frame.data(), 4);
-  std::memcpy(&length, frame.data() + 4, 4);
-  THD_FUZZ_CHECK(magic == 0x46444854, "a reply head frame has the wrong magic");
-  if (length > protocol::kInlineBytes) {
-    reply_body_ = length;
-    return;
-  }
-  verify_reply(frame.subspan(protocol::kHeadPrefixBytes, length));
 }
 
 void ScriptedTransport::verify_reply(std::span<const uint8_t> message) {
@@ -152,11 +132,12 @@ void ScriptedTransport::post_recv(std::span<uint8_t> data, int src, const detail
   lock.unlock();
   detail::Envelope sent = envelope;
   sent.kind = frame.kind;
-  if (auto mismatch = detail::check_match(kWorker, src, envelope, data.size(), sent, frame.bytes.size())) {
+  detail::PostedRecv recv{request, data, src, envelope};
+  if (auto mismatch = detail::accept_match(kWorker, src, recv, sent, frame.bytes.size())) {
     request->fail(mismatch);
     return;
   }
-  if (!frame.bytes.empty()) std::memcpy(data.data(), frame.bytes.data(), frame.bytes.size());
+  if (!frame.bytes.empty()) std::memcpy(recv.data.data(), frame.bytes.data(), frame.bytes.size());
   request->complete(src, frame.bytes.size());
 }
 

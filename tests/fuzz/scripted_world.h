@@ -9,7 +9,7 @@
 // TimeoutError at once (the deadline it would have reached). A receive from the
 // master on any other tag (the session's watch for a lost master) stays pending
 // until it is cancelled. Frames are checked
-// against the receive as every transport checks them (check_match). Every send
+// against the receive as every transport checks them (accept_match). Every send
 // completes at once; what the worker sends the master on the reply tag is checked
 // to be whole, verifiable Messages (an invariant: a worker never answers with
 // garbage, whatever it was sent). THD_FUZZ_VERBOSE=1 prints each reply, for triage.
@@ -23,6 +23,7 @@
 
 #include <thd/datachannel.h>
 
+#include "datachannel/matching.h"
 #include "datachannel/transport.h"
 #include "worker_script.h"
 
@@ -56,7 +57,6 @@ class ScriptedTransport final : public detail::Transport {
   };
   static Frame raw_frame(std::vector<uint8_t> bytes);
   static Frame typed_frame(uint8_t dtype, std::vector<uint8_t> bytes);
-  void check_reply(std::span<const uint8_t> frame);
   void verify_reply(std::span<const uint8_t> message);
 
   mutable std::mutex mu_;
@@ -64,7 +64,6 @@ class ScriptedTransport final : public detail::Transport {
   std::deque<Frame> uploads_;
   std::deque<Frame> peer_;
   std::vector<std::shared_ptr<detail::RequestState>> parked_;  // receives nothing will answer
-  size_t reply_body_ = 0;  // a reply head announced a body of this many bytes
   size_t replies_ = 0;
   const bool verbose_;  // THD_FUZZ_VERBOSE: print each reply (for triage)
 };

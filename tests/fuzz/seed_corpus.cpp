@@ -62,11 +62,10 @@ void append(Bytes& out, std::span<const uint8_t> bytes) { out.insert(out.end(), 
 
 // ---- worker_batch ----------------------------------------------------------------------
 
-// What node 0 (rank 1) was sent, as the worker target's records: messages on the
-// command tag reassembled from their frames, uploads, and what node 1 sent.
+// What node 0 (rank 1) was sent, as the worker target's records: the messages on
+// the command tag, uploads, and what node 1 sent.
 std::vector<Record> node0_script(const std::vector<SentMessage>& log) {
   std::vector<Record> out;
-  std::map<int, size_t> body_expected;  // by source: a head announced a body of this size
   for (const SentMessage& m : log) {
     if (m.dst != 1 || (m.src != 0 && m.src != 2)) continue;
     const bool raw = m.envelope.kind.dtype == detail::kRawBytes;
@@ -77,24 +76,10 @@ std::vector<Record> node0_script(const std::vector<SentMessage>& log) {
     }
     if (m.src == 0 && !commands) continue;
     const RecordKind message_kind = commands ? RecordKind::Message : RecordKind::PeerMessage;
-    if (body_expected[m.src] > 0 && raw && m.bytes.size() == body_expected[m.src]) {
-      body_expected[m.src] = 0;
+    // A message of bytes is a protocol message (send_message sends each as one);
+    // anything else is kept as the frame it is.
+    if (raw) {
       out.push_back({message_kind, kRawDType, m.bytes});
-      continue;
-    }
-    uint32_t magic = 0;
-    uint32_t length = 0;
-    if (raw && m.bytes.size() == protocol::kHeadFrameBytes) {
-      std::memcpy(&magic, m.bytes.data(), 4);
-      std::memcpy(&length, m.bytes.data() + 4, 4);
-    }
-    if (magic == 0x46444854) {
-      if (length > protocol::kInlineBytes) {
-        body_expected[m.src] = length;
-      } else {
-        const auto* inline_bytes = m.bytes.data() + protocol::kHeadPrefixBytes;
-        out.push_back({message_kind, kRawDType, Bytes(inline_bytes, inline_bytes + length)});
-      }
       continue;
     }
     out.push_back({commands ? RecordKind::CommandFrame : RecordKind::PeerFrame, m.envelope.kind.dtype, m.bytes});

@@ -3,14 +3,11 @@
 #include <cstring>
 
 #include "byte_reader.h"
-#include "protocol/framing.h"
 #include "tensor/check.h"
 
 namespace thd::fuzz {
 
 namespace {
-
-constexpr uint32_t kHeadMagic = 0x46444854;  // protocol/framing.cpp's "THDF"
 
 bool is_frame(RecordKind kind) {
   return kind == RecordKind::CommandFrame || kind == RecordKind::Upload || kind == RecordKind::PeerFrame;
@@ -51,18 +48,6 @@ std::vector<uint8_t> encode_records(const std::vector<Record>& records) {
     out.insert(out.end(), r.bytes.begin(), r.bytes.end());
   }
   return out;
-}
-
-std::vector<std::vector<uint8_t>> frame_message(std::span<const uint8_t> message) {
-  std::vector<uint8_t> head(protocol::kHeadFrameBytes, 0);
-  const auto length = static_cast<uint32_t>(message.size());
-  std::memcpy(head.data(), &kHeadMagic, 4);
-  std::memcpy(head.data() + 4, &length, 4);
-  if (message.size() <= protocol::kInlineBytes) {
-    if (!message.empty()) std::memcpy(head.data() + protocol::kHeadPrefixBytes, message.data(), message.size());
-    return {std::move(head)};
-  }
-  return {std::move(head), std::vector<uint8_t>(message.begin(), message.end())};
 }
 
 }  // namespace thd::fuzz

@@ -4,13 +4,14 @@
 //   record := kind[1] length[2, LE] payload[length]
 //
 //   kind 0  Message       a protocol Message (FlatBuffer) the master sends on the
-//                         command tag; framed as protocol::send_message frames it
-//   kind 1  CommandFrame  dtype[1] bytes: one raw frame on the command tag (a head
-//                         frame of any size or content, a body without its head)
+//                         command tag, as protocol::send_message sends it: one
+//                         message of bytes
+//   kind 1  CommandFrame  dtype[1] bytes: one message of any kind on the command
+//                         tag (a tensor's where bytes belong)
 //   kind 2  Upload        dtype[1] bytes: the next frame on the upload tag (the
 //                         bytes of an Upload's tensor, announced as dtype)
 //   kind 3  PeerMessage   a Message from the other node (a to_node status, an
-//                         EventNotice), framed like kind 0
+//                         EventNotice), sent like kind 0
 //   kind 4  PeerFrame     dtype[1] bytes: one raw frame from the other node (a
 //                         to_node payload, a collective's message)
 //
@@ -37,9 +38,5 @@ struct Record {
 std::vector<Record> decode_records(std::span<const uint8_t> input);
 // ValueError for a record longer than kMaxRecordBytes.
 std::vector<uint8_t> encode_records(const std::vector<Record>& records);
-
-// The frames protocol::send_message sends for `message`: the head frame, and the
-// body frame when the message does not fit inline.
-std::vector<std::vector<uint8_t>> frame_message(std::span<const uint8_t> message);
 
 }  // namespace thd::fuzz

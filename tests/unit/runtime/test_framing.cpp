@@ -1,6 +1,6 @@
-// MessageReceiver under short polls: a message that lands just as a poll times out
-// must be delivered, never turned into a TimeoutError (which once stopped the
-// master's reply thread).
+// The protocol's framing over a tcp channel: MessageReceiver under short polls (a
+// message that lands just as a poll times out is delivered, never turned into an
+// error), and PostedMessage's messages of any length up to its limit.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -55,9 +55,10 @@ TEST(MessageReceiver, MessagesArrivingAsAPollTimesOutAreDelivered) {
   int got = 0;
   const auto deadline = std::chrono::steady_clock::now() + seconds(60);
   while (got < kMessages && std::chrono::steady_clock::now() < deadline) {
-    if (!receiver.next(m, milliseconds(1), seconds(10))) continue;  // throws on the bug
+    if (!receiver.next(m, milliseconds(1))) continue;  // throws on the bug
     ASSERT_EQ(m.bytes.size(), 8u);
-    ASSERT_EQ(m.bytes[0] | m.bytes[1] << 8, got) << "messages out of order";
+    ASSERT_EQ(m.source, 1);
+    ASSERT_EQ(m.bytes.data()[0] | m.bytes.data()[1] << 8, got) << "messages out of order";
     ++got;
   }
   sender.join();
@@ -66,28 +67,39 @@ TEST(MessageReceiver, MessagesArrivingAsAPollTimesOutAreDelivered) {
   ch[1]->shutdown();
 }
 
-// PostedMessage::wait_message: the head's receive posted first (its owner may
-// watch something else meanwhile), then the body the head announces, if any.
-TEST(PostedMessage, WaitMessageTakesThePostedHeadAndTheBodyItAnnounces) {
+// PostedMessage: the receive posted first (its owner may watch something else
+// meanwhile); the message is one of its own length, whatever that is, up to the
+// limit given when it was posted.
+TEST(PostedMessage, TakesOneMessageOfAnyLengthUpToItsLimit) {
   std::array<std::shared_ptr<DataChannel>, 2> ch = two_tcp_ranks();
   auto receive = [&](int64_t tag, size_t max_bytes) {
-    protocol::PostedMessage posted(*ch[0], 1, tag, seconds(10));
-    return posted.wait_message(max_bytes);
+    protocol::PostedMessage posted(*ch[0], 1, tag, seconds(10), max_bytes);
+    const Message m = posted.wait_message();
+    return std::vector<uint8_t>(m.data(), m.data() + m.size());
   };
   const std::vector<uint8_t> small = {1, 2, 3};
   protocol::send_message(*ch[1], 0, 3, small, seconds(10));
   EXPECT_EQ(receive(3, 1 << 20), small);
-  std::vector<uint8_t> large(protocol::kInlineBytes + 100);
+  std::vector<uint8_t> large(300000);
   for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<uint8_t>(i * 7);
   protocol::send_message(*ch[1], 0, 4, large, seconds(10));
   EXPECT_EQ(receive(4, 1 << 20), large);
-  // Over the caller's limit: refused before its body is received.
+  protocol::send_message(*ch[1], 0, 4, {}, seconds(10));
+  EXPECT_TRUE(receive(4, 1 << 20).empty());
+  // Over the receiver's limit: a ProtocolError naming both lengths, not the channel's ValueError.
   protocol::send_message(*ch[1], 0, 5, large, seconds(10));
-  EXPECT_THROW(receive(5, protocol::kInlineBytes), protocol::ProtocolError);
-  // Not a head frame at all (another size): a ProtocolError, not the channel's ValueError.
-  const uint8_t stray[8] = {};
-  ch[1]->send_bytes(stray, 0, {.tag = 6});
+  try {
+    (void)receive(5, 1000);
+    ADD_FAILURE() << "a message over the limit was received";
+  } catch (const protocol::ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("300000 bytes"), std::string::npos) << e.what();
+  }
+  // A tensor's message where a protocol message belongs: a ProtocolError too.
+  ch[1]->send(Tensor::ones({4}, kFloat32), 0, {.tag = 6});
   EXPECT_THROW(receive(6, 1 << 20), protocol::ProtocolError);
+  // Both were discarded: the tags are in step.
+  protocol::send_message(*ch[1], 0, 5, small, seconds(10));
+  EXPECT_EQ(receive(5, 1000), small);
   ch[0]->shutdown();
   ch[1]->shutdown();
 }
