@@ -37,7 +37,7 @@
 
 namespace thd::detail {
 
-inline constexpr uint32_t kWireVersion = 2;
+inline constexpr uint32_t kWireVersion = 3;
 
 // ---- identity hello ---------------------------------------------------------------
 

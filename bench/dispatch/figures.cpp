@@ -11,6 +11,8 @@
 #include <iostream>
 #include <optional>
 #include <span>
+#include <thread>
+#include <utility>
 #include <stdexcept>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "bench/datachannel/dist_timer.h"
 #include "bench/datachannel/raw_tcp.h"
 #include "bench/datachannel/sizes.h"
+#include "datachannel/small_header.h"
 
 namespace thd::bench::mw {
 namespace {
@@ -33,6 +36,7 @@ constexpr int64_t kTinyElements = 16;
 constexpr double kDispatchTarget = 500e3;  // ops/s, at least
 constexpr double kRttTarget = 3.0;         // x the plain socket's round trip, at most
 constexpr double kCopyTarget = 0.8;        // x the plain socket's bandwidth, at least
+constexpr double kOneOpBatchTarget = 160;  // bytes on the wire, transport header included, at most
 
 struct Sizes {
   explicit Sizes(bool quick)
@@ -164,6 +168,39 @@ class Figures {
     ctx_.begin_group("dispatch");
     const std::optional<double> rate = dispatch_rate("mw.dispatch.async", Device::cpu(), sizes_.dispatch_ops);
     if (rate) verdict("mw.dispatch.async", *rate, ">=", kDispatchTarget, "ops/s");
+    batch_bytes();
+  }
+
+  // mw.batch.bytes.one_op: what one op alone costs on the wire, as node 0's
+  // DataChannel counts what it receives (thd::stats), plus the header tcp sends a
+  // small message with. Between two stats() calls, the node receives the
+  // second's request; with one op flushed on its own in between (the master's
+  // flusher sends a buffer left idle), it receives that batch too. The difference
+  // of the two is the batch.
+  void batch_bytes() {
+    const std::string name = "mw.batch.bytes.one_op";
+    if (!master() || !ctx_.enabled(name)) return;
+    DistributedTensor a = DistributedTensor::ones({kTinyElements}, kFloat32);
+    DistributedTensor b = DistributedTensor::ones({kTinyElements}, kFloat32);
+    thd::synchronize();
+    const auto received = [] {
+      const NodeStats s = thd::stats().at(0);
+      return std::pair{s.bytes_received, s.messages_received};
+    };
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      const auto s0 = received();
+      const auto s1 = received();  // s1 - s0: one stats request
+      // Kept until measured: a result dropped at once would send its Free along.
+      const DistributedTensor c = a + b;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 << std::min(attempt, 4)));
+      const auto s2 = received();  // s2 - s1: the op's batch and one stats request
+      if (s1.second - s0.second != 1 || s2.second - s1.second != 2) continue;  // not flushed alone yet
+      const uint64_t batch = (s2.first - s1.first) - (s1.first - s0.first);
+      ctx_.report(name, static_cast<double>(batch + thd::detail::kSmallHeaderBytes), "B");
+      verdict(name, static_cast<double>(batch + thd::detail::kSmallHeaderBytes), "<=", kOneOpBatchTarget, "B");
+      return;
+    }
+    throw std::runtime_error("mw.batch.bytes.one_op: the op was never flushed on its own");
   }
 
   // `ops` tiny ops `a + b` on node 0's `device`, results dropped, issued back to back,

@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <system_error>
 
 #include "datachannel/check.h"
+#include "datachannel/small_header.h"
 #include "datachannel/tcp/tcp_transport_impl.h"
 
 namespace thd::detail::tcp {
@@ -45,7 +47,9 @@ size_t TcpTransport::read_from(Peer& p) {
   while (!p.lost && p.rx != Rx::Parked) {
     const size_t have = p.rend - p.rbegin;
     if (p.rx == Rx::Header) {
-      if (have >= kFrameHeaderBytes) {
+      const size_t header =
+          have > 0 && p.rbuf[p.rbegin] == kSmallMessageMarker ? kSmallHeaderBytes : kFrameHeaderBytes;
+      if (have >= header) {
         start_frame(p);
       } else if (!may_read() || !fill_read_buffer(p, &moved, &socket_empty)) {
         break;
@@ -163,16 +167,32 @@ bool TcpTransport::fill_read_buffer(Peer& p, size_t* moved, bool* emptied) {
   return false;
 }
 
+bool TcpTransport::read_header(Peer& p, FrameHeader* h) {
+  const uint8_t* at = p.rbuf.get() + p.rbegin;
+  std::string why;
+  if (at[0] == kSmallMessageMarker) {
+    std::optional<size_t> payload;
+    if (read_small_envelope(at, &h->envelope)) payload = small_payload_bytes(h->envelope.kind);
+    if (payload) {
+      h->payload_bytes = *payload;
+      h->kind = FrameKind::Message;
+      h->rendezvous_id = 0;
+      p.rbegin += kSmallHeaderBytes;
+      return true;
+    }
+    why = fmt::format("a short header with dtype code {} and tag {}", at[1], le::get<int64_t>(at + 8));
+  } else if (decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes>(at, kFrameHeaderBytes), h, &why)) {
+    p.rbegin += kFrameHeaderBytes;
+    return true;
+  }
+  lose_peer(p, fmt::format("it sent a malformed message header ({}); the connection was closed", why),
+            /*warn=*/true);
+  return false;
+}
+
 void TcpTransport::start_frame(Peer& p) {
   FrameHeader h;
-  std::string why;
-  const std::span<const uint8_t, kFrameHeaderBytes> bytes(p.rbuf.get() + p.rbegin, kFrameHeaderBytes);
-  if (!decode_frame_header(bytes, &h, &why)) {
-    lose_peer(p, fmt::format("it sent a malformed message header ({}); the connection was closed", why),
-              /*warn=*/true);
-    return;
-  }
-  p.rbegin += kFrameHeaderBytes;
+  if (!read_header(p, &h)) return;
   if (h.kind != FrameKind::Message && h.kind != FrameKind::ReadyToSend) {
     on_rendezvous_frame(p, h);
     return;
@@ -371,8 +391,8 @@ size_t TcpTransport::write_to(Peer& p) {
     int n = 0;
     for (const SendOp& op : p.sends) {
       if (n + 2 > kMaxIov) break;
-      if (op.header_sent < kFrameHeaderBytes) {
-        iov[n++] = {const_cast<uint8_t*>(op.header.data()) + op.header_sent, kFrameHeaderBytes - op.header_sent};
+      if (op.header_sent < op.header_size) {
+        iov[n++] = {const_cast<uint8_t*>(op.header.data()) + op.header_sent, op.header_size - op.header_sent};
       }
       if (op.payload_sent < op.payload.size()) {
         iov[n++] = {const_cast<uint8_t*>(op.payload.data()) + op.payload_sent, op.payload.size() - op.payload_sent};
@@ -398,13 +418,13 @@ size_t TcpTransport::write_to(Peer& p) {
     moved += left;
     while (!p.sends.empty()) {
       SendOp& op = p.sends.front();
-      const size_t h = std::min(left, kFrameHeaderBytes - op.header_sent);
+      const size_t h = std::min(left, op.header_size - op.header_sent);
       op.header_sent += h;
       left -= h;
       const size_t b = std::min(left, op.payload.size() - op.payload_sent);
       op.payload_sent += b;
       left -= b;
-      if (op.header_sent < kFrameHeaderBytes || op.payload_sent < op.payload.size()) break;
+      if (op.header_sent < op.header_size || op.payload_sent < op.payload.size()) break;
       sent_frame(p, op);
       p.sends.pop_front();
     }

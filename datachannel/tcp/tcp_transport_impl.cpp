@@ -174,6 +174,10 @@ void TcpTransport::post_send(std::span<const uint8_t> data, int dst, const Envel
     op.rendezvous_id = p.next_rendezvous_id++;
     op.header = encode_frame_header(envelope, data.size(), FrameKind::ReadyToSend, op.rendezvous_id);
     op.announced = data;
+  } else if (fits_small_header(envelope)) {
+    write_small_header(op.header.data(), envelope);
+    op.header_size = kSmallHeaderBytes;
+    op.payload = data;
   } else {
     op.header = encode_frame_header(envelope, data.size());
     op.payload = data;

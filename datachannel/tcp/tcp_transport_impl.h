@@ -43,6 +43,7 @@
 #include "datachannel/matching.h"
 #include "datachannel/tcp/mesh.h"
 #include "datachannel/spin_policy.h"
+#include "datachannel/small_header.h"
 #include "datachannel/wire.h"
 #include "datachannel/transport.h"
 
@@ -113,6 +114,7 @@ class TcpTransport final : public Transport {
   struct SendOp {
     std::shared_ptr<RequestState> request;  // null for rendezvous control frames
     FrameHeaderBytes header{};
+    size_t header_size = kFrameHeaderBytes;  // kSmallHeaderBytes for a small message's
     size_t header_sent = 0;
     std::span<const uint8_t> payload;  // the caller's memory, or `owned`
     size_t payload_sent = 0;
@@ -211,6 +213,9 @@ class TcpTransport final : public Transport {
   // One recv() into the read buffer; false when nothing came (would block, or the
   // peer is lost). *emptied: the read took less than it asked for.
   bool fill_read_buffer(Peer& p, size_t* moved, bool* emptied);
+  // Reads the header at the front of the read buffer (a small one or a full one,
+  // which is all there) and steps past it; a malformed one loses the peer: false.
+  bool read_header(Peer& p, FrameHeader* h);
   void start_frame(Peer& p);
   // The payload bytes the current frame still needs and where they go (null: discard).
   uint64_t payload_left(const Peer& p, uint8_t** dst) const;

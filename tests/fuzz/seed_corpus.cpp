@@ -503,8 +503,8 @@ void pipe_seeds(Seeds& seeds) {
   seeds.write("pipe_control", "injected_inline",
               inject_then_receive(detail::encode_frame_header(e, 4), {1, 2, 3, 4}));
   // A small point-to-point message, with its 16-byte header.
-  std::array<uint8_t, detail::pipe::kSmallHeaderBytes> small_header{};
-  detail::pipe::write_small_header(small_header.data(), e);
+  std::array<uint8_t, detail::kSmallHeaderBytes> small_header{};
+  detail::write_small_header(small_header.data(), e);
   seeds.write("pipe_control", "injected_small", inject_then_receive(small_header, {5, 6, 7, 8}));
 
   Bytes rendezvous;  // an announcement of data tag 1, its receive, then the payload

@@ -2,13 +2,16 @@
 // the tensor memory held (docs/master-worker.md, "Statistics").
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 #include <thd/distributed.h>
 #include <thd/stream.h>
 
+#include "datachannel/small_header.h"
 #include "job_fixture.h"
 #include "remote_check.h"
 
@@ -88,6 +91,38 @@ TEST_F(Stats, TheSessionReportsItsBackend) {
   const std::string expected = env != nullptr && *env != '\0' ? env : "tcp";
   EXPECT_EQ(backend_name(), expected);
   for (const NodeStats& n : stats()) EXPECT_EQ(n.backend, expected) << "node " << n.node;
+}
+
+// A batch is one message of its own length on the wire: a one-op batch, which the
+// master's flusher sends on its own, costs the node about a hundred bytes, not a
+// padded frame. Measured as the node's channel counts what it receives: between
+// two stats() calls it receives the second's request; with the op's batch in
+// between, that too.
+TEST_F(Stats, AOneOpBatchIsOneSmallMessage) {
+  DistributedTensor a = DistributedTensor::ones({16});  // node 0
+  DistributedTensor b = DistributedTensor::ones({16});
+  synchronize();
+  auto received = [] {
+    const NodeStats n = stats()[0];
+    return std::pair{n.bytes_received, n.messages_received};
+  };
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const auto s0 = received();
+    const auto s1 = received();
+    DistributedTensor c = a + b;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 << std::min(attempt, 4)));
+    const auto s2 = received();
+    ASSERT_EQ(s1.second - s0.second, 1u) << "one stats request is one message";
+    if (s2.second - s1.second != 2) continue;  // the flusher had not sent the op alone yet
+    const uint64_t stats_request = s1.first - s0.first;
+    const uint64_t one_op = (s2.first - s1.first) - stats_request;
+    // On the wire with tcp's header of a small message: at most 160 bytes.
+    EXPECT_LE(stats_request + detail::kSmallHeaderBytes, 160u);
+    EXPECT_GT(one_op, 16u);
+    EXPECT_LE(one_op + detail::kSmallHeaderBytes, 160u);
+    return;
+  }
+  FAIL() << "the op was never flushed on its own";
 }
 
 }  // namespace

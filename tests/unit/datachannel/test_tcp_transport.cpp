@@ -21,6 +21,7 @@
 #include "datachannel/tcp/mesh.h"
 #include "datachannel/tcp/tcp_transport.h"
 #include "datachannel/tcp/tcp_transport_impl.h"
+#include "datachannel/small_header.h"
 #include "datachannel/wire.h"
 #include "datachannel/transport_test_util.h"
 
@@ -716,9 +717,9 @@ TEST(TcpTransport, FrameHeadersRoundTripAndBadOnesAreRefused) {
   EXPECT_EQ(back.world_size, 9);
   EXPECT_EQ(back.channel, hello.channel);
   detail::HelloBytes wrong = detail::encode_hello(hello);
-  wrong[4] = 3;  // another wire version
+  wrong[4] = 2;  // another wire version: the one before small headers
   EXPECT_FALSE(detail::decode_hello(wrong, &back, &why));
-  EXPECT_NE(why.find("version 3"), std::string::npos) << why;
+  EXPECT_NE(why.find("version 2"), std::string::npos) << why;
 }
 
 TEST(TcpTransport, PublishedEndpointsParseBack) {
@@ -1024,6 +1025,66 @@ TEST(TcpTransport, MalformedFrameFromAnAuthenticatedPeerDropsOnlyThatPeer) {
     auto r = test::irecv(t, self, 0, 1);
     test::wait_ok(t, *test::isend(t, bytes_of("hi"), 0, 1));
     EXPECT_TRUE(test::wait_ok(t, *r));
+  }
+}
+
+// A small point-to-point message travels with the 16-byte header: one read of a
+// peer's bytes may hold several, split anywhere; the payload's length is its
+// count of its dtype's elements.
+TEST(TcpTransport, SmallHeadersCarryWholeMessagesOfTheirDtypesLength) {
+  FakeRank1 fake;
+  ASSERT_NE(fake.rank0, nullptr);
+  Transport& t = *fake.rank0;
+  std::vector<uint8_t> raw(3);
+  std::vector<uint8_t> words(2 * sizeof(int32_t));
+  std::vector<uint8_t> empty;
+  auto r1 = test::irecv(t, raw, 1, 4);
+  Envelope typed = test::raw_envelope(5, 0);
+  typed.kind.dtype = static_cast<uint8_t>(kInt32);
+  typed.kind.count = 2;
+  auto r2 = test::irecv(t, words, 1, typed);
+  auto r3 = test::irecv(t, empty, 1, 6);
+  std::vector<uint8_t> stream(3 * detail::kSmallHeaderBytes);
+  detail::write_small_header(stream.data(), test::raw_envelope(4, 3));
+  const uint8_t abc[] = {'a', 'b', 'c'};
+  stream.insert(stream.begin() + detail::kSmallHeaderBytes, abc, abc + 3);
+  detail::write_small_header(stream.data() + detail::kSmallHeaderBytes + 3, typed);
+  const int32_t pair[] = {7, -9};
+  const auto* pair_bytes = reinterpret_cast<const uint8_t*>(pair);
+  stream.insert(stream.begin() + 2 * detail::kSmallHeaderBytes + 3, pair_bytes, pair_bytes + sizeof pair);
+  detail::write_small_header(stream.data() + 2 * detail::kSmallHeaderBytes + 3 + sizeof pair, test::raw_envelope(6, 0));
+  // In two pieces, the second header cut in its middle.
+  const size_t cut = detail::kSmallHeaderBytes + 3 + 7;
+  fake.send({stream.data(), cut});
+  std::this_thread::sleep_for(20ms);
+  fake.send({stream.data() + cut, stream.size() - cut});
+  ASSERT_TRUE(test::wait_ok(t, *r1));
+  EXPECT_EQ(std::string(raw.begin(), raw.end()), "abc");
+  ASSERT_TRUE(test::wait_ok(t, *r2));
+  int32_t got[2];
+  std::memcpy(got, words.data(), sizeof got);
+  EXPECT_EQ(got[0], 7);
+  EXPECT_EQ(got[1], -9);
+  EXPECT_TRUE(test::wait_ok(t, *r3));
+}
+
+TEST(TcpTransport, AMalformedSmallHeaderDropsThePeer) {
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant);
+    FakeRank1 fake;
+    ASSERT_NE(fake.rank0, nullptr);
+    Transport& t = *fake.rank0;
+    std::vector<uint8_t> got(3);
+    auto pending = test::irecv(t, got, 1, 5);
+    uint8_t bad[detail::kSmallHeaderBytes];
+    detail::write_small_header(bad, test::raw_envelope(5, 3));
+    if (variant == 0) bad[1] = 200;                                     // no such dtype
+    if (variant == 1) detail::le::put<int64_t>(bad + 8, -3);                   // a negative tag
+    fake.send(bad);
+    std::string message;
+    EXPECT_TRUE(test::holds<PeerLost>(test::wait_error(t, *pending, 2s), &message)) << message;
+    EXPECT_NE(message.find("malformed"), std::string::npos) << message;
+    EXPECT_TRUE(test::closed_by_peer(fake.sock));
   }
 }
 

@@ -161,7 +161,7 @@ size_t last_control_send(World& w, int from) {
 TEST(PipeTransport, SmallPointToPointMessagesTravelWithTheSmallHeader) {
   World w(2);
   const auto data = pattern(8, 3);
-  const size_t small = detail::pipe::kSmallHeaderBytes + data.size();
+  const size_t small = detail::kSmallHeaderBytes + data.size();
   const size_t full = detail::kFrameHeaderBytes + data.size();
   Envelope tensor = raw_envelope(7, 2, /*context=*/4);
   tensor.kind.dtype = static_cast<uint8_t>(kFloat32);
@@ -203,12 +203,12 @@ TEST(PipeTransport, SmallPointToPointMessagesTravelWithTheSmallHeader) {
 }
 
 TEST(PipeTransport, MalformedSmallHeaderDropsThePeerSayingWhy) {
-  const uint8_t m = detail::pipe::kSmallMessageMarker;
+  const uint8_t m = detail::kSmallMessageMarker;
   struct Case {
     std::vector<uint8_t> bytes;
     std::string why;
   };
-  std::vector<uint8_t> negative(detail::pipe::kSmallHeaderBytes + 4, 0);
+  std::vector<uint8_t> negative(detail::kSmallHeaderBytes + 4, 0);
   negative[0] = m;
   negative[15] = 0x80;  // the tag's top byte: negative
   for (const Case& c : {Case{{m, 1, 2, 3, 4, 5, 6, 7, 8, 9}, "10-byte small message"},
