@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "datachannel/check.h"
 #include "datachannel/collectives/comm.h"
@@ -103,17 +105,48 @@ bool overlap(const void* a, const void* b, size_t a_bytes, size_t b_bytes) {
 
 }  // namespace
 
-NativeLimits native_limits() {
-  if (auto v = net::process_env("THD_MPI_NATIVE_MAX_BYTES"); v && !v->empty()) {
-    char* end = nullptr;
-    const long long n = std::strtoll(v->c_str(), &end, 10);
-    THD_CHECK(end && *end == '\0' && n >= 0, ValueError, kOp,
-              "THD_MPI_NATIVE_MAX_BYTES must be a number of bytes (0 turns MPI's own collectives off), got '{}'", *v);
-    const auto all = static_cast<size_t>(n);
+NativeLimits parse_native_limits(std::string_view text) {
+  NativeLimits limits{kDefaultAllReduceBytes, kDefaultBroadcastBytes, kDefaultAllGatherBytes, kDefaultAllToAllBytes,
+                      kDefaultReduceScatterBytes};
+  if (text.empty()) return limits;
+  const auto bytes_of = [&](std::string_view v) {
+    size_t n = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    THD_CHECK(!v.empty() && ec == std::errc() && end == v.data() + v.size(), ValueError, kOp,
+              "THD_MPI_NATIVE_MAX_BYTES: '{}' is not a number of bytes (in '{}')", v, text);
+    return n;
+  };
+  if (text.find('=') == std::string_view::npos) {  // one bound for every collective
+    const size_t all = bytes_of(text);
     return {all, all, all, all, all};
   }
-  return {kDefaultAllReduceBytes, kDefaultBroadcastBytes, kDefaultAllGatherBytes, kDefaultAllToAllBytes,
-          kDefaultReduceScatterBytes};
+  const std::pair<std::string_view, size_t NativeLimits::*> names[] = {
+      {"all_reduce", &NativeLimits::all_reduce_bytes},         {"broadcast", &NativeLimits::broadcast_bytes},
+      {"all_gather", &NativeLimits::all_gather_bytes},         {"all_to_all", &NativeLimits::all_to_all_bytes},
+      {"reduce_scatter", &NativeLimits::reduce_scatter_bytes},
+  };
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const size_t eq = item.find('=');
+    THD_CHECK(eq != std::string_view::npos, ValueError, kOp,
+              "THD_MPI_NATIVE_MAX_BYTES: '{}' is not collective=bytes (in '{}')", item, text);
+    const std::string_view name = item.substr(0, eq);
+    const auto* found = std::find_if(std::begin(names), std::end(names), [&](const auto& n) { return n.first == name; });
+    THD_CHECK(found != std::end(names), ValueError, kOp,
+              "THD_MPI_NATIVE_MAX_BYTES: unknown collective '{}' (known: all_reduce, broadcast, all_gather, "
+              "all_to_all, reduce_scatter)",
+              name);
+    limits.*(found->second) = bytes_of(item.substr(eq + 1));
+  }
+  return limits;
+}
+
+NativeLimits native_limits() {
+  const auto v = net::process_env("THD_MPI_NATIVE_MAX_BYTES");
+  return parse_native_limits(v ? std::string_view(*v) : std::string_view{});
 }
 
 MpiHostCollectives::MpiHostCollectives(MPI_Comm comm, NativeLimits limits) : comm_(comm), limits_(limits) {

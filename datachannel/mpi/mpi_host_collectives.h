@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include <mpi.h>
@@ -127,9 +128,13 @@ class MpiHostCollectives final : public HostCollectives {
   std::vector<std::shared_ptr<const void>> kept_;
 };
 
-// The largest calls the mpi backend hands to MPI: THD_MPI_NATIVE_MAX_BYTES for
-// every op (0 turns MPI's own collectives off, barriers too), else the measured
-// crossovers.
+// The largest calls the mpi backend hands to MPI: the measured crossovers, with
+// THD_MPI_NATIVE_MAX_BYTES applied (all 0 turns MPI's own collectives off,
+// barriers too).
+// THD_MPI_NATIVE_MAX_BYTES: one number of bytes bounds every collective; a list
+// "all_reduce=16384,broadcast=0" sets the ones it names (0: never MPI's), the
+// others keep their defaults. ValueError naming the variable for anything else.
+NativeLimits parse_native_limits(std::string_view text);
 NativeLimits native_limits();
 
 }  // namespace thd::detail::mpi

@@ -96,6 +96,13 @@ PipeTuning pipe_tuning_from_env(const net::EnvLookup& env) {
     t.heartbeat_timeout = std::chrono::milliseconds(v);
     t.heartbeat_interval = std::min(t.heartbeat_interval, t.heartbeat_timeout / 4);
   }
+  if (auto ns = env("THD_PIPE_YIELD_SWITCH_NS"); ns && !ns->empty()) {
+    char* end = nullptr;
+    const long long v = std::strtoll(ns->c_str(), &end, 10);
+    THD_CHECK(end && *end == '\0' && v >= 1 && v <= 1000000, ValueError, "DataChannel::create",
+              "THD_PIPE_YIELD_SWITCH_NS must be a number of nanoseconds in [1, 1000000], got '{}'", *ns);
+    t.yield_switch = std::chrono::nanoseconds(v);
+  }
   return t;
 }
 
@@ -123,7 +130,11 @@ PipeTuning pipe_tuning_for(const DataChannelOptions& options) {
   // rank it waits for needs (4 ranks on 2 cores: all_reduce 3x slower), and one that
   // blocks at once pays two thread wake-ups a message. It spins as long, but yields
   // the core every round, as Open MPI does when oversubscribed.
-  if (local_ranks(options) > detail::usable_cpus()) tuning.yield_while_spinning = true;
+  if (local_ranks(options) > detail::usable_cpus()) {
+    tuning.yield_while_spinning = true;
+    const auto given = net::process_env("THD_PIPE_YIELD_SWITCH_NS");
+    if (!given || given->empty()) tuning.yield_switch = measure_yield_switch();
+  }
   return tuning;
 }
 

@@ -58,6 +58,10 @@ struct PipeTuning {
   // Whether a spinning waiter gives its core away between rounds: with more ranks
   // than cores, the rank it waits for may need that core to send.
   bool yield_while_spinning = false;
+  // A yield that took at least this long ran another thread (YieldBackoff):
+  // THD_PIPE_YIELD_SWITCH_NS, else measured on this host (measure_yield_switch)
+  // when the waiters yield.
+  std::chrono::nanoseconds yield_switch{1000};
   // How long destruction lets queued sends finish.
   std::chrono::milliseconds close_linger{2000};
   // How long withdrawing a transfer the library has already matched waits for it.
@@ -76,10 +80,13 @@ struct PipeTuning {
   std::chrono::milliseconds heartbeat_timeout{4000};
 };
 
-// The defaults with THD_PIPE_SPIN_US applied; ValueError for a malformed value.
+// The defaults with THD_PIPE_SPIN_US, THD_PIPE_HEARTBEAT_TIMEOUT_MS,
+// THD_PIPE_YIELD_SWITCH_NS and THD_MAX_UNEXPECTED_BYTES applied; ValueError for a
+// malformed value.
 PipeTuning pipe_tuning_from_env(const net::EnvLookup& env = net::process_env);
 // The environment's tuning, adjusted for this rank's host: with more ranks on it
-// than cores, waiters spin longer but yield their core every round.
+// than cores, waiters yield their core while they spin, and the cost of a yield
+// that switches is measured unless THD_PIPE_YIELD_SWITCH_NS gave it.
 PipeTuning pipe_tuning_for(const DataChannelOptions& options);
 
 // What the ranks prove to each other before a channel is made: the job's token,
@@ -326,7 +333,7 @@ class PipeTransport final : public Transport {
   // Gives the core away, as a waiter spinning on a host with more ranks than
   // cores does; `adaptive`: learns from how long it took (yield_backoff.h).
   void yield_core(bool adaptive) noexcept;
-  YieldBackoff yield_backoff_;
+  YieldBackoff yield_backoff_{tuning_.yield_switch};
   // The progress thread's own: the mark it last saw, and since when it stands down.
   uint64_t marks_seen_ = 0;
   int64_t stand_down_since_ns_ = 0;

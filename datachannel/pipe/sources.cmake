@@ -3,4 +3,5 @@ set(THD_DC_PIPE_SOURCES
   pipe/address_book.cpp
   pipe/pipe_transport.cpp
   pipe/process_watch.cpp
+  pipe/yield_backoff.cpp
 )

@@ -12,7 +12,7 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(YieldBackoff, YieldsThatComeBackAtOnceDoubleTheIntervalUpToItsCap) {
-  YieldBackoff b;
+  YieldBackoff b{1us};
   EXPECT_EQ(b.every(), 1u);
   b.record(400ns);
   EXPECT_EQ(b.every(), 2u);
@@ -23,14 +23,29 @@ TEST(YieldBackoff, YieldsThatComeBackAtOnceDoubleTheIntervalUpToItsCap) {
 }
 
 TEST(YieldBackoff, AYieldThatRanAnotherThreadYieldsEveryRoundAgain) {
-  YieldBackoff b;
+  YieldBackoff b{1us};
   for (int i = 0; i < 20; ++i) b.record(100ns);
-  b.record(YieldBackoff::kGaveAway);
+  b.record(b.gave_away());
   EXPECT_EQ(b.every(), 1u);
   b.record(3us);
   EXPECT_EQ(b.every(), 1u);
   b.record(100ns);
   EXPECT_EQ(b.every(), 2u);
+}
+
+TEST(YieldBackoff, TheThresholdIsTheOneGiven) {
+  // A host where a yield that switches costs 5 us: 3 us yields gave nothing away.
+  YieldBackoff slow{5us};
+  slow.record(3us);
+  EXPECT_EQ(slow.every(), 2u);
+  slow.record(6us);
+  EXPECT_EQ(slow.every(), 1u);
+}
+
+TEST(YieldBackoff, TheMeasuredThresholdIsWithinItsBounds) {
+  const auto t = measure_yield_switch();
+  EXPECT_GE(t, 250ns);
+  EXPECT_LE(t, 20us);
 }
 
 }  // namespace
