@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 
 #include <fmt/ranges.h>
 
@@ -78,30 +79,35 @@ std::exception_ptr make_error(const std::string& op, int rank, int peer, fmt::fo
 
 }  // namespace
 
+namespace {
+
+// The variable `name` as a whole number in [min, max] of `unit`, nullopt when it is
+// unset or empty; ValueError naming it otherwise.
+std::optional<long long> env_number(const net::EnvLookup& env, const char* name, long long min, long long max,
+                                    const char* unit) {
+  const auto v = env(name);
+  if (!v || v->empty()) return std::nullopt;
+  char* end = nullptr;
+  const long long n = std::strtoll(v->c_str(), &end, 10);
+  THD_CHECK(end && *end == '\0' && n >= min && n <= max, ValueError, "DataChannel::create",
+            "{} must be a number of {} in [{}, {}], got '{}'", name, unit, min, max, *v);
+  return n;
+}
+
+}  // namespace
+
 PipeTuning pipe_tuning_from_env(const net::EnvLookup& env) {
   PipeTuning t;
   t.unexpected_limit = max_unexpected_bytes("DataChannel::create", t.unexpected_limit, env);
-  if (auto spin = env("THD_PIPE_SPIN_US"); spin && !spin->empty()) {
-    char* end = nullptr;
-    const long long us = std::strtoll(spin->c_str(), &end, 10);
-    THD_CHECK(end && *end == '\0' && us >= 0 && us <= 1000000, ValueError, "DataChannel::create",
-              "THD_PIPE_SPIN_US must be a number of microseconds in [0, 1000000], got '{}'", *spin);
-    t.spin_budget = std::chrono::microseconds(us);
+  if (auto us = env_number(env, "THD_PIPE_SPIN_US", 0, 1000000, "microseconds")) {
+    t.spin_budget = std::chrono::microseconds(*us);
   }
-  if (auto ms = env("THD_PIPE_HEARTBEAT_TIMEOUT_MS"); ms && !ms->empty()) {
-    char* end = nullptr;
-    const long long v = std::strtoll(ms->c_str(), &end, 10);
-    THD_CHECK(end && *end == '\0' && v >= 100 && v <= 3600000, ValueError, "DataChannel::create",
-              "THD_PIPE_HEARTBEAT_TIMEOUT_MS must be a number of milliseconds in [100, 3600000], got '{}'", *ms);
-    t.heartbeat_timeout = std::chrono::milliseconds(v);
+  if (auto ms = env_number(env, "THD_PIPE_HEARTBEAT_TIMEOUT_MS", 100, 3600000, "milliseconds")) {
+    t.heartbeat_timeout = std::chrono::milliseconds(*ms);
     t.heartbeat_interval = std::min(t.heartbeat_interval, t.heartbeat_timeout / 4);
   }
-  if (auto ns = env("THD_PIPE_YIELD_SWITCH_NS"); ns && !ns->empty()) {
-    char* end = nullptr;
-    const long long v = std::strtoll(ns->c_str(), &end, 10);
-    THD_CHECK(end && *end == '\0' && v >= 1 && v <= 1000000, ValueError, "DataChannel::create",
-              "THD_PIPE_YIELD_SWITCH_NS must be a number of nanoseconds in [1, 1000000], got '{}'", *ns);
-    t.yield_switch = std::chrono::nanoseconds(v);
+  if (auto ns = env_number(env, "THD_PIPE_YIELD_SWITCH_NS", 1, 1000000, "nanoseconds")) {
+    t.yield_switch = std::chrono::nanoseconds(*ns);
   }
   return t;
 }
