@@ -22,6 +22,7 @@
 
 #include "datachannel/net/auth.h"
 #include "datachannel/pipe/small_message_header.h"
+#include "datachannel/small_header.h"
 #include "datachannel/store/tcp_store_wire.h"
 #include "datachannel/wire.h"
 #include "master/session.h"
@@ -311,7 +312,14 @@ void tcp_wire_seeds(Seeds& seeds, const std::vector<SentMessage>& traffic) {
     if (frames[key] >= 4) continue;
     Bytes& seed = by_kind[key];
     if (seed.empty()) append(seed, hello_bytes);
-    append(seed, detail::encode_frame_header(m.envelope, m.bytes.size()));
+    // As tcp sends it: a small point-to-point message with the short header.
+    if (detail::fits_small_header(m.envelope)) {
+      std::array<uint8_t, detail::kSmallHeaderBytes> small{};
+      detail::write_small_header(small.data(), m.envelope);
+      append(seed, small);
+    } else {
+      append(seed, detail::encode_frame_header(m.envelope, m.bytes.size()));
+    }
     ++frames[key];
   }
   for (const auto& [key, seed] : by_kind) {
