@@ -52,13 +52,17 @@ bool RequestState::fail(std::exception_ptr why) noexcept {
 }
 
 void RequestState::publish(int status, bool waiters) noexcept {
-  state_.store(static_cast<uint32_t>(status), std::memory_order_release);
-  if (!waiters) return;
-  // A waiter between its check of the status and its sleep holds the stripe's
-  // mutex: taking it here means the notify cannot fall in that gap.
+  // Read first: once the status is out, a waiter may drop the request.
+  FinishHook* const hook = on_finish;
   ParkingStripe& stripe = stripe_of(this);
-  { std::lock_guard lock(stripe.mu); }
-  stripe.cv.notify_all();
+  state_.store(static_cast<uint32_t>(status), std::memory_order_release);
+  if (waiters) {
+    // A waiter between its check of the status and its sleep holds the stripe's
+    // mutex: taking it here means the notify cannot fall in that gap.
+    { std::lock_guard lock(stripe.mu); }
+    stripe.cv.notify_all();
+  }
+  if (hook != nullptr) hook->request_finished();
 }
 
 bool RequestState::block_until(net::Deadline until) {

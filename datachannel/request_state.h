@@ -31,6 +31,17 @@ struct RequestSpec {
   const Tensor* keep = nullptr;
 };
 
+// Told when a request finishes, on the thread that finished it (the collective
+// engine, whose tasks wait for their requests without a thread of their own). Must
+// be quick and must outlive the requests it is set on.
+class FinishHook {
+ public:
+  virtual void request_finished() noexcept = 0;
+
+ protected:
+  ~FinishHook() = default;
+};
+
 struct RequestState {
   enum Status : int { Pending = 0, Done = 1, Failed = 2 };
 
@@ -82,6 +93,8 @@ struct RequestState {
   std::shared_ptr<const std::vector<int>> group_ranks;
   // Set before the request is posted: its waiters only block (P2POptions::passive_wait).
   bool passive_wait = false;
+  // Set before the request is posted: told once it finishes (nullptr: nobody).
+  FinishHook* on_finish = nullptr;
   // Set before the request is posted: how long its waiters drive progress, yielding
   // their core between polls, before the backend's own waiting (P2POptions::yield_spin).
   std::chrono::microseconds yield_spin{0};
