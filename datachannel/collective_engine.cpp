@@ -1,5 +1,7 @@
 #include "datachannel/collective_engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <charconv>
 #include <condition_variable>
@@ -7,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,9 +36,9 @@ struct Job {
 
 // One thread and the tasks it runs. Tasks never move between lanes: a fiber's frames
 // may hold addresses of its thread's thread_local variables.
-struct CollectiveEngine::Lane final : FinishHook {
+struct CollectiveEngine::Lane {
   void start(Task task, Done done);
-  void request_finished() noexcept override;
+  void request_finished() noexcept;
 
   void serve();
   // Under mu_: moves the waiting jobs whose request finished or whose time came to
@@ -51,6 +54,7 @@ struct CollectiveEngine::Lane final : FinishHook {
   // request's thread takes the mutex only when this was clear.
   std::atomic<bool> kicked_{false};
   std::thread thread_;
+  uint32_t number_ = 0;  // from 1, as RequestState::on_finish names it
 };
 
 namespace {
@@ -71,13 +75,42 @@ int collective_threads_from(const char* value) {
   return n;
 }
 
+namespace {
+
+// Never destroyed: its threads may be parked in it while the process exits.
+std::atomic<CollectiveEngine*> g_engine{nullptr};
+std::mutex g_engine_mu;
+
+// A child of fork() has none of the lane threads: it starts an engine of its own at
+// its first async collective. The parent's is left as it is (its locks may be held
+// by threads the child does not have).
+void forget_engine_in_child() {
+  g_engine.store(nullptr);
+  new (&g_engine_mu) std::mutex;
+  Fiber::forget_stacks_in_child();
+}
+
+}  // namespace
+
 CollectiveEngine& CollectiveEngine::instance() {
-  // Never destroyed: its threads may be parked in it while the process exits.
-  static CollectiveEngine* const engine = new CollectiveEngine(collective_threads_from(std::getenv("THD_COLLECTIVE_THREADS")));
+  if (CollectiveEngine* engine = g_engine.load(std::memory_order_acquire)) return *engine;
+  std::lock_guard lock(g_engine_mu);
+  if (CollectiveEngine* engine = g_engine.load(std::memory_order_acquire)) return *engine;
+  static const int registered = ::pthread_atfork(nullptr, nullptr, &forget_engine_in_child);
+  (void)registered;
+  auto* engine = new CollectiveEngine(collective_threads_from(std::getenv("THD_COLLECTIVE_THREADS")));
+  g_engine.store(engine, std::memory_order_release);
   return *engine;
 }
 
-CollectiveEngine::CollectiveEngine(int threads) : lanes_(new Lane[static_cast<size_t>(threads)]), count_(threads) {}
+CollectiveEngine::CollectiveEngine(int threads) : lanes_(new Lane[static_cast<size_t>(threads)]), count_(threads) {
+  for (int i = 0; i < threads; ++i) lanes_[i].number_ = static_cast<uint32_t>(i + 1);
+}
+
+void collective_lane_request_finished(uint32_t lane) noexcept {
+  // A request names a lane only once the engine exists: its task ran there.
+  CollectiveEngine::instance().lanes_[lane - 1].request_finished();
+}
 
 int CollectiveEngine::threads() const noexcept { return count_; }
 
@@ -91,7 +124,7 @@ void CollectiveEngine::start(int lane, Task task, Done done) {
 
 bool CollectiveEngine::on_task() noexcept { return t_job != nullptr && Fiber::current() != nullptr; }
 
-FinishHook* CollectiveEngine::finish_hook() noexcept { return on_task() ? t_lane : nullptr; }
+uint32_t CollectiveEngine::finish_lane() noexcept { return on_task() ? t_lane->number_ : 0; }
 
 bool CollectiveEngine::await(const RequestState& request, net::Deadline until) {
   Job* const job = t_job;

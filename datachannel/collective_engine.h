@@ -43,9 +43,9 @@ class CollectiveEngine {
 
   // Whether this thread is running an engine task (a fiber of a lane).
   static bool on_task() noexcept;
-  // The hook a request made by the running task sets (RequestState::on_finish), so
-  // that finishing it resumes the task; nullptr off a task.
-  static FinishHook* finish_hook() noexcept;
+  // What a request made by the running task sets as its RequestState::on_finish,
+  // so that finishing it resumes the task: its lane, from 1; 0 off a task.
+  static uint32_t finish_lane() noexcept;
   // From a task: suspends it until `request` finished or `until` passed (the lane
   // runs other tasks meanwhile); true if finished.
   static bool await(const RequestState& request, net::Deadline until);
@@ -57,6 +57,8 @@ class CollectiveEngine {
 
  private:
   explicit CollectiveEngine(int threads);
+
+  friend void collective_lane_request_finished(uint32_t lane) noexcept;
 
   Lane* lanes_;
   int count_;

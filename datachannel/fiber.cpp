@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -49,11 +50,10 @@ struct StackPool {
   std::vector<std::pair<void*, size_t>> free;
 };
 
-StackPool& stack_pool() {
-  // Never destroyed: a fiber may finish while the process exits.
-  static StackPool* const pool = new StackPool;
-  return *pool;
-}
+// Never destroyed: a fiber may finish while the process exits.
+std::atomic<StackPool*> g_pool{new StackPool};
+
+StackPool& stack_pool() { return *g_pool.load(std::memory_order_acquire); }
 
 }  // namespace
 
@@ -108,6 +108,14 @@ Fiber::~Fiber() {
 }
 
 Fiber* Fiber::current() noexcept { return t_current; }
+
+void Fiber::forget_stacks_in_child() noexcept {
+  try {
+    g_pool.store(new StackPool, std::memory_order_release);
+  } catch (...) {
+    // Out of memory in a fresh child: it keeps the parent's pool.
+  }
+}
 
 void Fiber::entry(unsigned high, unsigned low) {
   auto* self = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(high) << 32) | static_cast<uintptr_t>(low));

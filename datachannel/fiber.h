@@ -32,6 +32,9 @@ class Fiber {
 
   // The fiber running on this thread; nullptr outside any.
   static Fiber* current() noexcept;
+  // In a child of fork(): starts a pool of stacks of its own (the parent's lock may
+  // be held by a thread the child does not have).
+  static void forget_stacks_in_child() noexcept;
 
  private:
   struct Stack {

@@ -31,16 +31,10 @@ struct RequestSpec {
   const Tensor* keep = nullptr;
 };
 
-// Told when a request finishes, on the thread that finished it (the collective
-// engine, whose tasks wait for their requests without a thread of their own). Must
-// be quick and must outlive the requests it is set on.
-class FinishHook {
- public:
-  virtual void request_finished() noexcept = 0;
-
- protected:
-  ~FinishHook() = default;
-};
+// Tells lane `lane` (numbered from 1) of the collective engine that a request one
+// of its tasks waits for has finished (collective_engine.cpp): its tasks wait
+// without a thread of their own. Quick, and callable from any thread.
+void collective_lane_request_finished(uint32_t lane) noexcept;
 
 struct RequestState {
   enum Status : int { Pending = 0, Done = 1, Failed = 2 };
@@ -93,8 +87,6 @@ struct RequestState {
   std::shared_ptr<const std::vector<int>> group_ranks;
   // Set before the request is posted: its waiters only block (P2POptions::passive_wait).
   bool passive_wait = false;
-  // Set before the request is posted: told once it finishes (nullptr: nobody).
-  FinishHook* on_finish = nullptr;
   // Set before the request is posted: how long its waiters drive progress, yielding
   // their core between polls, before the backend's own waiting (P2POptions::yield_spin).
   std::chrono::microseconds yield_spin{0};
@@ -123,6 +115,12 @@ struct RequestState {
   void publish(int status, bool waiters) noexcept;
 
   std::atomic<uint32_t> state_{Pending};
+
+ public:
+  // Set before the request is posted: the collective engine's lane (from 1) told
+  // once the request finishes; 0: none. After state_, in what was its padding:
+  // every request pays for it one load when it finishes, and no bytes.
+  uint32_t on_finish = 0;
 };
 
 }  // namespace thd::detail

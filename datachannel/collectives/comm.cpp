@@ -49,7 +49,7 @@ std::shared_ptr<RequestState> Comm::new_request(std::string_view what, int peer)
                                    : fmt::format("{}: {} rank {} (world rank {})", op_, what, peer, world);
   auto state = std::make_shared<RequestState>(std::move(text), deadline_, &transport_, transport_.rank());
   // On the collective engine, finishing it resumes this call.
-  state->on_finish = on_engine_ ? CollectiveEngine::finish_hook() : nullptr;
+  state->on_finish = on_engine_ ? CollectiveEngine::finish_lane() : 0;
   if (in_flight_.size() >= prune_at_) {
     std::erase_if(in_flight_, [](const InFlight& f) { return f.state->finished(); });
     // Many still in flight (an algorithm that posts a whole pipeline at once):

@@ -1,10 +1,12 @@
 // The collective engine: tasks suspended on their requests let the other tasks of
 // their lane run, each resumes when its own request finishes (whatever the order),
-// a wait's time bounds a suspension, an idle lane takes no CPU, and
-// THD_COLLECTIVE_THREADS is checked.
+// a wait's time bounds a suspension, an idle lane takes no CPU, a child of fork()
+// runs tasks on threads of its own, and THD_COLLECTIVE_THREADS is checked.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -55,7 +57,7 @@ TEST(CollectiveEngine, SuspendedTasksLetTheOthersOfTheirLaneRunAndResumeInAnyOrd
         lane,
         [&, i] {
           RequestState& r = *requests[static_cast<size_t>(i)];
-          r.on_finish = CollectiveEngine::finish_hook();
+          r.on_finish = CollectiveEngine::finish_lane();
           ++suspended;
           while (!CollectiveEngine::await(r, net::Deadline::max())) {
           }
@@ -86,7 +88,7 @@ TEST(CollectiveEngine, AWaitEndsAtItsTimeWhenTheRequestDoesNotFinish) {
   engine.start(
       engine.pick_lane(),
       [&] {
-        r->on_finish = CollectiveEngine::finish_hook();
+        r->on_finish = CollectiveEngine::finish_lane();
         const auto start = Clock::now();
         finished = CollectiveEngine::await(*r, start + 80ms);
         waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -112,7 +114,7 @@ TEST(CollectiveEngine, ALaneWithOnlySuspendedTasksTakesNoCpu) {
   engine.start(
       engine.pick_lane(),
       [&] {
-        r->on_finish = CollectiveEngine::finish_hook();
+        r->on_finish = CollectiveEngine::finish_lane();
         ++suspended;
         while (!CollectiveEngine::await(*r, Clock::now() + 10s)) {
         }
@@ -143,7 +145,7 @@ TEST(CollectiveQueue, RunsItsTasksOneAtATimeInIssueOrder) {
         if (finished.load() != i) ADD_FAILURE() << "task " << i << " started with " << finished.load() << " done";
         ++started;
         RequestState& r = *requests[static_cast<size_t>(i)];
-        r.on_finish = CollectiveEngine::finish_hook();
+        r.on_finish = CollectiveEngine::finish_lane();
         while (!CollectiveEngine::await(r, net::Deadline::max())) {
         }
         {
@@ -159,6 +161,26 @@ TEST(CollectiveQueue, RunsItsTasksOneAtATimeInIssueOrder) {
   }
   EXPECT_EQ(finished.load(), kTasks);
   for (int i = 0; i < kTasks; ++i) EXPECT_EQ(order[static_cast<size_t>(i)], i);
+}
+
+TEST(CollectiveEngine, AChildOfForkRunsTasksOnThreadsOfItsOwn) {
+  CollectiveEngine& engine = CollectiveEngine::instance();
+  std::atomic<int> done{0};
+  engine.start(engine.pick_lane(), [] {}, [&] { ++done; });
+  ASSERT_TRUE(reaches(done, 1));  // the parent's lane has its thread
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child has none of the parent's lane threads: its tasks run all the same.
+    std::atomic<int> child_done{0};
+    CollectiveEngine& mine = CollectiveEngine::instance();
+    mine.start(mine.pick_lane(), [] {}, [&] { ++child_done; });
+    ::_exit(reaches(child_done, 1, 5s) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's task did not run (status " << status
+                                                             << ")";
 }
 
 TEST(CollectiveEngine, ThreadsSettingIsCheckedAndNamed) {
