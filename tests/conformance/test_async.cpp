@@ -199,6 +199,8 @@ TEST_P(Async, ThreadCountStaysFlatAsTagsGrow) {
   };
   const size_t one_tag = threads_after(1);
   const size_t many_tags = threads_after(64);
+  RecordProperty("threads_after_1_tag", static_cast<int>(one_tag));
+  RecordProperty("threads_after_64_tags", static_cast<int>(many_tags));
   // A thread or two may start on its own schedule; a thread per tag would be 63 more
   // per rank of the process.
   EXPECT_LE(many_tags, one_tag + 2) << "threads after async collectives on 1 tag: " << one_tag

@@ -33,6 +33,8 @@ size_t threads_of_job(int workers) {
 TEST(MasterThreads, FlatInTheNumberOfNodes) {
   const size_t one = threads_of_job(1);
   const size_t eight = threads_of_job(8);
+  RecordProperty("threads_with_1_node", static_cast<int>(one));
+  RecordProperty("threads_with_8_nodes", static_cast<int>(eight));
   // Room for a thread or two that starts on its own schedule (the backend's, the
   // kernel pool's), far less than the 7 more a thread per node would add.
   EXPECT_LE(eight, one + 2) << "threads with 1 node: " << one << ", with 8 nodes: " << eight;
