@@ -108,8 +108,10 @@ CollectiveEngine::CollectiveEngine(int threads) : lanes_(new Lane[static_cast<si
 }
 
 void collective_lane_request_finished(uint32_t lane) noexcept {
-  // A request names a lane only once the engine exists: its task ran there.
-  CollectiveEngine::instance().lanes_[lane - 1].request_finished();
+  // A request names a lane only once the engine exists (its task ran there); in a
+  // child of fork() the parent's requests may name lanes of an engine not yet made.
+  CollectiveEngine* const engine = g_engine.load(std::memory_order_acquire);
+  if (engine != nullptr && lane <= static_cast<uint32_t>(engine->count_)) engine->lanes_[lane - 1].request_finished();
 }
 
 int CollectiveEngine::threads() const noexcept { return count_; }
