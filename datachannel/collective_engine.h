@@ -7,6 +7,9 @@
 // (fiber.h): where it waits for a message (Comm::wait) it suspends, its step kept on
 // its stack, and its lane runs other tasks until that message's request finishes
 // (the request tells the lane: RequestState::on_finish) or the wait's time is up.
+// A lane with nothing runnable first drives the transport for a moment for its
+// newest waiter (a small collective's next message is then taken off the socket
+// by the lane itself), then sleeps.
 // So a lane never blocks on the network for one task while another could go on,
 // and collectives of different tags cannot deadlock across ranks over a lane.
 // An idle lane sleeps on a condition variable: no polling.
@@ -48,7 +51,7 @@ class CollectiveEngine {
   static uint32_t finish_lane() noexcept;
   // From a task: suspends it until `request` finished or `until` passed (the lane
   // runs other tasks meanwhile); true if finished.
-  static bool await(const RequestState& request, net::Deadline until);
+  static bool await(RequestState& request, net::Deadline until);
   // Waits `duration` without holding the thread: on a task, the lane runs other
   // tasks meanwhile; elsewhere the thread sleeps.
   static void pause(std::chrono::microseconds duration);
