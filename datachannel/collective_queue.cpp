@@ -1,30 +1,32 @@
 #include "datachannel/collective_queue.h"
 
-#include "datachannel/net/thread_name.h"
+#include "datachannel/collective_engine.h"
 
 namespace thd::detail {
 
 CollectiveQueue::~CollectiveQueue() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  // Every queued collective runs: each one fails fast on its own once the channel
+  // is closed, and its waiters must hear about it.
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !busy_ && tasks_.empty(); });
 }
 
 void CollectiveQueue::submit(Task task) {
-  {
-    std::lock_guard lock(mu_);
+  // The engine's settings are checked here, where a bad one reaches the caller.
+  (void)CollectiveEngine::instance();
+  std::unique_lock lock(mu_);
+  if (busy_) {
     tasks_.push_back(std::move(task));
-    // The thread starts with the first async call: groups that only ever run
-    // blocking collectives never have one.
-    if (!worker_.joinable()) worker_ = std::thread([this] {
-      net::name_this_thread("thd-collectives");
-      serve();
-    });
+    return;
   }
-  cv_.notify_all();
+  busy_ = true;
+  lock.unlock();
+  try {
+    start_on_engine(std::move(task));
+  } catch (...) {
+    finished_one();
+    throw;
+  }
 }
 
 bool CollectiveQueue::try_run_inline(const Task& task) {
@@ -34,29 +36,34 @@ bool CollectiveQueue::try_run_inline(const Task& task) {
     busy_ = true;
   }
   task();
-  {
-    std::lock_guard lock(mu_);
-    busy_ = false;
-  }
-  cv_.notify_all();
+  finished_one();
   return true;
 }
 
-void CollectiveQueue::serve() {
+void CollectiveQueue::start_on_engine(const Task& task) {
+  CollectiveEngine& engine = CollectiveEngine::instance();
+  if (lane_ < 0) lane_ = engine.pick_lane();  // only the busy_ holder gets here
+  engine.start(lane_, task, [this] { finished_one(); });
+}
+
+void CollectiveQueue::finished_one() {
   std::unique_lock lock(mu_);
-  for (;;) {
-    // Every queued collective runs even when stopping: each one fails fast on its
-    // own once the channel is closed, and its waiters must hear about it.
-    cv_.wait(lock, [&] { return (!busy_ && !tasks_.empty()) || (stopping_ && tasks_.empty()); });
-    if (tasks_.empty()) return;
-    Task task = std::move(tasks_.front());
-    tasks_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    task();
-    lock.lock();
+  if (tasks_.empty()) {
     busy_ = false;
+    // Notified under the lock: the destructor may go on the moment it is released.
     cv_.notify_all();
+    return;
+  }
+  Task next = std::move(tasks_.front());
+  tasks_.pop_front();
+  lock.unlock();
+  try {
+    start_on_engine(next);
+  } catch (...) {
+    // No lane could take it (no thread to be had): it runs here, in its turn, rather
+    // than never.
+    next();
+    finished_one();
   }
 }
 

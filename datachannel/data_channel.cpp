@@ -119,6 +119,12 @@ bool device_collectives_usable(DataChannel& channel, int device) {
   return device_collectives_usable(detail::state_of(channel), device);
 }
 
+std::exception_ptr peer_lost_error(DataChannel& channel, int rank) {
+  const GroupState& g = detail::state_of(channel);
+  if (rank < 0 || rank >= g.size() || !g.transport) return nullptr;
+  return g.transport->peer_error((*g.world_ranks)[static_cast<size_t>(rank)]);
+}
+
 std::shared_ptr<RequestState> make_request(const GroupState& g, OpLabel op, std::chrono::milliseconds timeout,
                                            Transport* engine) {
   auto s = std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>(), std::move(op),

@@ -52,13 +52,18 @@ bool RequestState::fail(std::exception_ptr why) noexcept {
 }
 
 void RequestState::publish(int status, bool waiters) noexcept {
+  // Read first: once the status is out, a waiter may drop the request.
+  const uint32_t lane = on_finish;
   state_.store(static_cast<uint32_t>(status), std::memory_order_release);
-  if (!waiters) return;
-  // A waiter between its check of the status and its sleep holds the stripe's
-  // mutex: taking it here means the notify cannot fall in that gap.
-  ParkingStripe& stripe = stripe_of(this);
-  { std::lock_guard lock(stripe.mu); }
-  stripe.cv.notify_all();
+  if (waiters) {
+    // A waiter between its check of the status and its sleep holds the stripe's
+    // mutex: taking it here means the notify cannot fall in that gap. (The stripe
+    // comes from the request's address alone.)
+    ParkingStripe& stripe = stripe_of(this);
+    { std::lock_guard lock(stripe.mu); }
+    stripe.cv.notify_all();
+  }
+  if (lane != 0) collective_lane_request_finished(lane);
 }
 
 bool RequestState::block_until(net::Deadline until) {

@@ -31,6 +31,11 @@ struct RequestSpec {
   const Tensor* keep = nullptr;
 };
 
+// Tells lane `lane` (numbered from 1) of the collective engine that a request one
+// of its tasks waits for has finished (collective_engine.cpp): its tasks wait
+// without a thread of their own. Quick, and callable from any thread.
+void collective_lane_request_finished(uint32_t lane) noexcept;
+
 struct RequestState {
   enum Status : int { Pending = 0, Done = 1, Failed = 2 };
 
@@ -117,6 +122,12 @@ struct RequestState {
   void publish(int status, bool waiters) noexcept;
 
   std::atomic<uint32_t> state_{Pending};
+
+ public:
+  // Set before the request is posted: the collective engine's lane (from 1) told
+  // once the request finishes; 0: none. After state_, in what was its padding:
+  // every request pays for it one load when it finishes, and no bytes.
+  uint32_t on_finish = 0;
 };
 
 }  // namespace thd::detail

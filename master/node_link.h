@@ -66,7 +66,7 @@ class NodeLink {
   // program's thread may hold the buffer for a long send); may be stale by a moment.
   bool has_pending() const;
 
-  // From the node's reply thread.
+  // From the session's reply thread.
   void on_ack(uint64_t batch_seq);
   // The node's progress report: `finished` ops so far this session, `running` now.
   void on_progress(uint64_t finished, uint32_t running);

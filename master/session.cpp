@@ -4,6 +4,7 @@
 
 #include "datachannel/check.h"
 #include "datachannel/net/thread_name.h"
+#include "datachannel/runtime_queries.h"
 #include "protocol/framing.h"
 #include "tensor/log.h"
 
@@ -127,10 +128,10 @@ std::shared_ptr<Handle> Session::new_handle(int node, Device device, Tensor meta
 }
 
 void Session::start(uint64_t session_id, uint64_t seed) {
-  for (int n = 0; n < num_nodes(); ++n) reply_threads_.emplace_back([this, n] {
-      net::name_this_thread(fmt::format("thd-replies-{}", n));
-      reply_loop(n);
-    });
+  replies_ = std::thread([this] {
+    net::name_this_thread("thd-replies");
+    reply_loop();
+  });
   for (int n = 0; n < num_nodes(); ++n) {
     auto hello = message_of(fb::Body::Hello, [&](auto& b) {
       return fb::CreateHello(b, protocol::kVersion, session_id, n, num_nodes(), seed, tracing());
@@ -162,7 +163,7 @@ void Session::start(uint64_t session_id, uint64_t seed) {
 }
 
 void Session::flusher_loop() {
-  // Its own mutex: a flush may block on credits, and the reply threads that return
+  // Its own mutex: a flush may block on credits, and the reply thread that returns
   // them must never wait for the flusher.
   std::unique_lock lock(flusher_mu_);
   // Every wake-up is a context switch that, on a small machine, takes the CPU of a
@@ -217,10 +218,12 @@ void Session::wake_flusher() {
   flusher_cv_.notify_one();
 }
 
-void Session::reply_loop(int node) {
-  // Passive: this thread only sleeps until a reply is in. The threads that need an
-  // answer fast (a fetch, a sync) wait on their own tags and drive the channel.
-  protocol::MessageReceiver replies(channel_, node + 1, protocol::kReplyTag, kMaxReplyBytes, /*passive=*/true);
+void Session::reply_loop() {
+  // One passive receiver on any source takes the replies of every node, so the
+  // master's threads do not grow with the job. Passive: this thread only sleeps
+  // until a reply is in; the threads that need an answer fast (a fetch, a sync)
+  // wait on their own tags and drive the channel.
+  protocol::MessageReceiver replies(channel_, kAnySource, protocol::kReplyTag, kMaxReplyBytes, /*passive=*/true);
   protocol::Received m;
   // Counts every reply handled, also one dropped as malformed: a SyncDone says how
   // many the worker sent before it.
@@ -234,32 +237,71 @@ void Session::reply_loop(int node) {
     }
   };
   while (!stopping_) {
+    m.source = -1;
     try {
-      if (!replies.next(m, kReplyPoll)) continue;
+      const bool got = replies.next(m, kReplyPoll);
+      // A receive on any source waits on for the other senders when one is lost, so
+      // lost nodes are looked for here, at least every kReplyPoll.
+      notice_lost_nodes();
+      if (!got) continue;
+      const int node = node_of_rank(m.source);
+      if (node < 0) {
+        THD_LOG_WARN("master: dropped a reply from rank {}, which is no worker of this session", m.source);
+        continue;
+      }
       CountHandled counted{this, node};
       handle_reply(node, protocol::verify_message(m.bytes, "master"));
     } catch (const PeerLost& e) {
-      auto lost = worker_lost(node, e);
-      links_[node]->on_lost(lost);
-      fail_fetches_of(node, lost);
-      std::lock_guard lock(mu_);
-      cv_.notify_all();
-      return;
+      // The body of a reply from a node that was lost meanwhile.
+      const int node = node_of_rank(e.context().peer >= 0 ? e.context().peer : m.source);
+      if (node >= 0) {
+        node_lost(node, e);
+      } else {
+        notice_lost_nodes();
+      }
     } catch (const protocol::ProtocolError& e) {
-      THD_LOG_WARN("master: dropped a malformed reply from node {}: {}", node, e.what());
+      THD_LOG_WARN("master: dropped a malformed reply from rank {}: {}", m.source, e.what());
     } catch (const std::exception& e) {
       if (stopping_) return;
-      // Without its replies the node cannot be used (no credits, no syncs): fail it
-      // loudly rather than let the next wait run into its timeout.
-      THD_LOG_WARN("master: reading replies from node {} failed: {}", node, e.what());
-      auto lost = worker_lost(node, e);
-      links_[node]->on_lost(lost);
-      fail_fetches_of(node, lost);
-      std::lock_guard lock(mu_);
-      cv_.notify_all();
+      // Without its replies a node cannot be used (no credits, no syncs): fail it
+      // loudly rather than let the next wait run into its timeout. An error not tied
+      // to one node's reply stops the replies of all of them.
+      const int node = node_of_rank(m.source);
+      THD_LOG_WARN("master: reading replies{} failed: {}", node >= 0 ? fmt::format(" from node {}", node) : "",
+                   e.what());
+      if (node >= 0) {
+        node_lost(node, e);
+        continue;
+      }
+      for (int n = 0; n < num_nodes(); ++n) {
+        if (!links_[n]->lost()) node_lost(n, e);
+      }
       return;
     }
   }
+}
+
+int Session::node_of_rank(int rank) const { return rank >= 1 && rank <= num_nodes() ? rank - 1 : -1; }
+
+void Session::notice_lost_nodes() {
+  for (int n = 0; n < num_nodes(); ++n) {
+    if (links_[n]->lost()) continue;
+    const std::exception_ptr why = detail::peer_lost_error(*channel_, n + 1);
+    if (!why) continue;
+    try {
+      std::rethrow_exception(why);
+    } catch (const std::exception& e) {
+      node_lost(n, e);
+    }
+  }
+}
+
+void Session::node_lost(int node, const std::exception& why) {
+  auto lost = worker_lost(node, why);
+  links_[node]->on_lost(lost);
+  fail_fetches_of(node, lost);
+  std::lock_guard lock(mu_);
+  cv_.notify_all();
 }
 
 std::exception_ptr Session::remote_error(int node, uint64_t op_id, const std::string& op_name,
@@ -531,9 +573,7 @@ std::exception_ptr Session::close() {
   }
   flusher_cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
-  for (auto& t : reply_threads_) {
-    if (t.joinable()) t.join();
-  }
+  if (replies_.joinable()) replies_.join();
   if (detach_) {
     try {
       detach_();

@@ -1,5 +1,5 @@
 // One master session: the channel to the workers, a NodeLink per node, the reply
-// threads that read each worker's answers, the idle flusher, and the sync points
+// thread that reads every worker's answers, the idle flusher, and the sync points
 // (fetches, synchronize) with the remote errors they raise.
 #pragma once
 
@@ -29,7 +29,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(std::shared_ptr<DataChannel> channel, const MasterWorkerOptions& options, std::function<void()> detach);
   ~Session();
 
-  // HELLO with every worker, then the reply threads and the flusher.
+  // HELLO with every worker, then the reply thread and the flusher.
   void start(uint64_t session_id, uint64_t seed);
   // synchronize, Goodbye to every node, threads joined, channel closed. Returns the
   // first unreported remote error (raised by the caller).
@@ -101,7 +101,15 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string hello_error;
   };
 
-  void reply_loop(int node);
+  // The reply thread: every node's replies, and the nodes lost meanwhile.
+  void reply_loop();
+  // The node a world rank is (rank - 1), -1 for the master or a rank out of range.
+  int node_of_rank(int rank) const;
+  // Marks every node whose rank the channel has lost (node_lost).
+  void notice_lost_nodes();
+  // The node is lost: its link raises WorkerLost from now on, its fetches fail,
+  // and the waiters on its replies wake.
+  void node_lost(int node, const std::exception& why);
   void flusher_loop();
   // From an append that made a buffer non-empty: wakes the flusher if it sleeps.
   void wake_flusher();
@@ -121,7 +129,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // The SyncDone of `sync_id` from `node` (0 if the node was lost meanwhile): the
   // number of replies the node sent before it.
   uint64_t await_sync(int node, protocol::PostedMessage& answer, uint64_t sync_id);
-  // Until the reply thread of `node` has handled `count` replies (or the node is lost).
+  // Until the reply thread has handled `count` replies of `node` (or the node is lost).
   void wait_for_replies(int node, uint64_t count);
 
   std::shared_ptr<DataChannel> channel_;
@@ -153,7 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // deadline, and the node's stream failed); dropped once finished.
   std::vector<Request> abandoned_fetches_;
 
-  std::vector<std::thread> reply_threads_;
+  std::thread replies_;
   std::atomic<bool> stopping_{false};
   std::thread flusher_;
   std::mutex flusher_mu_;

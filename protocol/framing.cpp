@@ -95,10 +95,15 @@ void MessageReceiver::post() {
 bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll) {
   try {
     if (checked([&] { return pending_.wait_for(poll); }, source_) == WaitStatus::Timeout) return false;
-  } catch (const protocol::ProtocolError&) {
-    // The channel discarded the malformed message: keep listening. (The channel's
-    // own failures, PeerLost, stay with the request and are thrown again.)
-    post();
+  } catch (...) {
+    // Keep listening: the channel discarded a malformed message, and a receive
+    // from any source goes on with the other senders when one is lost. A channel
+    // that takes no receive any more (shut down) keeps the failed one, whose
+    // error the next call throws again.
+    try {
+      post();
+    } catch (...) {
+    }
     throw;
   }
   out.bytes = pending_.take_message();

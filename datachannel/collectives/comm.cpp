@@ -7,6 +7,7 @@
 
 #include "datachannel/channel_access.h"
 #include "datachannel/check.h"
+#include "datachannel/collective_engine.h"
 
 namespace thd::detail {
 
@@ -25,7 +26,8 @@ Comm::Comm(Transport& transport, const std::vector<int>& world_ranks, int rank, 
       rank_(rank),
       envelope_(envelope),
       deadline_(deadline),
-      op_(std::move(op)) {}
+      op_(std::move(op)),
+      on_engine_(CollectiveEngine::on_task()) {}
 
 Comm::~Comm() {
   bool unfinished = false;
@@ -46,6 +48,8 @@ std::shared_ptr<RequestState> Comm::new_request(std::string_view what, int peer)
   std::string text = world == peer ? fmt::format("{}: {} rank {}", op_, what, peer)
                                    : fmt::format("{}: {} rank {} (world rank {})", op_, what, peer, world);
   auto state = std::make_shared<RequestState>(std::move(text), deadline_, &transport_, transport_.rank());
+  // On the collective engine, finishing it resumes this call.
+  state->on_finish = on_engine_ ? CollectiveEngine::finish_lane() : 0;
   if (in_flight_.size() >= prune_at_) {
     std::erase_if(in_flight_, [](const InFlight& f) { return f.state->finished(); });
     // Many still in flight (an algorithm that posts a whole pipeline at once):
@@ -76,7 +80,10 @@ void Comm::wait(const Request& request) {
   while (!state->finished()) {
     const auto now = net::Clock::now();
     if (now >= deadline_) throw_timeout(*state);
-    if (transport_.wait(*state, std::min(deadline_, now + kLivenessSlice))) break;
+    const auto until = std::min(deadline_, now + kLivenessSlice);
+    // On the engine the call suspends and its lane runs other collectives meanwhile;
+    // on the caller's own thread it waits as any receive does.
+    if (on_engine_ ? CollectiveEngine::await(*state, until) : transport_.wait(*state, until)) break;
     throw_if_member_lost(*state);
   }
   if (state->status() == RequestState::Failed) fail_call(state->error);

@@ -79,6 +79,9 @@ class Comm {
   Envelope envelope_;
   net::Deadline deadline_;
   std::string op_;
+  // Whether the call runs as a task of the collective engine (an async collective)
+  // rather than on its caller's thread.
+  bool on_engine_;
   // The messages posted and not yet seen finished; pruned as it grows, so its
   // size stays near the number actually in flight.
   std::vector<InFlight> in_flight_;

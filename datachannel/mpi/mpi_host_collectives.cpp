@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "datachannel/check.h"
+#include "datachannel/collective_engine.h"
 #include "datachannel/collectives/comm.h"
 #include "datachannel/collectives/reduce_kernels.h"
 #include "datachannel/envelope.h"
@@ -177,6 +178,12 @@ bool MpiHostCollectives::await(Comm& comm, MPI_Request& request) {
     if (done) return true;
     const auto now = net::Clock::now();
     if (now >= comm.deadline()) return false;
+    // An async collective runs on the collective engine: it pauses rather than spins,
+    // so the other collectives of its lane go on meanwhile.
+    if (CollectiveEngine::on_task()) {
+      CollectiveEngine::pause(now - start < kYield ? std::chrono::microseconds(0) : kNap);
+      continue;
+    }
     if (now - start < kSpin) continue;
     if (now - start < kYield) {
       sched_yield();

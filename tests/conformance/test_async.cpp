@@ -1,8 +1,10 @@
 // Async collectives: several outstanding at once, completing in issue order;
 // Request::test/wait/wait(timeout) on collectives; collectives with different
-// tags running concurrently from two threads.
+// tags running concurrently from two threads; a thread count that does not grow
+// with the tags.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "backends.h"
@@ -10,6 +12,7 @@
 #include "op_checks.h"
 #include "rank_threads.h"
 #include "tensors.h"
+#include "thread_count.h"
 
 namespace thd::conformance {
 namespace {
@@ -168,6 +171,40 @@ TEST_P(Async, TagsAreIndependentSequencesWhateverTheIssueOrder) {
     require_same(x, reduce_reference(ReduceOp::Sum, kFloat32, env.size, 5, 1), "all_reduce on tag 1");
     require_same(y, reduce_reference(ReduceOp::Sum, kFloat32, env.size, 5, 2), "all_reduce on tag 2");
   });
+}
+
+// Async collectives of every tag advance on the process's collective engine: the
+// process has as many threads after async collectives on 64 tags as after one tag.
+TEST_P(Async, ThreadCountStaysFlatAsTagsGrow) {
+  const auto threads_after = [&](int tags) {
+    std::atomic<size_t> counted{0};
+    run_world(backend(), 2, [&](RankEnv& env) {
+      std::vector<Tensor> tensors;
+      std::vector<Request> reqs;
+      for (int tag = 1; tag <= tags; ++tag) {
+        tensors.push_back(reduce_operand(ReduceOp::Sum, kInt64, env.rank, env.size, 7, tag));
+        reqs.push_back(env.dc.iall_reduce(tensors.back(), ReduceOp::Sum, {.tag = tag}));
+      }
+      wait_all(reqs);
+      for (int tag = 1; tag <= tags; ++tag) {
+        require_same(tensors[static_cast<size_t>(tag - 1)], reduce_reference(ReduceOp::Sum, kInt64, env.size, 7, tag),
+                     "iall_reduce on tag " + std::to_string(tag));
+      }
+      // Counted while every rank's channel, and every queue of its tags, is open.
+      env.sync.arrive_and_wait();
+      if (env.rank == 0) counted = test::thread_count();
+      env.sync.arrive_and_wait();
+    });
+    return counted.load();
+  };
+  const size_t one_tag = threads_after(1);
+  const size_t many_tags = threads_after(64);
+  RecordProperty("threads_after_1_tag", static_cast<int>(one_tag));
+  RecordProperty("threads_after_64_tags", static_cast<int>(many_tags));
+  // A thread or two may start on its own schedule; a thread per tag would be 63 more
+  // per rank of the process.
+  EXPECT_LE(many_tags, one_tag + 2) << "threads after async collectives on 1 tag: " << one_tag
+                                    << ", on 64 tags: " << many_tags;
 }
 
 THD_CONFORMANCE_BACKENDS(Async);

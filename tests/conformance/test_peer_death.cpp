@@ -1,5 +1,5 @@
-// A rank process killed with SIGKILL in the middle of a collective and of a
-// receive: every other rank's pending operation that needs it fails with
+// A rank process killed with SIGKILL in the middle of a collective (blocking, or
+// async on several tags) and of a receive: every other rank's pending operation that needs it fails with
 // thd::PeerLost naming it, well before the operation's deadline, and later
 // operations that need it fail the same way; point to point among the others
 // keeps working.
@@ -8,7 +8,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "backends.h"
 #include "checks.h"
@@ -95,6 +97,25 @@ TEST_P(PeerDeath, MidCollective) {
     Tensor t = Tensor::ones({1000});
     require_peer_lost([&] { dc.all_reduce(t, ReduceOp::Sum, {.tag = 1, .timeout = kOpTimeout}); },
                       "all_reduce while rank 2 died");
+    survivors_carry_on(dc);
+  });
+}
+
+// Async collectives on several tags, all pending on the collective engine when the
+// victim dies: each one fails with PeerLost.
+TEST_P(PeerDeath, MidAsyncCollectivesOnSeveralTags) {
+  kill_victim_during(backend(), [](DataChannel& dc) {
+    constexpr int kTags = 8;
+    std::vector<Tensor> tensors;
+    std::vector<Request> reqs;
+    for (int tag = 1; tag <= kTags; ++tag) {
+      tensors.push_back(Tensor::ones({1000}));
+      reqs.push_back(dc.iall_reduce(tensors.back(), ReduceOp::Sum, {.tag = tag, .timeout = kOpTimeout}));
+    }
+    for (int tag = 1; tag <= kTags; ++tag) {
+      require_peer_lost([&] { reqs[static_cast<size_t>(tag - 1)].wait(); },
+                        "iall_reduce on tag " + std::to_string(tag) + " while rank 2 died");
+    }
     survivors_carry_on(dc);
   });
 }
