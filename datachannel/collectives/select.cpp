@@ -3,6 +3,7 @@
 // (size-1 groups copy, empty buffers do nothing) and the choice of algorithm.
 #include "datachannel/collectives/select.h"
 
+#include <charconv>
 #include <cstdlib>
 #include <string_view>
 
@@ -25,6 +26,17 @@ std::string_view env_choice(const char* name) {
 [[noreturn]] void bad_choice(const char* name, std::string_view value, const char* accepted) {
   THD_THROW(ValueError, "collective algorithm", "{}={} is not an algorithm; use one of {} (or leave it unset)", name,
             value, accepted);
+}
+
+// A crossover in bytes: the variable `name` when set, else `fallback`.
+size_t crossover_bytes(const char* name, size_t fallback) {
+  const std::string_view v = env_choice(name);
+  if (v.empty()) return fallback;
+  size_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  THD_CHECK(ec == std::errc() && end == v.data() + v.size(), ValueError, "collective algorithm",
+            "{}={} is not a number of bytes", name, v);
+  return n;
 }
 
 void check_root(const Comm& comm, int root) {
@@ -51,7 +63,8 @@ AllReduceAlgorithm choose_all_reduce(size_t nbytes, size_t count, int group_size
   if (forced == "rd") return AllReduceAlgorithm::RecursiveDoubling;
   if (!forced.empty()) bad_choice("THD_ALLREDUCE_ALGO", forced, "ring, rd");
   // Fewer elements than ranks would leave ring ranks with empty blocks.
-  if (nbytes <= kAllReduceRecursiveDoublingMaxBytes || count < static_cast<size_t>(group_size)) {
+  const size_t rd_max = crossover_bytes("THD_ALLREDUCE_RD_MAX_BYTES", kAllReduceRecursiveDoublingMaxBytes);
+  if (nbytes <= rd_max || count < static_cast<size_t>(group_size)) {
     return AllReduceAlgorithm::RecursiveDoubling;
   }
   return AllReduceAlgorithm::Ring;
@@ -63,12 +76,15 @@ BroadcastAlgorithm choose_broadcast(size_t nbytes, int group_size) {
   if (forced == "ring") return BroadcastAlgorithm::PipelinedRing;
   if (!forced.empty()) bad_choice("THD_BROADCAST_ALGO", forced, "tree, ring");
   // With two ranks both are one (chunked) message.
-  if (nbytes <= kBroadcastTreeMaxBytes || group_size <= 2) return BroadcastAlgorithm::BinomialTree;
+  const size_t tree_max = crossover_bytes("THD_BROADCAST_TREE_MAX_BYTES", kBroadcastTreeMaxBytes);
+  if (nbytes <= tree_max || group_size <= 2) return BroadcastAlgorithm::BinomialTree;
   return BroadcastAlgorithm::PipelinedRing;
 }
 
 ReduceAlgorithm choose_reduce(size_t nbytes, int group_size) {
-  if (nbytes >= kReduceRingMinBytes && group_size >= 3) return ReduceAlgorithm::Ring;
+  if (nbytes >= crossover_bytes("THD_REDUCE_RING_MIN_BYTES", kReduceRingMinBytes) && group_size >= 3) {
+    return ReduceAlgorithm::Ring;
+  }
   return ReduceAlgorithm::BinomialTree;
 }
 

@@ -1,7 +1,10 @@
 // Which algorithm each entry point of algorithms.h runs, by message size and group
-// size. The thresholds are named here so the benchmarks and docs/datachannel.md can
-// refer to them; THD_ALLREDUCE_ALGO=ring|rd and THD_BROADCAST_ALGO=tree|ring force
-// a choice (for benchmarks; an unknown value is a ValueError).
+// size. The thresholds below are the defaults, measured on the project's 2-core VM;
+// THD_ALLREDUCE_RD_MAX_BYTES, THD_BROADCAST_TREE_MAX_BYTES and
+// THD_REDUCE_RING_MIN_BYTES move them for another machine (every rank of a job
+// must be given the same: ranks that choose different algorithms do not meet).
+// THD_ALLREDUCE_ALGO=ring|rd and THD_BROADCAST_ALGO=tree|ring force a choice (for
+// benchmarks). A malformed value is a ValueError naming the variable.
 #pragma once
 
 #include <cstddef>

@@ -29,6 +29,7 @@
 #include "datachannel/reduce_reference.h"
 #include "datachannel/test_util.h"
 #include "expect_throw.h"
+#include "scoped_env.h"
 #include "tensor/dispatch.h"
 
 namespace thd {
@@ -850,6 +851,34 @@ TEST(Collectives, SelectionFollowsSizeAndGroup) {
   EXPECT_EQ(detail::choose_reduce(100, 8), ReduceAlgorithm::BinomialTree);
   EXPECT_EQ(detail::choose_reduce(16 << 20, 8), ReduceAlgorithm::Ring);
   EXPECT_EQ(detail::choose_reduce(16 << 20, 2), ReduceAlgorithm::BinomialTree);
+}
+
+TEST(Collectives, CrossoversMoveWithTheirVariables) {
+  using detail::AllReduceAlgorithm;
+  using detail::BroadcastAlgorithm;
+  using detail::ReduceAlgorithm;
+  if (std::getenv("THD_ALLREDUCE_ALGO") != nullptr || std::getenv("THD_BROADCAST_ALGO") != nullptr) {
+    GTEST_SKIP() << "an algorithm is forced";
+  }
+  {
+    test::ScopedEnv rd("THD_ALLREDUCE_RD_MAX_BYTES", "1048576");
+    EXPECT_EQ(detail::choose_all_reduce(512 << 10, 1 << 17, 8), AllReduceAlgorithm::RecursiveDoubling);
+    EXPECT_EQ(detail::choose_all_reduce(2 << 20, 1 << 19, 8), AllReduceAlgorithm::Ring);
+  }
+  EXPECT_EQ(detail::choose_all_reduce(512 << 10, 1 << 17, 8), AllReduceAlgorithm::Ring);
+  {
+    test::ScopedEnv tree("THD_BROADCAST_TREE_MAX_BYTES", "0");
+    EXPECT_EQ(detail::choose_broadcast(100, 8), BroadcastAlgorithm::PipelinedRing);
+  }
+  {
+    test::ScopedEnv ring("THD_REDUCE_RING_MIN_BYTES", "4096");
+    EXPECT_EQ(detail::choose_reduce(8192, 8), ReduceAlgorithm::Ring);
+  }
+  for (const char* bad : {"lots", "-1", "64K"}) {
+    SCOPED_TRACE(bad);
+    test::ScopedEnv rd("THD_ALLREDUCE_RD_MAX_BYTES", bad);
+    THD_EXPECT_THROW_MSG((void)detail::choose_all_reduce(1024, 256, 8), ValueError, "THD_ALLREDUCE_RD_MAX_BYTES");
+  }
 }
 
 TEST(Collectives, EntryPointsRejectBadArgumentsOnEveryRank) {
