@@ -246,7 +246,7 @@ void Session::reply_loop() {
       if (!got) continue;
       const int node = node_of_rank(m.source);
       if (node < 0) {
-        THD_LOG_WARN("master: dropped a reply from rank {}, which is no worker of this session", m.source);
+        THD_LOG_WARN("master: dropped a reply from rank {}, which is not one of the job's workers", m.source);
         continue;
       }
       CountHandled counted{this, node};
