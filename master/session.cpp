@@ -224,7 +224,7 @@ void Session::reply_loop() {
   // until a reply is in; the threads that need an answer fast (a fetch, a sync)
   // wait on their own tags and drive the channel.
   protocol::MessageReceiver replies(channel_, kAnySource, protocol::kReplyTag, kMaxReplyBytes, /*passive=*/true);
-  protocol::Received m;
+  Message m;
   // Counts every reply handled, also one dropped as malformed: a SyncDone says how
   // many the worker sent before it.
   struct CountHandled {
@@ -237,36 +237,37 @@ void Session::reply_loop() {
     }
   };
   while (!stopping_) {
-    m.source = -1;
+    m = Message();  // no sender until a reply is in
     try {
       const bool got = replies.next(m, kReplyPoll);
       // A receive on any source waits on for the other senders when one is lost, so
       // lost nodes are looked for here, at least every kReplyPoll.
       notice_lost_nodes();
       if (!got) continue;
-      const int node = node_of_rank(m.source);
+      const int node = node_of_rank(m.source());
       if (node < 0) {
-        THD_LOG_WARN("master: dropped a reply from rank {}, which is not one of the job's workers", m.source);
+        THD_LOG_WARN("master: dropped a reply from rank {}, which is not one of the job's workers", m.source());
         continue;
       }
       CountHandled counted{this, node};
-      handle_reply(node, protocol::verify_message(m.bytes, "master"));
+      handle_reply(node, protocol::verify_message(m, "master"));
     } catch (const PeerLost& e) {
-      // The body of a reply from a node that was lost meanwhile.
-      const int node = node_of_rank(e.context().peer >= 0 ? e.context().peer : m.source);
+      // The channel failed the receive for a sender it lost (the receiver listens
+      // on); the error names the peer.
+      const int node = node_of_rank(e.context().peer >= 0 ? e.context().peer : m.source());
       if (node >= 0) {
         node_lost(node, e);
       } else {
         notice_lost_nodes();
       }
     } catch (const protocol::ProtocolError& e) {
-      THD_LOG_WARN("master: dropped a malformed reply from rank {}: {}", m.source, e.what());
+      THD_LOG_WARN("master: dropped a malformed reply from rank {}: {}", m.source(), e.what());
     } catch (const std::exception& e) {
       if (stopping_) return;
       // Without its replies a node cannot be used (no credits, no syncs): fail it
       // loudly rather than let the next wait run into its timeout. An error not tied
       // to one node's reply stops the replies of all of them.
-      const int node = node_of_rank(m.source);
+      const int node = node_of_rank(m.source());
       THD_LOG_WARN("master: reading replies{} failed: {}", node >= 0 ? fmt::format(" from node {}", node) : "",
                    e.what());
       if (node >= 0) {

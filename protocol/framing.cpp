@@ -92,7 +92,7 @@ void MessageReceiver::post() {
                                      {.tag = tag_, .timeout = kPostedReceiveLifetime, .passive_wait = passive_});
 }
 
-bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll) {
+bool MessageReceiver::next(Message& out, std::chrono::milliseconds poll) {
   try {
     if (checked([&] { return pending_.wait_for(poll); }, source_) == WaitStatus::Timeout) return false;
   } catch (...) {
@@ -106,8 +106,7 @@ bool MessageReceiver::next(Received& out, std::chrono::milliseconds poll) {
     }
     throw;
   }
-  out.bytes = pending_.take_message();
-  out.source = out.bytes.source();
+  out = pending_.take_message();
   post();
   return true;
 }

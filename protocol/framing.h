@@ -60,12 +60,6 @@ class PostedMessage {
   bool taken_ = false;
 };
 
-// One received message.
-struct Received {
-  int source = -1;  // the sender's rank
-  Message bytes;
-};
-
 // Receives messages on one (source, tag): a receive stays posted between calls,
 // so a caller may poll with short timeouts without losing a message.
 class MessageReceiver {
@@ -78,11 +72,12 @@ class MessageReceiver {
   MessageReceiver(const MessageReceiver&) = delete;
   MessageReceiver& operator=(const MessageReceiver&) = delete;
 
-  // The next message, or false when none arrived within `poll`. Throws the
+  // The next message (Message::source says who sent it), or false when none
+  // arrived within `poll`. Throws the
   // channel's errors (PeerLost, ...) and ProtocolError for a malformed message
   // (longer than max_bytes, or a tensor's). The receiver keeps listening after
   // each of them.
-  bool next(Received& out, std::chrono::milliseconds poll);
+  bool next(Message& out, std::chrono::milliseconds poll);
 
  private:
   void post();

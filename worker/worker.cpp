@@ -100,7 +100,7 @@ void refuse(Session& session, const fb::Command& c, const Prepared& prepared, co
 // commands at once on this thread; default-stream commands on this thread once
 // every other stream has run what it holds (CUDA's legacy default stream); the
 // others on their stream's executor.
-void schedule(Session& session, const std::shared_ptr<const protocol::Received>& holder, const fb::Command& c) {
+void schedule(Session& session, const std::shared_ptr<const Message>& holder, const fb::Command& c) {
   ExecContext& main = session.streams().default_stream();
   if (is_control(c.op_type())) {
     dispatch(main, c);
@@ -166,7 +166,7 @@ void schedule(Session& session, const std::shared_ptr<const protocol::Received>&
   });
 }
 
-void run_batch(Session& session, const std::shared_ptr<const protocol::Received>& holder,
+void run_batch(Session& session, const std::shared_ptr<const Message>& holder,
                const fb::CommandBatch& batch) {
   if (batch.commands() != nullptr) {
     post_uploads(session, batch);
@@ -211,11 +211,11 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel, const SessionLimit
   Session session(channel, limits);
   ExecContext& ctx = session.streams().default_stream();
   protocol::MessageReceiver commands(channel, 0, protocol::kCommandTag, protocol::kMaxMessageBytes);
-  auto m = std::make_shared<protocol::Received>();
+  auto m = std::make_shared<Message>();
   try {
     for (;;) {
       // A message whose commands some stream still holds stays theirs.
-      if (m.use_count() > 1) m = std::make_shared<protocol::Received>();
+      if (m.use_count() > 1) m = std::make_shared<Message>();
       try {
         if (!commands.next(*m, kPoll)) continue;
       } catch (const protocol::ProtocolError& e) {
@@ -224,7 +224,7 @@ SessionEnd serve(const std::shared_ptr<DataChannel>& channel, const SessionLimit
       }
       const fb::Message* message = nullptr;
       try {
-        message = &protocol::verify_message(m->bytes, "worker");
+        message = &protocol::verify_message(*m, "worker");
       } catch (const protocol::ProtocolError& e) {
         reply_error(ctx, "verify", e.what());
         continue;

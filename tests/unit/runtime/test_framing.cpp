@@ -51,14 +51,14 @@ TEST(MessageReceiver, MessagesArrivingAsAPollTimesOutAreDelivered) {
     }
   });
   protocol::MessageReceiver receiver(ch[0], 1, 7, 1 << 20);
-  protocol::Received m;
+  Message m;
   int got = 0;
   const auto deadline = std::chrono::steady_clock::now() + seconds(60);
   while (got < kMessages && std::chrono::steady_clock::now() < deadline) {
     if (!receiver.next(m, milliseconds(1))) continue;  // throws on the bug
-    ASSERT_EQ(m.bytes.size(), 8u);
-    ASSERT_EQ(m.source, 1);
-    ASSERT_EQ(m.bytes.data()[0] | m.bytes.data()[1] << 8, got) << "messages out of order";
+    ASSERT_EQ(m.size(), 8u);
+    ASSERT_EQ(m.source(), 1);
+    ASSERT_EQ(m.data()[0] | m.data()[1] << 8, got) << "messages out of order";
     ++got;
   }
   sender.join();

@@ -82,14 +82,14 @@ class WorkerDecoder : public ::testing::Test {
 
   // The next reply, verified.
   std::vector<uint8_t> next_reply() {
-    protocol::Received m;
+    Message m;
     const auto deadline = std::chrono::steady_clock::now() + seconds(10);
     while (!replies_->next(m, milliseconds(100))) {
       if (std::chrono::steady_clock::now() > deadline) ADD_FAILURE() << "no reply within 10 s";
       if (std::chrono::steady_clock::now() > deadline) return {};
     }
-    (void)protocol::verify_message(m.bytes, "test");
-    return {m.bytes.data(), m.bytes.data() + m.bytes.size()};
+    (void)protocol::verify_message(m, "test");
+    return {m.data(), m.data() + m.size()};
   }
 
   // Expects the next reply to be an error whose message mentions `needle`.
