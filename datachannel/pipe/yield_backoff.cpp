@@ -4,6 +4,10 @@
 
 namespace thd::detail::pipe {
 
+std::chrono::nanoseconds yield_switch_threshold(std::chrono::nanoseconds fastest_yield) {
+  return std::clamp(2 * fastest_yield, std::chrono::nanoseconds(250), std::chrono::nanoseconds(20'000));
+}
+
 std::chrono::nanoseconds measure_yield_switch() {
   using Clock = std::chrono::steady_clock;
   constexpr int kSamples = 64;
@@ -13,7 +17,7 @@ std::chrono::nanoseconds measure_yield_switch() {
     sched_yield();
     fastest = std::min(fastest, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - before));
   }
-  return std::clamp(2 * fastest, std::chrono::nanoseconds(250), std::chrono::nanoseconds(20'000));
+  return yield_switch_threshold(fastest);
 }
 
 }  // namespace thd::detail::pipe

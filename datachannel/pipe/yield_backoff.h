@@ -45,10 +45,13 @@ class YieldBackoff {
   std::atomic<uint32_t> every_{1};
 };
 
-// The threshold for YieldBackoff on this host: twice the fastest of a few dozen
-// sched_yield calls timed now (a yield that switched to another thread costs a
+// The threshold for YieldBackoff on a host whose fastest sched_yield took
+// `fastest_yield`: twice that (a yield that switched to another thread costs a
 // context switch more than one that did not), kept within [250 ns, 20 us] so a
 // start-up on a loaded host (every yield switching) cannot make it absurd.
+std::chrono::nanoseconds yield_switch_threshold(std::chrono::nanoseconds fastest_yield);
+// The threshold on this host: yield_switch_threshold of the fastest of a few dozen
+// sched_yield calls timed now.
 std::chrono::nanoseconds measure_yield_switch();
 
 }  // namespace thd::detail::pipe

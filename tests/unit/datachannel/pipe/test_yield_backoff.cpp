@@ -42,10 +42,11 @@ TEST(YieldBackoff, TheThresholdIsTheOneGiven) {
   EXPECT_EQ(slow.every(), 1u);
 }
 
-TEST(YieldBackoff, TheMeasuredThresholdIsWithinItsBounds) {
-  const auto t = measure_yield_switch();
-  EXPECT_GE(t, 250ns);
-  EXPECT_LE(t, 20us);
+TEST(YieldBackoff, TheThresholdIsTwiceTheFastestYieldWithinItsBounds) {
+  EXPECT_EQ(yield_switch_threshold(400ns), 800ns);
+  EXPECT_EQ(yield_switch_threshold(3us), 6us);
+  EXPECT_EQ(yield_switch_threshold(20ns), 250ns);  // a clock too coarse to time a yield
+  EXPECT_EQ(yield_switch_threshold(50us), 20us);   // every yield switched: a loaded start-up
 }
 
 }  // namespace
