@@ -88,7 +88,8 @@ foreach(required
         "dc\\.tcp\\.p2p\\.bw\\.[0-9]+[KM]iB" "ref\\.tcp\\.p2p\\.bw\\.[0-9]+[KM]iB"
         "ratio\\.dc\\.tcp\\.p2p\\.bw"
         "dc\\.tcp\\.allreduce\\.f16\\.n2\\.[0-9]+[KM]iB\\.busbw"
-        "dc\\.tcp\\.broadcast\\.n2\\.[0-9]+[KM]iB\\.busbw")
+        "dc\\.tcp\\.broadcast\\.n2\\.[0-9]+[KM]iB\\.busbw"
+        "dc\\.tcp\\.allreduce\\.latency\\.n2\\.32B" "dc\\.tcp\\.allreduce\\.async\\.latency\\.n2\\.32B")
   if(NOT out MATCHES "(^|\n)${required} ")
     message(FATAL_ERROR "datachannel --quick: no figure matching '${required}' in:\n${out}")
   endif()

@@ -24,6 +24,9 @@
 //   dc.<b>.allreduce.n<N>.<size>.busbw  all_reduce float32 sum, 4KiB, 1MiB, 64MiB           GB/s (nccl-tests busbw)
 //   dc.<b>.allreduce.f16.n<N>.<size>.busbw  all_reduce float16 sum (float32 accumulation),  GB/s (of the float16
 //                                     1MiB, 64MiB                                          bytes)
+//   dc.<b>.allreduce.latency.n<N>.32B        a small all_reduce, blocking                     us
+//   dc.<b>.allreduce.async.latency.n<N>.32B  the same as iall_reduce + wait (collective engine) us
+//   ratio.dc.<b>.allreduce.async.latency.n<N>.vs_blocking  async / blocking time       x
 //   dc.<b>.broadcast.n<N>.64MiB.busbw   broadcast from rank 0                                GB/s (busbw = algbw)
 //   ref.mpi.allreduce.n<N>.64MiB.busbw  MPI_Allreduce under Open MPI over TCP (full runs)    GB/s
 //   ratio.dc.<b>.allreduce.n<N>.64MiB.vs_mpi  dc / MPI bus bandwidth                         x

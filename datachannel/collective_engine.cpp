@@ -44,6 +44,36 @@ struct Job {
 constexpr std::chrono::microseconds kDrive{200};
 constexpr std::chrono::microseconds kDriveSlice{20};
 
+// For as long as a lane sleeps, each transport its waiting tasks wait on knows it
+// (Transport::begin_external_wait), once: its own progress serves their messages
+// meanwhile instead of standing down as it does after a waiter that drove it, which
+// is what the lane looks like once its drive ends.
+class ExternalWaits {
+ public:
+  ExternalWaits(const std::vector<Job*>& waiting, std::vector<Transport*>& transports) : transports_(transports) {
+    transports_.clear();
+    for (const Job* job : waiting) {
+      Transport* const t = job->awaited == nullptr ? nullptr : job->awaited->engine;
+      if (t == nullptr || std::find(transports_.begin(), transports_.end(), t) != transports_.end()) continue;
+      try {
+        transports_.push_back(t);
+      } catch (...) {
+        continue;  // out of memory: that transport's progress stands down as before
+      }
+      t->begin_external_wait();
+    }
+  }
+  ~ExternalWaits() {
+    for (Transport* t : transports_) t->end_external_wait();
+    transports_.clear();
+  }
+  ExternalWaits(const ExternalWaits&) = delete;
+  ExternalWaits& operator=(const ExternalWaits&) = delete;
+
+ private:
+  std::vector<Transport*>& transports_;
+};
+
 }  // namespace
 
 // One thread and the tasks it runs. Tasks never move between lanes: a fiber's frames
@@ -62,6 +92,7 @@ struct CollectiveEngine::Lane {
   std::condition_variable cv_;
   std::deque<Job*> ready_;
   std::vector<Job*> waiting_;
+  std::vector<Transport*> external_waits_;  // ExternalWaits' list, kept for its capacity
   // Set by a finishing request: the lane looks at its waiting jobs again. The
   // request's thread takes the mutex only when this was clear.
   std::atomic<bool> kicked_{false};
@@ -237,6 +268,9 @@ void CollectiveEngine::Lane::serve() {
     if (waiting_.empty()) {
       cv_.wait(lock, woken);
     } else {
+      // The waiting tasks' transports serve them while the lane sleeps. Their
+      // tasks, suspended, keep them alive until the lane runs one again.
+      const ExternalWaits external(waiting_, external_waits_);
       cv_.wait_until(lock, earliest, woken);
     }
   }

@@ -97,6 +97,14 @@ class Transport {
   // default blocks on the request; backends override it to spin on their own
   // progress first (latency) and then block (no core burnt while idle).
   virtual bool wait(RequestState& request, net::Deadline until);
+  // Bracket a sleep of a thread that waits for this transport's requests without
+  // driving it and without blocking on one request (a collective engine lane with
+  // tasks suspended on their messages). Meanwhile the transport's own progress
+  // serves its requests at once, as it does for a waiter blocked in wait(), rather
+  // than standing down as it does after a waiter that drives progress itself. The
+  // default does nothing: for transports whose progress never stands down.
+  virtual void begin_external_wait() noexcept {}
+  virtual void end_external_wait() noexcept {}
 
   // The PeerLost error of a world rank this transport has lost, nullptr while it
   // is healthy.

@@ -84,6 +84,7 @@ class RankBench {
     p2p_rtt();
     p2p_bandwidth();
     all_reduce();
+    all_reduce_latency();
     broadcast();
     timer_.barrier();  // every rank's last operation is done
     channel_.reset();
@@ -315,6 +316,42 @@ class RankBench {
       const double algbw = static_cast<double>(sizes[k]) / t[k] / kGiga;
       figures_.emit(cases[k].name, algbw * 2.0 * (n - 1) / n, "GB/s");
     }
+  }
+
+  // A small all_reduce's time, called blocking (on the caller's thread) and as
+  // torch.distributed's async_op=True then wait() (on the collective engine; how
+  // the Python package's blocking calls run too, to stay interruptible).
+  void all_reduce_latency() {
+    ctx_group("allreduce.latency");
+    const int n = s_.world_size;
+    constexpr int64_t kElements = 8;
+    const std::string label = size_label(kElements * 4);
+    const std::string blocking = dc(fmt::format("allreduce.latency.n{}.{}", n, label));
+    const std::string async = dc(fmt::format("allreduce.async.latency.n{}.{}", n, label));
+    Tensor t = Tensor::empty({kElements}, kFloat32);
+    const float expected = static_cast<float>(n * (n + 1) / 2);
+    for (const bool wait_async : {false, true}) {
+      t.fill_(rank() + 1);
+      if (wait_async) {
+        channel_->iall_reduce(t).wait();
+      } else {
+        channel_->all_reduce(t);
+      }
+      check_elements(t, [&](int64_t) { return expected; }, wait_async ? "iall_reduce + wait" : "all_reduce");
+    }
+    t.fill_(0);
+    std::vector<DistCase> cases;
+    cases.push_back({blocking, ctx_.enabled(blocking) ? std::function<void(int64_t)>([this, &t](int64_t calls) {
+                                 for (int64_t i = 0; i < calls; ++i) channel_->all_reduce(t);
+                               })
+                                                      : nullptr});
+    cases.push_back({async, ctx_.enabled(async) ? std::function<void(int64_t)>([this, &t](int64_t calls) {
+                              for (int64_t i = 0; i < calls; ++i) channel_->iall_reduce(t).wait();
+                            })
+                                                : nullptr});
+    const std::vector<double> time = timer_.time(ctx_, cases);
+    for (size_t k = 0; k < cases.size(); ++k) figures_.emit(cases[k].name, time[k] * 1e6, "us");
+    figures_.emit(ratio(fmt::format("allreduce.async.latency.n{}.vs_blocking", n)), timer_.paired_ratio(1, 0), "x");
   }
 
   void broadcast() {

@@ -100,6 +100,13 @@ bool TcpTransport::block_on(RequestState& request, net::Deadline until) {
   return finished;
 }
 
+void TcpTransport::begin_external_wait() noexcept {
+  blockers_.fetch_add(1);
+  wake_progress_thread();
+}
+
+void TcpTransport::end_external_wait() noexcept { blockers_.fetch_sub(1); }
+
 SpinPolicy::Outcome TcpTransport::spin(RequestState& request, net::Deadline until, nanoseconds budget) {
   using Outcome = SpinPolicy::Outcome;
   const auto gap = nanoseconds(SpinPolicy::kDescheduledGap);

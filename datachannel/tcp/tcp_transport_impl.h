@@ -101,6 +101,8 @@ class TcpTransport final : public Transport {
                  const std::shared_ptr<RequestState>& request) override;
   void cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) override;
   bool wait(RequestState& request, net::Deadline until) override;
+  void begin_external_wait() noexcept override;
+  void end_external_wait() noexcept override;
   std::exception_ptr peer_error(int world_rank) const override;
   bool peer_departed(int world_rank) const override;
 
@@ -264,7 +266,7 @@ class TcpTransport final : public Transport {
   // blocked in epoll_wait as the poller).
   std::atomic<bool> stop_{false};
   std::atomic<int> drivers_{0};   // spinners and the poller
-  std::atomic<int> blockers_{0};  // waiters blocked on their request
+  std::atomic<int> blockers_{0};  // waiters blocked on their request, and external waits
   std::atomic<int64_t> last_spin_end_ns_{0};
   std::mutex park_mu_;
   std::condition_variable park_cv_;

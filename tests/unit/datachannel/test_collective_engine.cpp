@@ -24,6 +24,7 @@
 #include "datachannel/collective_engine.h"
 #include "datachannel/collective_queue.h"
 #include "datachannel/request_state.h"
+#include "datachannel/transport.h"
 #include "expect_throw.h"
 
 namespace thd::detail {
@@ -147,6 +148,57 @@ TEST(CollectiveEngine, ALaneWithOnlySuspendedTasksTakesNoCpu) {
   EXPECT_LT(used, 0.02) << "the lane used " << used << " s of CPU in 0.5 s with one task waiting";
   r->complete(-1, 0);
   EXPECT_TRUE(reaches(done, 1));
+}
+
+// A transport that only counts the external waits it is told of.
+class CountingTransport final : public Transport {
+ public:
+  CountingTransport() : Transport(0, 1) {}
+  std::string_view name() const noexcept override { return "counting"; }
+  void post_send(std::span<const uint8_t>, int, const Envelope&, const std::shared_ptr<RequestState>&) override {}
+  void post_recv(std::span<uint8_t>, int, const Envelope&, const std::shared_ptr<RequestState>&) override {}
+  void cancel(const std::shared_ptr<RequestState>&, std::exception_ptr) override {}
+  std::exception_ptr peer_error(int) const override { return nullptr; }
+  void begin_external_wait() noexcept override { ++begun; }
+  void end_external_wait() noexcept override { ++ended; }
+  std::atomic<int> begun{0};
+  std::atomic<int> ended{0};
+};
+
+TEST(CollectiveEngine, ASleepingLaneHasTheTransportItsTasksWaitOnServeThem) {
+  CountingTransport transport;
+  CollectiveEngine& engine = CollectiveEngine::instance();
+  const int lane = engine.pick_lane();
+  std::vector<std::shared_ptr<RequestState>> requests;
+  for (int i = 0; i < 2; ++i) requests.push_back(std::make_shared<RequestState>("test", net::Deadline::max(), &transport, 0));
+  std::atomic<int> suspended{0};
+  std::atomic<int> done{0};
+  for (int i = 0; i < 2; ++i) {
+    engine.start(
+        lane,
+        [&, i] {
+          RequestState& r = *requests[static_cast<size_t>(i)];
+          r.on_finish = CollectiveEngine::finish_lane();
+          ++suspended;
+          while (!CollectiveEngine::await(r, net::Deadline::max())) {
+          }
+        },
+        [&] { ++done; });
+  }
+  ASSERT_TRUE(reaches(suspended, 2));
+  // Asleep with both tasks waiting on the one transport: told once, and not yet
+  // told the wait is over.
+  const auto until = Clock::now() + 10s;
+  while (transport.begun.load() - transport.ended.load() != 1 && Clock::now() < until) std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(transport.begun.load() - transport.ended.load(), 1);
+  requests[0]->complete(-1, 0);
+  ASSERT_TRUE(reaches(done, 1));
+  requests[1]->complete(-1, 0);
+  ASSERT_TRUE(reaches(done, 2));
+  // Every wait the lane began, it ended, before the tasks that held the transport went.
+  EXPECT_EQ(transport.begun.load(), transport.ended.load());
+  EXPECT_GE(transport.begun.load(), 1);
 }
 
 TEST(CollectiveQueue, RunsItsTasksOneAtATimeInIssueOrder) {
