@@ -22,6 +22,7 @@
 #include "streams/trace.h"
 #include "worker/events.h"
 #include "worker/exec_context.h"
+#include "worker/graphs.h"
 #include "worker/handle_table.h"
 #include "worker/notice_board.h"
 #include "worker/progress_reporter.h"
@@ -46,6 +47,8 @@ class Session {
   HandleTable& table() { return table_; }
   StreamSet& streams() { return streams_; }
   EventTable& events() { return events_; }
+  // The session's graphs (the command loop's alone).
+  GraphTable& graphs() { return graphs_; }
 
   // ---- memory (SessionLimits) -------------------------------------------------------------
   // Out of memory naming `op` (HostOutOfMemoryError for the CPU, OutOfMemoryError
@@ -167,6 +170,7 @@ class Session {
   std::set<uint64_t> open_latches_;
   HandleTable table_;
   EventTable events_;
+  GraphTable graphs_;
 
   std::mutex uploads_mu_;
   std::unordered_map<uint64_t, std::pair<Tensor, Request>> uploads_;

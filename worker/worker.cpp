@@ -88,7 +88,7 @@ Prepared prepare(Session& session, const fb::Command& c) {
 void refuse(Session& session, const fb::Command& c, const Prepared& prepared, const std::string& message,
             ErrorKind kind) {
   ExecContext& main = session.streams().default_stream();
-  main.begin(c);
+  main.begin(c, Prepared{.value = 0, .event = nullptr, .graph = prepared.graph});
   const std::shared_ptr<const Poison> poison = main.new_poison(message, kind);
   const fb::Fetch* fetch = c.op_as_Fetch();
   main.fail(poison, /*report=*/fetch == nullptr);
@@ -100,13 +100,50 @@ void refuse(Session& session, const fb::Command& c, const Prepared& prepared, co
 // commands at once on this thread; default-stream commands on this thread once
 // every other stream has run what it holds (CUDA's legacy default stream); the
 // others on their stream's executor.
-void schedule(Session& session, const std::shared_ptr<const Message>& holder, const fb::Command& c) {
+void schedule(Session& session, const std::shared_ptr<const Message>& holder, const fb::Command& c,
+              const GraphRun* graph = nullptr);
+
+// A replay of a graph (docs/graphs.md): its commands, verified when it was defined,
+// scheduled here and now as if the master had issued them in place of the replay,
+// each on its stream. The holder every stream keeps while it runs one of them
+// keeps this replay and its graph alive (a DropGraph meanwhile frees neither).
+void replay(Session& session, const fb::Command& c) {
+  const fb::ReplayGraph* op = c.op_as_ReplayGraph();
+  if (op == nullptr) {
+    refuse(session, c, {}, "command names an op but carries no arguments", ErrorKind::Value);
+    return;
+  }
+  const GraphTable::Found found = session.graphs().find(op->graph());
+  if (!found.known) {
+    refuse(session, c, {},
+           fmt::format("graph {} is not defined on node {} (it was reset, or captured in another session)",
+                       op->graph(), session.node()),
+           ErrorKind::Value);
+    return;
+  }
+  // A definition the node refused was reported once, and poisoned the graph's tensors.
+  if (!found.graph) return;
+  auto run = std::make_shared<GraphRun>(GraphRun{found.graph, op->replay()});
+  const std::shared_ptr<const Message> holder(run, &found.graph->message());
+  for (const fb::Command* command : found.graph->commands()) {
+    if (session.master_lost()) return;
+    schedule(session, holder, *command, run.get());
+  }
+}
+
+void schedule(Session& session, const std::shared_ptr<const Message>& holder, const fb::Command& c,
+              const GraphRun* graph) {
   ExecContext& main = session.streams().default_stream();
+  if (c.op_type() == fb::Op::ReplayGraph) {
+    replay(session, c);
+    return;
+  }
   if (is_control(c.op_type())) {
-    dispatch(main, c);
+    dispatch(main, c, Prepared{.value = 0, .event = nullptr, .graph = graph});
     return;
   }
   Prepared prepared = prepare(session, c);
+  prepared.graph = graph;
   const bool collective = c.op_type() == fb::Op::Collective;
   const uint64_t turn = prepared.value;
   if (c.stream() == 0) {
