@@ -175,7 +175,9 @@ foreach(required
         "ratio\\.mw\\.sync\\.rtt [0-9.]+ x"
         "mw\\.copy\\.to_worker\\.[0-9]+[KM]iB [0-9.]+ GB/s" "mw\\.copy\\.from_worker\\.[0-9]+[KM]iB [0-9.]+ GB/s"
         "ref\\.tcp\\.p2p\\.bw\\.[0-9]+[KM]iB [0-9.]+ GB/s"
-        "ratio\\.mw\\.copy\\.to_worker [0-9.]+ x" "ratio\\.mw\\.copy\\.from_worker [0-9.]+ x")
+        "ratio\\.mw\\.copy\\.to_worker [0-9.]+ x" "ratio\\.mw\\.copy\\.from_worker [0-9.]+ x"
+        "ref\\.local\\.ops [0-9.]+ ops/s" "mw\\.graph\\.replay\\.ops [0-9.]+ ops/s"
+        "ratio\\.mw\\.graph\\.replay\\.local [0-9.]+ x" "ratio\\.mw\\.graph\\.replay\\.eager [0-9.]+ x")
   if(NOT out MATCHES "(^|\n)${required}\n")
     message(FATAL_ERROR "dispatch --quick: no line matching '${required}' in:\n${out}")
   endif()

@@ -82,7 +82,10 @@ void ExecContext::define(uint64_t id, Tensor tensor) {
   }
 }
 
-void ExecContext::reserve(uint64_t bytes, Device device) const { session_.reserve(bytes, op_name(), device); }
+void ExecContext::reserve(uint64_t bytes, Device device) const {
+  if (device.is_cpu() && session_.host_fits(bytes)) return;  // the common case, without building the op's name
+  session_.reserve(bytes, op_name(), device);
+}
 
 void ExecContext::check_view(const Tensor& view) const {
   session_.check_extent(bytes_of(numel_of(view.shape()), view.dtype()), op_name(), view.device());

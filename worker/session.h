@@ -3,6 +3,7 @@
 // groups of collectives and their turns, the streams and the events).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include <thd/datachannel.h>
+#include <thd/memory.h>
 
 #include "protocol/framing.h"
 #include "streams/trace.h"
@@ -56,6 +58,13 @@ class Session {
   // session's limit: called before an op allocates. A device this node does not
   // have is a ValueError (check_device).
   void reserve(uint64_t bytes, const std::string& op, Device device = Device::cpu());
+  // Whether `bytes` more of host tensor memory keep the node within its limit
+  // (reserve's check for the CPU, without naming an op: an op's name is built only
+  // for the error).
+  bool host_fits(uint64_t bytes) const {
+    const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats().allocated_bytes, 0));
+    return bytes <= memory_limit_ && in_use <= memory_limit_ - bytes;
+  }
   // ValueError naming `op` unless a view of `bytes` (elements times their size, not
   // memory) on `device` is within that device's limit.
   void check_extent(uint64_t bytes, const std::string& op, Device device = Device::cpu());

@@ -18,6 +18,7 @@
 
 #include <thd/cuda.h>
 #include <thd/distributed.h>
+#include <thd/graph.h>
 #include <thd/stream.h>
 #include <thd/tensor.h>
 
@@ -37,6 +38,10 @@ constexpr double kDispatchTarget = 500e3;  // ops/s, at least
 constexpr double kRttTarget = 3.0;         // x the plain socket's round trip, at most
 constexpr double kCopyTarget = 0.8;        // x the plain socket's bandwidth, at least
 constexpr double kOneOpBatchTarget = 160;  // bytes on the wire, transport header included, at most
+// Issue 38's targets for graph replays of tiny ops.
+constexpr double kGraphVsLocalTarget = 0.7;  // x ref.local.ops, at least
+constexpr double kGraphVsEagerTarget = 3.0;  // x mw.dispatch.async, at least
+constexpr int64_t kGraphOps = 1000;          // ops in the graph of mw.graph.replay.ops
 
 struct Sizes {
   explicit Sizes(bool quick)
@@ -168,7 +173,69 @@ class Figures {
     ctx_.begin_group("dispatch");
     const std::optional<double> rate = dispatch_rate("mw.dispatch.async", Device::cpu(), sizes_.dispatch_ops);
     if (rate) verdict("mw.dispatch.async", *rate, ">=", kDispatchTarget, "ops/s");
+    graph_replay(rate);
     batch_bytes();
+  }
+
+  // The ops of mw.dispatch.async (`a + b` on 16 floats, results dropped) three ways:
+  // in a plain local loop of thd::Tensor calls (ref.local.ops: what the worker's own
+  // loop could do at best), and as a graph of kGraphOps of them on node 0 replayed
+  // back to back, then thd::synchronize() (mw.graph.replay.ops), each
+  // sizes_.dispatch_ops ops per timed call; with the ratios to the eager rate.
+  void graph_replay(std::optional<double> eager) {
+    const std::string local_name = "ref.local.ops";
+    const std::string graph_name = "mw.graph.replay.ops";
+    if (!ctx_.enabled(local_name) && !ctx_.enabled(graph_name)) return;
+    const int64_t replays = std::max<int64_t>(1, sizes_.dispatch_ops / kGraphOps);
+    const int64_t ops = replays * kGraphOps;
+    Tensor la = Tensor::ones({kTinyElements}, kFloat32), lb = Tensor::full({kTinyElements}, 2.0f, kFloat32);
+    std::optional<DistributedTensor> a, b, probe;
+    Graph graph;
+    if (master() && ctx_.enabled(graph_name)) {
+      a = DistributedTensor::ones({kTinyElements}, kFloat32);
+      b = DistributedTensor::full({kTinyElements}, 2.0f, kFloat32);
+      graph = thd::capture([&] {
+        for (int64_t i = 0; i + 1 < kGraphOps; ++i) (void)(*a + *b);
+        probe = *a + *b;  // the graph's last result, checked after a replay
+      });
+      graph.replay();
+      check_all(probe->get(), 3.0f, "a + b in a graph");
+    }
+    auto local = [&](int64_t calls) {
+      for (int64_t c = 0; c < calls; ++c) {
+        for (int64_t i = 0; i < ops; ++i) (void)(la + lb);
+      }
+    };
+    auto replay = [&](int64_t calls) {
+      for (int64_t c = 0; c < calls; ++c) {
+        for (int64_t r = 0; r < replays; ++r) graph.replay();
+        thd::synchronize();
+      }
+    };
+    std::vector<dc::DistCase> cases;
+    if (ctx_.enabled(local_name)) cases.push_back(master_case(local_name, local));
+    if (ctx_.enabled(graph_name)) cases.push_back(master_case(graph_name, replay));
+    const std::vector<double> t = timer_.time(ctx_, cases);
+    if (!master()) return;
+    std::optional<double> local_rate, graph_rate;
+    size_t k = 0;
+    if (ctx_.enabled(local_name)) local_rate = static_cast<double>(ops) / t[k++];
+    if (ctx_.enabled(graph_name)) graph_rate = static_cast<double>(ops) / t[k++];
+    if (local_rate) ctx_.report(local_name, *local_rate, "ops/s");
+    if (!graph_rate) return;
+    ctx_.report(graph_name, *graph_rate, "ops/s");
+    if (ctx_.options().verbose) {
+      fmt::print(std::cerr, "# {}: {} replays of a {}-op graph per timed call, graph memory on node 0 {} B\n",
+                 graph_name, replays, kGraphOps, graph.memory_bytes(0));
+    }
+    if (local_rate) {
+      ctx_.report("ratio.mw.graph.replay.local", *graph_rate / *local_rate, "x");
+      verdict("ratio.mw.graph.replay.local", *graph_rate / *local_rate, ">=", kGraphVsLocalTarget, "x");
+    }
+    if (eager) {
+      ctx_.report("ratio.mw.graph.replay.eager", *graph_rate / *eager, "x");
+      verdict("ratio.mw.graph.replay.eager", *graph_rate / *eager, ">=", kGraphVsEagerTarget, "x");
+    }
   }
 
   // mw.batch.bytes.one_op: what one op alone costs on the wire, as node 0's
