@@ -162,6 +162,12 @@ void GraphState::replay() {
       return fb::CreateReplayGraph(b, id, replay).Union();
     });
   }
+  // A node may block in the graph on another (a copy's receive, a collective, a
+  // remote event): every part leaves now, as to_node's and the collectives' do. A
+  // graph on one node waits in its buffer with the ops around it.
+  if (nodes.size() > 1) {
+    for (int node : nodes) s->link(node, kOp).flush();
+  }
   replays.store(replay);
 }
 

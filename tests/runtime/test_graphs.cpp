@@ -5,6 +5,7 @@
 // the call site; a graph's tensors live until it is reset.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include <thd/distributed.h>
@@ -200,6 +201,209 @@ TEST_F(Graphs, ACopyOfAResetGraphRefusesToReplay) {
     EXPECT_NE(std::string(e.what()).find("was reset"), std::string::npos) << e.what();
   }
   EXPECT_THROW(Graph().replay(), ValueError);
+}
+
+}  // namespace
+}  // namespace thd::test
+
+namespace thd::test {
+namespace {
+
+// Graphs that span nodes: copies between workers, collectives, side streams and
+// cross-node events inside, each working in every replay as in eager mode.
+class GraphsAcrossNodes : public JobTest<3> {};
+
+TEST_F(GraphsAcrossNodes, CopiesBetweenWorkersInsideAGraph) {
+  DistributedTensor a = DistributedTensor::zeros({8}, kFloat32);  // node 0: the input
+  DistributedTensor back;
+  DistributedTensor on1, on2;
+  Graph g = thd::capture([&] {
+    on1 = (a + 1).to_node(1);
+    {
+      NodeScope on(1);
+      on1.mul_(2);
+    }
+    on2 = on1.to_node(2).add(a.to_node(2));
+    back = on2.to_node(0);
+  });
+  EXPECT_EQ(g.nodes(), (std::vector<int>{0, 1, 2}));
+  for (float v : {0.0f, 1.0f, 5.0f}) {
+    a.fill_(v);
+    g.replay();
+    const float expected = (v + 1) * 2 + v;
+    EXPECT_TRUE(same_tensor(back.get(), Tensor::full({8}, expected, kFloat32))) << "a = " << v;
+    EXPECT_EQ(on2.node(), 2);
+    EXPECT_TRUE(same_tensor(on2.get(), Tensor::full({8}, expected, kFloat32)));
+  }
+  for (int r = 0; r < 50; ++r) g.replay();  // back to back
+  EXPECT_TRUE(same_tensor(back.get(), Tensor::full({8}, 17.0f, kFloat32)));
+}
+
+TEST_F(GraphsAcrossNodes, CollectivesInsideAGraph) {
+  std::vector<DistributedTensor> grads;
+  for (int node = 0; node < 3; ++node) {
+    NodeScope on(node);
+    grads.push_back(DistributedTensor::zeros({4}, kFloat32));
+  }
+  std::vector<DistributedTensor> gathered;
+  Graph g = thd::capture([&] {
+    for (int node = 0; node < 3; ++node) {
+      NodeScope on(node);
+      grads[static_cast<size_t>(node)].fill_(node + 1);
+    }
+    all_reduce(grads, ReduceOp::Sum);  // 1 + 2 + 3 on every node
+    gathered = all_gather(grads);
+  });
+  for (int r = 0; r < 5; ++r) {
+    g.replay();
+    // An eager op between replays, on one member: the next replay's fill_ undoes it.
+    grads[1].mul_(10);
+  }
+  for (int node = 0; node < 3; ++node) {
+    const float expected = node == 1 ? 60.0f : 6.0f;
+    EXPECT_TRUE(same_tensor(grads[static_cast<size_t>(node)].get(), Tensor::full({4}, expected, kFloat32)))
+        << "node " << node;
+    EXPECT_TRUE(same_tensor(gathered[static_cast<size_t>(node)].get(), Tensor::full({3, 4}, 6.0f, kFloat32)))
+        << "node " << node;
+  }
+}
+
+TEST_F(GraphsAcrossNodes, SideStreamsAndCrossNodeEventsInsideAGraph) {
+  Stream side = Stream::create(1);
+  DistributedTensor x = DistributedTensor::zeros({1024}, kFloat32);  // node 0
+  DistributedTensor y;
+  {
+    NodeScope on(1);
+    y = DistributedTensor::zeros({1024}, kFloat32);
+  }
+  Event ready;
+  Graph g = thd::capture([&] {
+    for (int i = 0; i < 20; ++i) x.add_(1);
+    ready.record(current_stream(0));
+    side.wait(ready);  // node 1's side stream waits for node 0's work
+    StreamScope in(side);
+    y.copy_(x.to_node(1));
+    y.mul_(2);
+  });
+  for (int r = 1; r <= 3; ++r) {
+    g.replay();
+    side.synchronize();
+    EXPECT_TRUE(same_tensor(y.get(), Tensor::full({1024}, 40.0f * static_cast<float>(r), kFloat32))) << "replay " << r;
+  }
+}
+
+}  // namespace
+}  // namespace thd::test
+
+namespace thd::test {
+namespace {
+
+// `call` raises a RemoteError naming `op`, graph `graph` and replay `replay`.
+template <typename F>
+::testing::AssertionResult fails_in_replay(F&& call, const std::string& op, uint64_t graph, uint64_t replay) {
+  try {
+    call();
+    return ::testing::AssertionFailure() << "did not throw";
+  } catch (const RemoteError& e) {
+    const std::string what = e.what();
+    const std::string named = "of graph " + std::to_string(graph) + " (replay " + std::to_string(replay) + ")";
+    if (e.context().op != op || what.find(named) == std::string::npos) {
+      return ::testing::AssertionFailure() << "the error does not name " << op << " and \"" << named << "\": " << what;
+    }
+    return ::testing::AssertionSuccess();
+  }
+}
+
+class GraphErrors : public JobTest<2> {};
+
+TEST_F(GraphErrors, AFailingOpPoisonsItsOutputsAndNamesTheGraphTheReplayAndTheOp) {
+  DistributedTensor a = DistributedTensor::arange(4, kFloat32);
+  DistributedTensor index = DistributedTensor::zeros({2}, kInt64);
+  DistributedTensor out;
+  Graph g = thd::capture([&] { out = a.index_select(0, index).add(1); });
+  g.replay();
+  EXPECT_TRUE(same_tensor(out.get(), filled(1, 2)));
+  index.fill_(9);  // out of range: only the worker can tell
+  g.replay();
+  EXPECT_TRUE(fails_in_replay([&] { (void)out.get(); }, "index_select", g.id(), 2));
+  synchronize();  // raised by the get: not again
+  // Two failing replays are two failures, each raised once.
+  g.replay();
+  g.replay();
+  EXPECT_TRUE(fails_in_replay([&] { synchronize(); }, "index_select", g.id(), 3));
+  EXPECT_TRUE(fails_in_replay([&] { synchronize(); }, "index_select", g.id(), 4));
+  synchronize();
+  // The next replay makes the graph's tensors anew: the poison is gone.
+  index.fill_(3);
+  g.replay();
+  EXPECT_TRUE(same_tensor(out.get(), filled(4, 2)));
+}
+
+TEST_F(GraphErrors, AnInputDroppedByTheProgramStaysForTheReplays) {
+  DistributedTensor out = DistributedTensor::zeros({4}, kFloat32);
+  Graph g;
+  {
+    DistributedTensor dropped = DistributedTensor::full({4}, 2.0f, kFloat32);
+    g = thd::capture([&] { out.copy_(dropped * 3); });
+  }
+  g.replay();
+  EXPECT_TRUE(same_tensor(out.get(), filled(6)));
+}
+
+TEST(GraphFaults, AWorkerLostDuringAReplayFailsItWithWorkerLost) {
+  LocalJob job(2);
+  DistributedTensor a = DistributedTensor::zeros({4}, kFloat32);
+  DistributedTensor b;
+  {
+    NodeScope on(1);
+    b = DistributedTensor::zeros({400, 400}, kFloat32);
+  }
+  Graph g = thd::capture([&] {
+    a.add_(1);
+    for (int i = 0; i < 20; ++i) b = b.matmul(b).div(400);
+  });
+  g.replay();
+  synchronize();
+  for (int r = 0; r < 20; ++r) g.replay();  // in flight when node 1 dies
+  job.kill_worker(1);
+  const auto killed = std::chrono::steady_clock::now();
+  bool lost = false;
+  try {
+    for (int r = 0; r < 1000 && !lost; ++r) {
+      g.replay();
+      if (r % 100 == 99) synchronize();
+    }
+    synchronize();
+  } catch (const WorkerLost& e) {
+    lost = true;
+    EXPECT_EQ(e.context().node, 1) << e.what();
+  }
+  EXPECT_TRUE(lost) << "replays on a dead node raised no WorkerLost";
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(5));
+  // Node 0 carries on.
+  EXPECT_TRUE(same_tensor((a * 0).get(), Tensor::zeros({4}, kFloat32)));
+  (void)job.stop();
+}
+
+TEST(GraphFaults, AGraphIsRefusedInASessionOtherThanTheOneThatCapturedIt) {
+  Graph g;
+  {
+    LocalJob first(1);
+    DistributedTensor x = DistributedTensor::zeros({4}, kFloat32);
+    g = thd::capture([&] { x.add_(1); });
+    g.replay();
+    EXPECT_TRUE(same_tensor(x.get(), filled(1)));
+    (void)first.stop();
+  }
+  LocalJob second(1);
+  try {
+    g.replay();
+    FAIL() << "a graph of an ended session replayed";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("session that has ended"), std::string::npos) << e.what();
+  }
+  g.reset();  // nothing to drop: its session is gone
+  (void)second.stop();
 }
 
 }  // namespace
