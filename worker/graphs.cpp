@@ -96,6 +96,7 @@ GraphDef::GraphDef(uint64_t id, std::span<const uint8_t> message, std::vector<ui
       THD_THROW(protocol::ProtocolError, kOp, "command {} (op {}) of graph {} is a {}, which a graph cannot hold",
                 commands_.size(), c->id(), id, *name != '\0' ? name : "op unknown to this protocol version");
     }
+    if (c->stream() != 0) default_stream_only_ = false;
     commands_.push_back(c);
   }
   for (uint64_t t : owned_list_) {

@@ -33,11 +33,14 @@ class GraphDef {
   // The commands, in issue order; they point into message().
   const std::vector<const protocol::fb::Command*>& commands() const { return commands_; }
   const Message& message() const { return message_; }
+  // Every command runs on the node's default stream.
+  bool default_stream_only() const { return default_stream_only_; }
 
  private:
   uint64_t id_;
   Message message_;
   std::vector<const protocol::fb::Command*> commands_;
+  bool default_stream_only_ = true;
   std::vector<uint64_t> owned_list_;
   std::unordered_set<uint64_t> owned_;
 };
