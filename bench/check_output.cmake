@@ -192,6 +192,13 @@ if(NOT rc EQUAL 0 OR NOT out MATCHES
                       "${out}${err}")
 endif()
 
+# The graphs suite in tiny mode: the master, three workers and the reference peer.
+run_bench(out rc err graphs --quick)
+if(NOT rc EQUAL 0 OR NOT out MATCHES
+   "^mw\\.eager\\.step [0-9.]+ us\nmw\\.graph\\.step [0-9.]+ us\nratio\\.mw\\.graph\\.step [0-9.]+ x\n$")
+  message(FATAL_ERROR "graphs --quick (exit ${rc}): expected the step figures, got:\n${out}${err}")
+endif()
+
 # The streams suite in tiny mode: the master, two workers and the reference peer.
 run_bench(out rc err streams --quick)
 if(NOT rc EQUAL 0)

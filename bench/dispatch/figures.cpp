@@ -42,6 +42,7 @@ constexpr double kOneOpBatchTarget = 160;  // bytes on the wire, transport heade
 constexpr double kGraphVsLocalTarget = 0.7;  // x ref.local.ops, at least
 constexpr double kGraphVsEagerTarget = 3.0;  // x mw.dispatch.async, at least
 constexpr int64_t kGraphOps = 1000;          // ops in the graph of mw.graph.replay.ops
+constexpr double kGraphStepTarget = 0.5;     // x the eager step's time, at most
 
 struct Sizes {
   explicit Sizes(bool quick)
@@ -124,6 +125,8 @@ class Figures {
     if (s_.figures == FigureSet::Streams) {
       event_latency();
       overlap();
+    } else if (s_.figures == FigureSet::Graphs) {
+      graph_step();
     } else if (s_.figures == FigureSet::Cuda) {
       cuda_dispatch();
       cuda_upload();
@@ -236,6 +239,81 @@ class Figures {
       ctx_.report("ratio.mw.graph.replay.eager", *graph_rate / *eager, "x");
       verdict("ratio.mw.graph.replay.eager", *graph_rate / *eager, ">=", kGraphVsEagerTarget, "x");
     }
+  }
+
+  // One data-parallel step on every node of `model`: forward, backward, the
+  // gradients summed by all_reduce, the update in place.
+  struct Replica {
+    DistributedTensor x, target, w;
+  };
+  static void dp_step(std::vector<Replica>& model) {
+    std::vector<DistributedTensor> grads;
+    for (size_t n = 0; n < model.size(); ++n) {
+      NodeScope on(static_cast<int>(n));
+      Replica& r = model[n];
+      grads.push_back(r.x.t().matmul(r.x.matmul(r.w) - r.target).div(64.0));
+    }
+    all_reduce(grads, ReduceOp::Sum);
+    for (size_t n = 0; n < model.size(); ++n) {
+      NodeScope on(static_cast<int>(n));
+      model[n].w.sub_(grads[n] * 0.01);
+    }
+  }
+  static std::vector<Replica> dp_model() {
+    std::vector<Replica> model;
+    for (int n = 0; n < thd::num_nodes(); ++n) {
+      NodeScope on(n);
+      model.push_back({DistributedTensor::full({16, 32}, 0.01f * static_cast<float>(n + 1)),
+                       DistributedTensor::ones({16, 8}), DistributedTensor::full({32, 8}, 0.1f)});
+    }
+    return model;
+  }
+
+  // mw.eager.step and mw.graph.step: the same step on two copies of the model,
+  // eager and replayed; both must end with the same weights.
+  void graph_step() {
+    ctx_.begin_group("graphs");
+    const std::string eager_name = "mw.eager.step", graph_name = "mw.graph.step";
+    if (!ctx_.enabled(eager_name) || !ctx_.enabled(graph_name)) return;  // only side by side
+    const int64_t steps = quick() ? 5 : 100;
+    std::vector<Replica> eager_model, graph_model;
+    Graph graph;
+    if (master()) {
+      eager_model = dp_model();
+      graph_model = dp_model();
+      graph = thd::capture([&] { dp_step(graph_model); });
+    }
+    auto eager = [&](int64_t calls) {
+      for (int64_t c = 0; c < calls; ++c) {
+        for (int64_t s = 0; s < steps; ++s) dp_step(eager_model);
+        thd::synchronize();
+      }
+    };
+    auto replay = [&](int64_t calls) {
+      for (int64_t c = 0; c < calls; ++c) {
+        for (int64_t s = 0; s < steps; ++s) graph.replay();
+        thd::synchronize();
+      }
+    };
+    const std::vector<double> t =
+        timer_.time(ctx_, {master_case(eager_name, eager), master_case(graph_name, replay)});
+    if (!master()) return;
+    // The timer ran the two cases different numbers of times: the check is on a
+    // fresh pair of models, 20 steps each way.
+    std::vector<Replica> check_eager = dp_model(), check_graph = dp_model();
+    Graph check = thd::capture([&] { dp_step(check_graph); });
+    for (int s = 0; s < 20; ++s) {
+      dp_step(check_eager);
+      check.replay();
+    }
+    if (check_eager[0].w.get().to_vector<float>() != check_graph[0].w.get().to_vector<float>()) {
+      throw std::runtime_error("mw.graph.step: the replayed step's weights differ from the eager step's");
+    }
+    const double eager_us = t[0] / static_cast<double>(steps) * 1e6, graph_us = t[1] / static_cast<double>(steps) * 1e6;
+    ctx_.report(eager_name, eager_us, "us");
+    ctx_.report(graph_name, graph_us, "us");
+    ctx_.report("ratio.mw.graph.step", graph_us / eager_us, "x");
+    verdict("ratio.mw.graph.step", graph_us / eager_us, "<=", kGraphStepTarget, "x");
   }
 
   // mw.batch.bytes.one_op: what one op alone costs on the wire, as node 0's
@@ -530,7 +608,10 @@ class Figures {
     if (quick() || !ctx_.enabled(name) || !std::isfinite(value)) return;
     const bool met = op == ">=" ? value >= target : value <= target;
     fmt::print(std::cerr, "thd-bench {}: target {} {} {:g} {}: {:.2f} {}, {}\n",
-               s_.figures == FigureSet::Streams ? "streams" : "dispatch", name, op, target, unit, value,
+               s_.figures == FigureSet::Streams  ? "streams"
+               : s_.figures == FigureSet::Graphs ? "graphs"
+                                                 : "dispatch",
+               name, op, target, unit, value,
                unit, met ? "met" : "MISSED");
   }
 

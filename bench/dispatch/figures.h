@@ -58,7 +58,14 @@ enum class Role { Master, Peer };
 //   ref.cuda.h2d.1GiB            the same bytes to a GPU by this process
 //                                (Tensor::cuda(): pinned staging)                 GB/s
 //   ratio.mw.cuda.copy.to_worker mw / ref rate                                      x
-enum class FigureSet { Dispatch, Streams, Cuda };
+// or `graphs` (three workers, docs/graphs.md):
+//   mw.eager.step                a data-parallel step on every node (16x32 @ 32x8
+//                                forward, the gradient's matmul, all_reduce of it,
+//                                the update), issued eagerly, 100 back to back
+//                                (5 under --quick), then synchronize, per step     us
+//   mw.graph.step                the same step captured once and replayed          us
+//   ratio.mw.graph.step          graph / eager time (target <= 0.5)                 x
+enum class FigureSet { Dispatch, Streams, Cuda, Graphs };
 
 struct FigureSettings {
   Role role = Role::Master;
