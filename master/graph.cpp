@@ -24,7 +24,7 @@ void check_not_capturing(const char* op, const char* why) {
             op, why != nullptr ? why : "it is a sync point, which waits for results that do not exist yet");
 }
 
-Capture::Capture(std::shared_ptr<Session> session) : session_(std::move(session)) {
+Capture::Capture(std::shared_ptr<Session> session) : session_(std::move(session)), slot_(&t_capture) {
   if (t_capture != nullptr) {
     THD_THROW(ValueError, "GraphCapture", "this thread is capturing a graph already (captures do not nest)");
   }
@@ -32,7 +32,7 @@ Capture::Capture(std::shared_ptr<Session> session) : session_(std::move(session)
 }
 
 Capture::~Capture() {
-  if (t_capture == this) t_capture = nullptr;
+  if (*slot_ == this) *slot_ = nullptr;
   if (!ended_) discard();
 }
 
@@ -92,7 +92,7 @@ void Capture::discard() {
 Graph Capture::end() {
   if (ended_) THD_THROW(ValueError, "GraphCapture::end", "the capture has ended already");
   ended_ = true;
-  if (t_capture == this) t_capture = nullptr;
+  if (*slot_ == this) *slot_ = nullptr;
   auto state = std::make_shared<GraphState>();
   try {
     state->session = session_;

@@ -60,6 +60,9 @@ class Capture {
   void discard();
 
   std::shared_ptr<Session> session_;
+  // The capturing thread's slot (its thread-local pointer to its capture), cleared
+  // through this even when the capture ends or goes on another thread.
+  Capture** slot_;
   std::map<int, NodePart> parts_;
   std::vector<std::shared_ptr<Handle>> owned_;
   std::unordered_map<uint64_t, std::shared_ptr<Handle>> used_;

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include <thd/distributed.h>
 #include <thd/graph.h>
@@ -187,6 +189,21 @@ TEST_F(Graphs, MemoryIsTheGraphsOwnTensorsOnceAndResetFreesIt) {
   expected[0] = baseline[0] + 1;
   EXPECT_EQ(live_after_sync(), expected);
   EXPECT_THROW(g.replay(), ValueError);
+}
+
+TEST_F(Graphs, ACaptureEndedOnAnotherThreadEndsOnItsOwn) {
+  DistributedTensor x = DistributedTensor::zeros({4}, kFloat32);
+  auto discarded = std::make_unique<GraphCapture>();
+  x.add_(1);  // captured, then discarded
+  std::thread([&] { discarded.reset(); }).join();
+  EXPECT_FALSE(is_capturing());
+  auto ended = std::make_unique<GraphCapture>();
+  x.add_(2);
+  Graph g;
+  std::thread([&] { g = ended->end(); }).join();
+  EXPECT_FALSE(is_capturing());
+  g.replay();
+  EXPECT_TRUE(same_tensor(x.get(), filled(2)));
 }
 
 TEST_F(Graphs, ACopyOfAResetGraphRefusesToReplay) {
