@@ -176,7 +176,9 @@ foreach(required
         "ratio\\.mw\\.sync\\.rtt [0-9.]+ x"
         "mw\\.copy\\.to_worker\\.[0-9]+[KM]iB [0-9.]+ GB/s" "mw\\.copy\\.from_worker\\.[0-9]+[KM]iB [0-9.]+ GB/s"
         "ref\\.tcp\\.p2p\\.bw\\.[0-9]+[KM]iB [0-9.]+ GB/s"
-        "ratio\\.mw\\.copy\\.to_worker [0-9.]+ x" "ratio\\.mw\\.copy\\.from_worker [0-9.]+ x")
+        "ratio\\.mw\\.copy\\.to_worker [0-9.]+ x" "ratio\\.mw\\.copy\\.from_worker [0-9.]+ x"
+        "ref\\.local\\.ops [0-9.]+ ops/s" "mw\\.graph\\.replay\\.ops [0-9.]+ ops/s"
+        "ratio\\.mw\\.graph\\.replay\\.local [0-9.]+ x" "ratio\\.mw\\.graph\\.replay\\.eager [0-9.]+ x")
   if(NOT out MATCHES "(^|\n)${required}\n")
     message(FATAL_ERROR "dispatch --quick: no line matching '${required}' in:\n${out}")
   endif()
@@ -189,6 +191,13 @@ if(NOT rc EQUAL 0 OR NOT out MATCHES
    "^mw\\.sync\\.rtt [0-9.]+ us\nref\\.tcp\\.p2p\\.rtt\\.8B [0-9.]+ us\nratio\\.mw\\.sync\\.rtt [0-9.]+ x\n$")
   message(FATAL_ERROR "dispatch --quick --filter rtt (exit ${rc}): expected the round-trip group alone, got:\n"
                       "${out}${err}")
+endif()
+
+# The graphs suite in tiny mode: the master, three workers and the reference peer.
+run_bench(out rc err graphs --quick)
+if(NOT rc EQUAL 0 OR NOT out MATCHES
+   "^mw\\.eager\\.step [0-9.]+ us\nmw\\.graph\\.step [0-9.]+ us\nratio\\.mw\\.graph\\.step [0-9.]+ x\n$")
+  message(FATAL_ERROR "graphs --quick (exit ${rc}): expected the step figures, got:\n${out}${err}")
 endif()
 
 # The streams suite in tiny mode: the master, two workers and the reference peer.

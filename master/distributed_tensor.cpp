@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "master/emit.h"
+#include "master/graph.h"
 #include "master/infer.h"
 #include "tensor/check.h"
 
@@ -84,6 +85,8 @@ Tensor DistributedTensor::get() const {
 
 DistributedTensor DistributedTensor::from(const Tensor& local, std::optional<int> node, std::optional<Device> on) {
   if (!local.defined()) THD_THROW(ValueError, "dist_send", "the local tensor is undefined");
+  master::check_not_capturing("dist_send", "it sends tensor bytes from the master, which a graph cannot hold (upload "
+                                           "before the capture, and copy_ into the graph's input between replays)");
   int target;
   Device device;
   auto s = placement("dist_send", on, target, device, node);

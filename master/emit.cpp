@@ -1,5 +1,7 @@
 #include "master/emit.h"
 
+#include "master/graph.h"
+
 #include "tensor/check.h"
 #include "tensor/op_util.h"
 
@@ -7,6 +9,9 @@ namespace thd::master {
 
 const Handle& operand(const DistributedTensor& t, const char* op) {
   if (!t.defined()) THD_THROW(ValueError, op, "the DistributedTensor is undefined (default-constructed or moved from)");
+  // A tensor a captured op names lives as long as the graph (an input the program
+  // drops stays on its node for the replays).
+  if (Capture* capture = Capture::active()) capture->use(t.handle());
   return *t.handle();
 }
 

@@ -6,6 +6,7 @@
 // read or write the mirror's elements throws NotImplementedError naming the op.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -30,6 +31,9 @@ struct Handle {
   const int node;
   const Device device;
   const Tensor meta;  // meta.device() == device
+  // Never made on its node (created in a graph capture that was discarded): its
+  // release sends no Free.
+  std::atomic<bool> never_made{false};
 };
 
 // A contiguous metadata mirror of `shape` and `dtype` on `device` (views of it are

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "master/graph.h"
 #include "master/interruptible_wait.h"
 #include "master/stream_handle.h"
 
@@ -37,6 +38,9 @@ NodeLink::NodeLink(std::shared_ptr<DataChannel> channel, int node, const MasterW
 uint64_t NodeLink::append(fb::Op type, const BuildOp& build) { return append_on(scoped_stream(node_), type, build); }
 
 uint64_t NodeLink::append_on(uint32_t stream, fb::Op type, const BuildOp& build) {
+  if (Capture* capture = Capture::active(); capture != nullptr && Capture::takes(type)) {
+    return capture->record(*this, stream, type, build);
+  }
   throw_if_lost();
   uint64_t id;
   bool first;
@@ -60,6 +64,8 @@ uint64_t NodeLink::append_on(uint32_t stream, fb::Op type, const BuildOp& build)
 }
 
 uint64_t NodeLink::append_upload(const BuildOp& build, const Tensor& contiguous) {
+  check_not_capturing("dist_send", "it sends tensor bytes from the master, which a graph cannot hold (upload before "
+                                   "the capture, and copy_ into the graph's input between replays)");
   throw_if_lost();
   std::lock_guard lock(mu_);
   const uint64_t id = next_op_id_();

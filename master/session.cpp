@@ -1,5 +1,6 @@
 #include "master/session.h"
 
+#include "master/graph.h"
 #include "master/interruptible_wait.h"
 
 #include "datachannel/check.h"
@@ -77,6 +78,7 @@ std::shared_ptr<Session> take_current_session() {
 }
 
 Handle::~Handle() {
+  if (never_made.load()) return;
   if (auto s = session.lock()) {
     try {
       s->link(node, "free").queue_free(id);
@@ -124,7 +126,10 @@ int64_t Session::next_fetch_tag() { return protocol::kFetchTagBase + next_fetch_
 int64_t Session::next_transfer_tag() { return protocol::kTransferTagBase + next_transfer_.fetch_add(1); }
 
 std::shared_ptr<Handle> Session::new_handle(int node, Device device, Tensor meta) {
-  return std::make_shared<Handle>(weak_from_this(), next_tensor_id(), node, device, std::move(meta));
+  auto h = std::make_shared<Handle>(weak_from_this(), next_tensor_id(), node, device, std::move(meta));
+  // A tensor a captured op creates is the graph's.
+  if (Capture* capture = Capture::active(); capture != nullptr && &capture->session() == this) capture->own(h);
+  return h;
 }
 
 void Session::start(uint64_t session_id, uint64_t seed) {
@@ -306,7 +311,15 @@ void Session::node_lost(int node, const std::exception& why) {
 }
 
 std::exception_ptr Session::remote_error(int node, uint64_t op_id, const std::string& op_name,
-                                         const std::string& message, protocol::fb::ErrorKind kind) {
+                                         const std::string& message, protocol::fb::ErrorKind kind, uint64_t graph,
+                                         uint64_t replay) {
+  if (graph != 0) {
+    // "add: op 5 of graph 2 (replay 7) failed on node 0: ...".
+    return make_remote_error(
+        protocol::from_fb(kind),
+        fmt::format("op {} of graph {} (replay {}) failed on node {}: {}", op_id, graph, replay, node, message),
+        ErrorContext{.op = op_name, .rank = 0, .node = node, .peer = node + 1}, op_id);
+  }
   // what(): "index_select: op 5 failed on node 0: index 7 is out of range ..." (the
   // worker leaves the name out of its text when it is this op's).
   return make_remote_error(protocol::from_fb(kind), fmt::format("op {} failed on node {}: {}", op_id, node, message),
@@ -330,8 +343,8 @@ void Session::handle_reply(int node, const fb::Message& message) {
       const std::string text = f->message() ? f->message()->str() : "";
       // Already raised by a fetch (whose reply may come first, from another node's
       // thread when the poison travelled with a copy): record it as raised.
-      const bool raised = raised_.count({node, f->op_id()}) != 0;
-      failures_.push_back({node, f->op_id(), name, text, f->kind(), raised});
+      const bool raised = raised_.count({node, f->op_id(), f->replay()}) != 0;
+      failures_.push_back({node, f->op_id(), name, text, f->kind(), raised, f->graph(), f->replay()});
       return;
     }
     case fb::Body::FetchFailed: {
@@ -344,9 +357,9 @@ void Session::handle_reply(int node, const fb::Message& message) {
         auto it = fetches_.find(f->fetch_tag());
         if (it == fetches_.end() || it->second.first != node) return;
         receive = it->second.second;
-        mark_raised_locked(f->node(), f->op_id());
+        mark_raised_locked(f->node(), f->op_id(), f->replay());
       }
-      receive.cancel(remote_error(f->node(), f->op_id(), name, text, f->kind()));
+      receive.cancel(remote_error(f->node(), f->op_id(), name, text, f->kind(), f->graph(), f->replay()));
       return;
     }
     case fb::Body::HelloReply: {
@@ -383,6 +396,7 @@ void Session::fail_fetches_of(int node, std::exception_ptr why) {
 }
 
 Tensor Session::fetch(const Handle& h) {
+  check_not_capturing("get");  // item() too
   const int64_t start = tracing() ? trace::now_ns() : 0;
   struct TraceGet {
     Session* s;
@@ -478,10 +492,10 @@ void Session::wait_for_replies(int node, uint64_t count) {
   }
 }
 
-void Session::mark_raised_locked(int node, uint64_t op_id) {
-  raised_.insert({node, op_id});
+void Session::mark_raised_locked(int node, uint64_t op_id, uint64_t replay) {
+  raised_.insert({node, op_id, replay});
   for (auto& r : failures_) {
-    if (r.op_id == op_id && r.node == node) r.raised = true;
+    if (r.op_id == op_id && r.node == node && r.replay == replay) r.raised = true;
   }
 }
 
@@ -489,16 +503,17 @@ std::exception_ptr Session::take_unraised_failure() {
   std::lock_guard lock(mu_);
   for (auto& r : failures_) {
     if (r.raised) continue;
-    raised_.insert({r.node, r.op_id});
+    raised_.insert({r.node, r.op_id, r.replay});
     for (auto& same : failures_) {
-      if (same.op_id == r.op_id && same.node == r.node) same.raised = true;
+      if (same.op_id == r.op_id && same.node == r.node && same.replay == r.replay) same.raised = true;
     }
-    return remote_error(r.node, r.op_id, r.op_name, r.message, r.kind);
+    return remote_error(r.node, r.op_id, r.op_name, r.message, r.kind, r.graph, r.replay);
   }
   return nullptr;
 }
 
 void Session::synchronize() {
+  check_not_capturing("synchronize");
   const int64_t start = tracing() ? trace::now_ns() : 0;
   struct TraceSync {
     Session* s;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <thd/distributed.h>
@@ -43,6 +44,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   uint64_t next_tensor_id() { return next_tensor_id_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t next_op_id() { return next_op_id_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t next_graph_id() { return next_graph_id_.fetch_add(1, std::memory_order_relaxed); }
   int64_t next_transfer_tag();
   // Ops that put commands on several nodes (to_node, collectives) issue them under
   // this lock, so every worker sees them in one global order (no deadlock between
@@ -93,6 +95,8 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string message;
     protocol::fb::ErrorKind kind;
     bool raised = false;
+    uint64_t graph = 0;  // the graph and replay the op ran in (0: none)
+    uint64_t replay = 0;
   };
   struct NodeState {
     uint64_t replies_handled = 0;  // by the reply thread, malformed ones included
@@ -115,14 +119,16 @@ class Session : public std::enable_shared_from_this<Session> {
   void wake_flusher();
   void handle_reply(int node, const fb::Message& message);
   void fail_fetches_of(int node, std::exception_ptr why);
+  // graph, replay: of the graph replay the op ran in (docs/graphs.md), 0 for none.
   std::exception_ptr remote_error(int node, uint64_t op_id, const std::string& op_name, const std::string& message,
-                                  protocol::fb::ErrorKind kind);
+                                  protocol::fb::ErrorKind kind, uint64_t graph = 0, uint64_t replay = 0);
   // Tracing: every worker's clock offset (NTP-style, at start), and at close every
   // worker's recording merged with the master's into the trace file.
   void measure_clock_offsets();
   void write_trace();
   // Records that the failure of (node, op) was raised (by a fetch or an event).
-  void mark_raised_locked(int node, uint64_t op_id);
+  // `replay`: the graph replay the op ran in (an op of a graph fails once per replay).
+  void mark_raised_locked(int node, uint64_t op_id, uint64_t replay = 0);
   // The first failure not yet raised, marked raised; nullptr if none.
   std::exception_ptr take_unraised_failure();
   int64_t next_fetch_tag();
@@ -138,6 +144,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::unique_ptr<NodeLink>> links_;
   std::atomic<uint64_t> next_tensor_id_{1};
   std::atomic<uint64_t> next_op_id_{1};
+  std::atomic<uint64_t> next_graph_id_{1};
   std::atomic<int64_t> next_fetch_{0};
   std::atomic<int64_t> next_transfer_{0};
   std::atomic<uint64_t> next_sync_{0};
@@ -153,7 +160,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::condition_variable cv_;
   std::vector<NodeState> nodes_;
   std::vector<RemoteFailure> failures_;
-  std::set<std::pair<int, uint64_t>> raised_;  // (node, op id) of every failure raised
+  std::set<std::tuple<int, uint64_t, uint64_t>> raised_;  // (node, op id, replay) of every failure raised
   std::map<int64_t, std::pair<int, Request>> fetches_;  // fetch tag -> (node, receive)
   // Receives of gets whose waiter was interrupted (thd/interrupt.h) while the node
   // kept working: left posted, so that the node's send of the tensor finishes when

@@ -4,6 +4,7 @@ set(THD_MASTER_SOURCES
   master/distributed_tensor.cpp
   master/distributed_tensor_ops.cpp
   master/emit.cpp
+  master/graph.cpp
   master/infer.cpp
   master/infer_elementwise.cpp
   master/backend_choice.cpp

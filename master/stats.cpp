@@ -2,6 +2,7 @@
 #include <thd/distributed.h>
 
 #include "datachannel/check.h"
+#include "master/graph.h"
 #include "master/session.h"
 #include "protocol/framing.h"
 
@@ -10,6 +11,7 @@ namespace thd {
 namespace master {
 
 NodeStats Session::node_stats(int node) {
+  check_not_capturing("stats");
   NodeLink& l = link(node, "stats");
   l.throw_if_lost();
   const int64_t tag = next_fetch_tag();

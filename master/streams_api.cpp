@@ -9,6 +9,7 @@
 
 #include "datachannel/check.h"
 #include "master/emit.h"
+#include "master/graph.h"
 #include "master/stream_handle.h"
 #include "protocol/framing.h"
 #include "tensor/check.h"
@@ -147,6 +148,7 @@ const fb::EventStatus& ask(Session& s, NodeLink& l, int64_t tag, const char* op,
 }  // namespace
 
 Session::EventReport Session::query_event(int node, uint64_t event, bool wait, const char* op) {
+  check_not_capturing(op);
   NodeLink& l = link(node, op);
   l.throw_if_lost();
   const int64_t tag = next_fetch_tag();
@@ -170,6 +172,7 @@ Session::EventReport Session::query_event(int node, uint64_t event, bool wait, c
 }
 
 bool Session::query_stream(int node, uint32_t stream) {
+  check_not_capturing("Stream::query");
   NodeLink& l = link(node, "Stream::query");
   l.throw_if_lost();
   const int64_t tag = next_fetch_tag();
@@ -207,6 +210,7 @@ uint32_t Stream::id() const { return handle_->id; }
 Stream::Priority Stream::priority() const { return handle_->priority; }
 
 void Stream::synchronize() const {
+  master::check_not_capturing("Stream::synchronize");
   Event done;
   done.record(*this);
   done.synchronize();

@@ -281,6 +281,12 @@ std::string op_name(const fb::Command& c) {
 #endif
     case fb::Op::ToDevice:
       return "to";
+    case fb::Op::DefineGraph:
+      return "define_graph";
+    case fb::Op::ReplayGraph:
+      return "Graph::replay";
+    case fb::Op::DropGraph:
+      return "Graph::reset";
   }
   return "unknown";
 }

@@ -58,6 +58,9 @@ void run_command(ExecContext& ctx, const fb::Command& c) {
     case fb::Op::TestLatch: return run(ctx, table_of(c.op_as_TestLatch()));
 #endif
     case fb::Op::ToDevice: return run(ctx, table_of(c.op_as_ToDevice()));
+    case fb::Op::DefineGraph: return run(ctx, table_of(c.op_as_DefineGraph()));
+    case fb::Op::ReplayGraph: return run(ctx, table_of(c.op_as_ReplayGraph()));
+    case fb::Op::DropGraph: return run(ctx, table_of(c.op_as_DropGraph()));
   }
   THD_THROW(protocol::ProtocolError, "dispatch", "op type {} is not in this protocol version",
             static_cast<int>(c.op_type()));
@@ -113,6 +116,8 @@ bool is_control(fb::Op op) {
     case fb::Op::StatsQuery:
     case fb::Op::ClockQuery:
     case fb::Op::TraceDump:
+    case fb::Op::DefineGraph:
+    case fb::Op::DropGraph:
       return true;
     default:
       return false;

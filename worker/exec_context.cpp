@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "worker/graphs.h"
+
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/session.h"
@@ -31,7 +33,8 @@ void ExecContext::begin(const fb::Command& command, Prepared prepared) {
 
 void ExecContext::fresh(uint64_t id) {
   if (id == 0) THD_THROW(ValueError, op_name(), "the op's output id is 0, which means \"no tensor\"");
-  if (table().find(id) != nullptr) {
+  const bool redefined = prepared_.graph != nullptr && prepared_.graph->graph->owns(id);
+  if (!redefined && table().find(id) != nullptr) {
     THD_THROW(ValueError, op_name(), "output tensor id {} is already in use (the master never reuses an id)", id);
   }
   outputs_.push_back(id);
@@ -71,10 +74,18 @@ const Tensor& ExecContext::input(uint64_t id) {
 void ExecContext::define(uint64_t id, Tensor tensor) {
   if (inherited_) throw PoisonedInput{inherited_};
   if (StreamCheck* check = session_.check()) check->defined(tensor);
-  table().define(id, std::move(tensor));
+  // fresh() let a graph's replay through only for the ids the graph owns.
+  if (prepared_.graph != nullptr) {
+    table().assign(id, std::move(tensor));
+  } else {
+    table().define(id, std::move(tensor));
+  }
 }
 
-void ExecContext::reserve(uint64_t bytes, Device device) const { session_.reserve(bytes, op_name(), device); }
+void ExecContext::reserve(uint64_t bytes, Device device) const {
+  if (device.is_cpu() && session_.host_fits(bytes)) return;  // the common case, without building the op's name
+  session_.reserve(bytes, op_name(), device);
+}
 
 void ExecContext::check_view(const Tensor& view) const {
   session_.check_extent(bytes_of(numel_of(view.shape()), view.dtype()), op_name(), view.device());
@@ -86,7 +97,9 @@ std::shared_ptr<const Poison> ExecContext::poison_of(const Entry* entry) const {
 }
 
 std::shared_ptr<const Poison> ExecContext::new_poison(const std::string& message, ErrorKind kind) const {
-  return std::make_shared<const Poison>(Poison{op_id_, op_name(), message, node(), kind});
+  const uint64_t graph = prepared_.graph != nullptr ? prepared_.graph->graph->id() : 0;
+  const uint64_t replay = prepared_.graph != nullptr ? prepared_.graph->replay : 0;
+  return std::make_shared<const Poison>(Poison{op_id_, op_name(), message, node(), kind, graph, replay});
 }
 
 void ExecContext::fail(std::shared_ptr<const Poison> poison, bool report) {
@@ -95,7 +108,7 @@ void ExecContext::fail(std::shared_ptr<const Poison> poison, bool report) {
   if (!report) return;
   flatbuffers::FlatBufferBuilder b(256);
   auto body = fb::CreateOpFailed(b, poison->op_id, b.CreateString(poison->op_name), b.CreateString(poison->message),
-                                 protocol::to_fb(poison->kind));
+                                 protocol::to_fb(poison->kind), poison->graph, poison->replay);
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::OpFailed, body.Union()));
   reply({b.GetBufferPointer(), b.GetSize()});
 }

@@ -23,6 +23,7 @@ namespace thd::worker {
 
 class Session;
 class EventState;
+struct GraphRun;
 
 // Thrown by ExecContext::input() for a poisoned input: the op does not run and its
 // outputs carry the same poison.
@@ -35,6 +36,9 @@ struct PoisonedInput {
 struct Prepared {
   uint64_t value = 0;
   std::shared_ptr<EventState> event;
+  // The replay of a graph the command runs in (worker/graphs.h), null for a command
+  // the master sent on its own. Kept alive by the message holder of the command.
+  const GraphRun* graph = nullptr;
 };
 
 class ExecContext {
@@ -58,7 +62,8 @@ class ExecContext {
   // Built only when needed (errors): most ops never ask.
   std::string op_name() const { return command_ != nullptr ? protocol::op_name(*command_) : "op"; }
   // Declares a new tensor the op makes: ValueError (before anything runs) when the
-  // id is 0 or already live; poisoned when the op fails.
+  // id is 0 or already live (unless the op runs in a replay of a graph that owns the
+  // id: each replay defines it anew); poisoned when the op fails.
   void fresh(uint64_t id);
   // Declares a live tensor the op writes in place: poisoned when the op fails.
   void target(uint64_t id);

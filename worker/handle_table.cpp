@@ -22,6 +22,15 @@ void HandleTable::define(uint64_t id, Tensor tensor) {
   it->second = Entry{std::move(tensor), nullptr};
 }
 
+void HandleTable::assign(uint64_t id, Tensor tensor) {
+  if (id == 0) THD_THROW(ValueError, "define", "tensor id 0 is reserved for \"no tensor\"");
+  Tensor previous;  // released outside the lock
+  std::lock_guard lock(mu_);
+  Entry& e = entries_[id];
+  previous = std::move(e.tensor);
+  e = Entry{std::move(tensor), nullptr};
+}
+
 void HandleTable::poison(uint64_t id, std::shared_ptr<const Poison> poison) {
   if (id == 0) return;
   std::lock_guard lock(mu_);

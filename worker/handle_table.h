@@ -21,6 +21,9 @@ struct Poison {
   std::string message;
   int node = -1;
   ErrorKind kind = ErrorKind::Generic;  // of the exception the op failed with
+  // The graph and the replay of it the op ran in (docs/graphs.md); 0: none.
+  uint64_t graph = 0;
+  uint64_t replay = 0;
 };
 
 struct Entry {
@@ -36,6 +39,9 @@ class HandleTable {
   const Entry* find(uint64_t id) const;
   // ValueError when the id is 0 or already live (the master never reuses ids).
   void define(uint64_t id, Tensor tensor);
+  // A graph's replay: `id` holds `tensor` from now on, whatever it held (a tensor
+  // of the previous replay, a poison) or whether it was live.
+  void assign(uint64_t id, Tensor tensor);
   void poison(uint64_t id, std::shared_ptr<const Poison> poison);
   // False when the id was not live.
   bool erase(uint64_t id);

@@ -71,6 +71,10 @@ void run(ExecContext& ctx, const fb::Join& op);
 void run(ExecContext& ctx, const fb::Split& op);
 void run(ExecContext& ctx, const fb::Sort& op);
 
+void run(ExecContext& ctx, const fb::DefineGraph& op);
+void run(ExecContext& ctx, const fb::ReplayGraph& op);
+void run(ExecContext& ctx, const fb::DropGraph& op);
+
 // Runs one command; a failure poisons its outputs and is reported, never thrown.
 // Throws only PeerLost for the master (the session is over).
 void dispatch(ExecContext& ctx, const fb::Command& command, Prepared prepared = {});

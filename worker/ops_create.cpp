@@ -130,7 +130,8 @@ void run(ExecContext& ctx, const fb::Upload& op) {
 void answer_fetch_failed(ExecContext& ctx, const fb::Fetch& op, const Poison& why) {
   flatbuffers::FlatBufferBuilder b(256);
   auto body = fb::CreateFetchFailed(b, op.fetch_tag(), why.op_id, b.CreateString(why.op_name),
-                                    b.CreateString(why.message), why.node, protocol::to_fb(why.kind));
+                                    b.CreateString(why.message), why.node, protocol::to_fb(why.kind), why.graph,
+                                    why.replay);
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::FetchFailed, body.Union()));
   ctx.reply({b.GetBufferPointer(), b.GetSize()});
 }
@@ -244,7 +245,8 @@ uint64_t erase_tensors(Session& session, const std::vector<uint64_t>& ids) {
 void report_failure(Session& session, const Poison& op, const std::string& message, ErrorKind kind) {
   flatbuffers::FlatBufferBuilder b(256);
   auto body =
-      fb::CreateOpFailed(b, op.op_id, b.CreateString(op.op_name), b.CreateString(message), protocol::to_fb(kind));
+      fb::CreateOpFailed(b, op.op_id, b.CreateString(op.op_name), b.CreateString(message), protocol::to_fb(kind),
+                         op.graph, op.replay);
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::OpFailed, body.Union()));
   session.reply({b.GetBufferPointer(), b.GetSize()});
 }

@@ -50,7 +50,8 @@ void send_status(ExecContext& ctx, const fb::SendTo& op, const Poison* poison) {
   if (poison != nullptr) {
     type = fb::Body::FetchFailed;
     body = fb::CreateFetchFailed(b, op.tag(), poison->op_id, b.CreateString(poison->op_name),
-                                 b.CreateString(poison->message), poison->node, protocol::to_fb(poison->kind))
+                                 b.CreateString(poison->message), poison->node, protocol::to_fb(poison->kind),
+                                 poison->graph, poison->replay)
                .Union();
   } else {
     body = fb::CreateAck(b, 0).Union();
@@ -116,7 +117,7 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
   if (const fb::FetchFailed* f = m.body_as_FetchFailed()) {
     throw PoisonedInput{std::make_shared<const Poison>(Poison{
         f->op_id(), f->op_name() ? f->op_name()->str() : "op", f->message() ? f->message()->str() : "", f->node(),
-        protocol::from_fb(f->kind())})};
+        protocol::from_fb(f->kind()), f->graph(), f->replay()})};
   }
   ctx.channel().recv(out, op.peer_node() + 1, {.tag = op.tag(), .timeout = ctx.timeout()});
   ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/false);

@@ -3,6 +3,7 @@
 // groups of collectives and their turns, the streams and the events).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,11 +18,13 @@
 #include <vector>
 
 #include <thd/datachannel.h>
+#include <thd/memory.h>
 
 #include "protocol/framing.h"
 #include "streams/trace.h"
 #include "worker/events.h"
 #include "worker/exec_context.h"
+#include "worker/graphs.h"
 #include "worker/handle_table.h"
 #include "worker/notice_board.h"
 #include "worker/progress_reporter.h"
@@ -46,6 +49,8 @@ class Session {
   HandleTable& table() { return table_; }
   StreamSet& streams() { return streams_; }
   EventTable& events() { return events_; }
+  // The session's graphs (the command loop's alone).
+  GraphTable& graphs() { return graphs_; }
 
   // ---- memory (SessionLimits) -------------------------------------------------------------
   // Out of memory naming `op` (HostOutOfMemoryError for the CPU, OutOfMemoryError
@@ -53,6 +58,13 @@ class Session {
   // session's limit: called before an op allocates. A device this node does not
   // have is a ValueError (check_device).
   void reserve(uint64_t bytes, const std::string& op, Device device = Device::cpu());
+  // Whether `bytes` more of host tensor memory keep the node within its limit
+  // (reserve's check for the CPU, without naming an op: an op's name is built only
+  // for the error).
+  bool host_fits(uint64_t bytes) const {
+    const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats().allocated_bytes, 0));
+    return bytes <= memory_limit_ && in_use <= memory_limit_ - bytes;
+  }
   // ValueError naming `op` unless a view of `bytes` (elements times their size, not
   // memory) on `device` is within that device's limit.
   void check_extent(uint64_t bytes, const std::string& op, Device device = Device::cpu());
@@ -167,6 +179,7 @@ class Session {
   std::set<uint64_t> open_latches_;
   HandleTable table_;
   EventTable events_;
+  GraphTable graphs_;
 
   std::mutex uploads_mu_;
   std::unordered_map<uint64_t, std::pair<Tensor, Request>> uploads_;

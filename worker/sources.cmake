@@ -6,8 +6,10 @@ set(THD_WORKER_SOURCES
   worker/events.cpp
   worker/exec_context.cpp
   worker/gpu_streams.cpp
+  worker/graphs.cpp
   worker/handle_table.cpp
   worker/ops_create.cpp
+  worker/ops_graph.cpp
   worker/ops_math.cpp
   worker/ops_shape.cpp
   worker/ops_stream.cpp

@@ -17,6 +17,8 @@ namespace {
 using protocol::fb::Body;
 
 constexpr std::chrono::milliseconds kPoll{1000};
+// A replay asks whether its master is lost before every this many commands.
+constexpr size_t kMasterLostEvery = 64;
 
 void reply_error(ExecContext& ctx, const std::string& what, const std::string& message) {
   flatbuffers::FlatBufferBuilder b(256);
@@ -88,7 +90,7 @@ Prepared prepare(Session& session, const fb::Command& c) {
 void refuse(Session& session, const fb::Command& c, const Prepared& prepared, const std::string& message,
             ErrorKind kind) {
   ExecContext& main = session.streams().default_stream();
-  main.begin(c);
+  main.begin(c, Prepared{.value = 0, .event = nullptr, .graph = prepared.graph});
   const std::shared_ptr<const Poison> poison = main.new_poison(message, kind);
   const fb::Fetch* fetch = c.op_as_Fetch();
   main.fail(poison, /*report=*/fetch == nullptr);
@@ -100,13 +102,94 @@ void refuse(Session& session, const fb::Command& c, const Prepared& prepared, co
 // commands at once on this thread; default-stream commands on this thread once
 // every other stream has run what it holds (CUDA's legacy default stream); the
 // others on their stream's executor.
-void schedule(Session& session, const std::shared_ptr<const Message>& holder, const fb::Command& c) {
+void schedule(Session& session, const std::shared_ptr<const Message>& holder, const fb::Command& c,
+              const GraphRun* graph = nullptr);
+
+// A replay of a graph whose commands all run on the default stream, run here and
+// now. The wait for the node's other streams (CUDA's legacy default stream, as
+// schedule() does it for each such command) is done once for the whole replay:
+// while the command loop runs it, nothing gives those streams more work.
+void replay_on_default_stream(Session& session, const std::vector<const fb::Command*>& commands,
+                              const GraphRun* run) {
   ExecContext& main = session.streams().default_stream();
+  auto prepared_of = [&](const fb::Command& c) {
+    Prepared p = prepare(session, c);
+    p.graph = run;
+    return p;
+  };
+  if (!session.streams().idle() && !session.drain_streams()) {
+    const std::string why = fmt::format(
+        "the default stream of node {} waited {} ms for the node's other streams to finish, and they finished no op "
+        "meanwhile",
+        session.node(), session.timeout().count());
+    for (const fb::Command* c : commands) refuse(session, *c, prepared_of(*c), why, ErrorKind::Timeout);
+    return;
+  }
+  GpuStreams::Use on(main.gpu());  // CUDA's legacy default stream, noting the GPUs used
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (i % kMasterLostEvery == 0 && session.master_lost()) return;
+    const fb::Command& c = *commands[i];
+    if (is_control(c.op_type())) {
+      dispatch(main, c, Prepared{.value = 0, .event = nullptr, .graph = run});
+      continue;
+    }
+    Prepared prepared = prepared_of(c);
+    const bool collective = c.op_type() == fb::Op::Collective;
+    const uint64_t turn = prepared.value;
+    dispatch(main, c, std::move(prepared));
+    if (collective) session.end_turn(turn);
+  }
+}
+
+// A replay of a graph (docs/graphs.md): its commands, verified when it was defined,
+// scheduled here and now as if the master had issued them in place of the replay,
+// each on its stream. The holder every stream keeps while it runs one of them
+// keeps this replay and its graph alive (a DropGraph meanwhile frees neither).
+void replay(Session& session, const fb::Command& c) {
+  const fb::ReplayGraph* op = c.op_as_ReplayGraph();
+  if (op == nullptr) {
+    refuse(session, c, {}, "command names an op but carries no arguments", ErrorKind::Value);
+    return;
+  }
+  const GraphTable::Found found = session.graphs().find(op->graph());
+  if (!found.known) {
+    refuse(session, c, {},
+           fmt::format("graph {} is not defined on node {} (it was reset, or captured in another session)",
+                       op->graph(), session.node()),
+           ErrorKind::Value);
+    return;
+  }
+  // A definition the node refused was reported once, and poisoned the graph's tensors.
+  if (!found.graph) return;
+  auto run = std::make_shared<GraphRun>(GraphRun{found.graph, op->replay()});
+  const std::vector<const fb::Command*>& commands = found.graph->commands();
+  // The hazard checker follows each command through schedule().
+  if (found.graph->default_stream_only() && session.check() == nullptr) {
+    replay_on_default_stream(session, commands, run.get());
+    return;
+  }
+  const std::shared_ptr<const Message> holder(run, &found.graph->message());
+  for (size_t i = 0; i < commands.size(); ++i) {
+    // Asking whether the master is lost reads a clock: once in a while is enough for
+    // a replay of tiny ops, which takes microseconds per hundred.
+    if (i % kMasterLostEvery == 0 && session.master_lost()) return;
+    schedule(session, holder, *commands[i], run.get());
+  }
+}
+
+void schedule(Session& session, const std::shared_ptr<const Message>& holder, const fb::Command& c,
+              const GraphRun* graph) {
+  ExecContext& main = session.streams().default_stream();
+  if (c.op_type() == fb::Op::ReplayGraph) {
+    replay(session, c);
+    return;
+  }
   if (is_control(c.op_type())) {
-    dispatch(main, c);
+    dispatch(main, c, Prepared{.value = 0, .event = nullptr, .graph = graph});
     return;
   }
   Prepared prepared = prepare(session, c);
+  prepared.graph = graph;
   const bool collective = c.op_type() == fb::Op::Collective;
   const uint64_t turn = prepared.value;
   if (c.stream() == 0) {

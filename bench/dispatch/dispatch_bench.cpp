@@ -40,6 +40,8 @@ struct SuiteShape {
 const SuiteShape kDispatch{"dispatch", 1, FigureSet::Dispatch, {}};
 // The streams suite holds a stream on a test latch (docs/streams.md).
 const SuiteShape kStreams{"streams", 2, FigureSet::Streams, {"THD_TEST_HOOKS=1"}};
+// A data-parallel step on three nodes, captured and eager (docs/graphs.md).
+const SuiteShape kGraphs{"graphs", 3, FigureSet::Graphs, {}};
 // The worker's GPU: skipped where this machine has none.
 const SuiteShape kCuda{"mw-cuda", 1, FigureSet::Cuda, {}};
 
@@ -167,6 +169,13 @@ const std::vector<SuiteOption> kChildOptions{
     kStreams.name,
     "streams and events: cross-node event latency vs a TCP round trip, two-stream overlap",
     [](Context& ctx) { run_suite(ctx, kStreams); },
+    kChildOptions,
+});
+
+[[maybe_unused]] const bool registered_graphs = register_suite({
+    kGraphs.name,
+    "graphs: a 3-node data-parallel step (matmuls, all_reduce, update) replayed vs issued eagerly",
+    [](Context& ctx) { run_suite(ctx, kGraphs); },
     kChildOptions,
 });
 

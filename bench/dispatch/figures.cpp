@@ -18,6 +18,7 @@
 
 #include <thd/cuda.h>
 #include <thd/distributed.h>
+#include <thd/graph.h>
 #include <thd/stream.h>
 #include <thd/tensor.h>
 
@@ -37,6 +38,11 @@ constexpr double kDispatchTarget = 500e3;  // ops/s, at least
 constexpr double kRttTarget = 3.0;         // x the plain socket's round trip, at most
 constexpr double kCopyTarget = 0.8;        // x the plain socket's bandwidth, at least
 constexpr double kOneOpBatchTarget = 160;  // bytes on the wire, transport header included, at most
+// Issue 38's targets for graph replays of tiny ops.
+constexpr double kGraphVsLocalTarget = 0.7;  // x ref.local.ops, at least
+constexpr double kGraphVsEagerTarget = 3.0;  // x mw.dispatch.async, at least
+constexpr int64_t kGraphOps = 1000;          // ops in the graph of mw.graph.replay.ops
+constexpr double kGraphStepTarget = 0.5;     // x the eager step's time, at most
 
 struct Sizes {
   explicit Sizes(bool quick)
@@ -119,6 +125,8 @@ class Figures {
     if (s_.figures == FigureSet::Streams) {
       event_latency();
       overlap();
+    } else if (s_.figures == FigureSet::Graphs) {
+      graph_step();
     } else if (s_.figures == FigureSet::Cuda) {
       cuda_dispatch();
       cuda_upload();
@@ -168,7 +176,144 @@ class Figures {
     ctx_.begin_group("dispatch");
     const std::optional<double> rate = dispatch_rate("mw.dispatch.async", Device::cpu(), sizes_.dispatch_ops);
     if (rate) verdict("mw.dispatch.async", *rate, ">=", kDispatchTarget, "ops/s");
+    graph_replay(rate);
     batch_bytes();
+  }
+
+  // The ops of mw.dispatch.async (`a + b` on 16 floats, results dropped) three ways:
+  // in a plain local loop of thd::Tensor calls (ref.local.ops: what the worker's own
+  // loop could do at best), and as a graph of kGraphOps of them on node 0 replayed
+  // back to back, then thd::synchronize() (mw.graph.replay.ops), each
+  // sizes_.dispatch_ops ops per timed call; with the ratios to the eager rate.
+  void graph_replay(std::optional<double> eager) {
+    const std::string local_name = "ref.local.ops";
+    const std::string graph_name = "mw.graph.replay.ops";
+    if (!ctx_.enabled(local_name) && !ctx_.enabled(graph_name)) return;
+    const int64_t replays = std::max<int64_t>(1, sizes_.dispatch_ops / kGraphOps);
+    const int64_t ops = replays * kGraphOps;
+    Tensor la = Tensor::ones({kTinyElements}, kFloat32), lb = Tensor::full({kTinyElements}, 2.0f, kFloat32);
+    std::optional<DistributedTensor> a, b, probe;
+    Graph graph;
+    if (master() && ctx_.enabled(graph_name)) {
+      a = DistributedTensor::ones({kTinyElements}, kFloat32);
+      b = DistributedTensor::full({kTinyElements}, 2.0f, kFloat32);
+      graph = thd::capture([&] {
+        for (int64_t i = 0; i + 1 < kGraphOps; ++i) (void)(*a + *b);
+        probe = *a + *b;  // the graph's last result, checked after a replay
+      });
+      graph.replay();
+      check_all(probe->get(), 3.0f, "a + b in a graph");
+    }
+    auto local = [&](int64_t calls) {
+      for (int64_t c = 0; c < calls; ++c) {
+        for (int64_t i = 0; i < ops; ++i) (void)(la + lb);
+      }
+    };
+    auto replay = [&](int64_t calls) {
+      for (int64_t c = 0; c < calls; ++c) {
+        for (int64_t r = 0; r < replays; ++r) graph.replay();
+        thd::synchronize();
+      }
+    };
+    std::vector<dc::DistCase> cases;
+    if (ctx_.enabled(local_name)) cases.push_back(master_case(local_name, local));
+    if (ctx_.enabled(graph_name)) cases.push_back(master_case(graph_name, replay));
+    const std::vector<double> t = timer_.time(ctx_, cases);
+    if (!master()) return;
+    std::optional<double> local_rate, graph_rate;
+    size_t k = 0;
+    if (ctx_.enabled(local_name)) local_rate = static_cast<double>(ops) / t[k++];
+    if (ctx_.enabled(graph_name)) graph_rate = static_cast<double>(ops) / t[k++];
+    if (local_rate) ctx_.report(local_name, *local_rate, "ops/s");
+    if (!graph_rate) return;
+    ctx_.report(graph_name, *graph_rate, "ops/s");
+    if (ctx_.options().verbose) {
+      fmt::print(std::cerr, "# {}: {} replays of a {}-op graph per timed call, graph memory on node 0 {} B\n",
+                 graph_name, replays, kGraphOps, graph.memory_bytes(0));
+    }
+    if (local_rate) {
+      ctx_.report("ratio.mw.graph.replay.local", *graph_rate / *local_rate, "x");
+      verdict("ratio.mw.graph.replay.local", *graph_rate / *local_rate, ">=", kGraphVsLocalTarget, "x");
+    }
+    if (eager) {
+      ctx_.report("ratio.mw.graph.replay.eager", *graph_rate / *eager, "x");
+      verdict("ratio.mw.graph.replay.eager", *graph_rate / *eager, ">=", kGraphVsEagerTarget, "x");
+    }
+  }
+
+  // One data-parallel step on every node of `model`: forward, backward, the
+  // gradients summed by all_reduce, the update in place.
+  struct Replica {
+    DistributedTensor x, target, w;
+  };
+  static void dp_step(std::vector<Replica>& model) {
+    std::vector<DistributedTensor> grads;
+    for (size_t n = 0; n < model.size(); ++n) {
+      NodeScope on(static_cast<int>(n));
+      Replica& r = model[n];
+      grads.push_back(r.x.t().matmul(r.x.matmul(r.w) - r.target).div(64.0));
+    }
+    all_reduce(grads, ReduceOp::Sum);
+    for (size_t n = 0; n < model.size(); ++n) {
+      NodeScope on(static_cast<int>(n));
+      model[n].w.sub_(grads[n] * 0.01);
+    }
+  }
+  static std::vector<Replica> dp_model() {
+    std::vector<Replica> model;
+    for (int n = 0; n < thd::num_nodes(); ++n) {
+      NodeScope on(n);
+      model.push_back({DistributedTensor::full({16, 32}, 0.01f * static_cast<float>(n + 1)),
+                       DistributedTensor::ones({16, 8}), DistributedTensor::full({32, 8}, 0.1f)});
+    }
+    return model;
+  }
+
+  // mw.eager.step and mw.graph.step: the same step on two copies of the model,
+  // eager and replayed; both must end with the same weights.
+  void graph_step() {
+    ctx_.begin_group("graphs");
+    const std::string eager_name = "mw.eager.step", graph_name = "mw.graph.step";
+    if (!ctx_.enabled(eager_name) || !ctx_.enabled(graph_name)) return;  // only side by side
+    const int64_t steps = quick() ? 5 : 100;
+    std::vector<Replica> eager_model, graph_model;
+    Graph graph;
+    if (master()) {
+      eager_model = dp_model();
+      graph_model = dp_model();
+      graph = thd::capture([&] { dp_step(graph_model); });
+    }
+    auto eager = [&](int64_t calls) {
+      for (int64_t c = 0; c < calls; ++c) {
+        for (int64_t s = 0; s < steps; ++s) dp_step(eager_model);
+        thd::synchronize();
+      }
+    };
+    auto replay = [&](int64_t calls) {
+      for (int64_t c = 0; c < calls; ++c) {
+        for (int64_t s = 0; s < steps; ++s) graph.replay();
+        thd::synchronize();
+      }
+    };
+    const std::vector<double> t =
+        timer_.time(ctx_, {master_case(eager_name, eager), master_case(graph_name, replay)});
+    if (!master()) return;
+    // The timer ran the two cases different numbers of times: the check is on a
+    // fresh pair of models, 20 steps each way.
+    std::vector<Replica> check_eager = dp_model(), check_graph = dp_model();
+    Graph check = thd::capture([&] { dp_step(check_graph); });
+    for (int s = 0; s < 20; ++s) {
+      dp_step(check_eager);
+      check.replay();
+    }
+    if (check_eager[0].w.get().to_vector<float>() != check_graph[0].w.get().to_vector<float>()) {
+      throw std::runtime_error("mw.graph.step: the replayed step's weights differ from the eager step's");
+    }
+    const double eager_us = t[0] / static_cast<double>(steps) * 1e6, graph_us = t[1] / static_cast<double>(steps) * 1e6;
+    ctx_.report(eager_name, eager_us, "us");
+    ctx_.report(graph_name, graph_us, "us");
+    ctx_.report("ratio.mw.graph.step", graph_us / eager_us, "x");
+    verdict("ratio.mw.graph.step", graph_us / eager_us, "<=", kGraphStepTarget, "x");
   }
 
   // mw.batch.bytes.one_op: what one op alone costs on the wire, as node 0's
@@ -463,7 +608,10 @@ class Figures {
     if (quick() || !ctx_.enabled(name) || !std::isfinite(value)) return;
     const bool met = op == ">=" ? value >= target : value <= target;
     fmt::print(std::cerr, "thd-bench {}: target {} {} {:g} {}: {:.2f} {}, {}\n",
-               s_.figures == FigureSet::Streams ? "streams" : "dispatch", name, op, target, unit, value,
+               s_.figures == FigureSet::Streams  ? "streams"
+               : s_.figures == FigureSet::Graphs ? "graphs"
+                                                 : "dispatch",
+               name, op, target, unit, value,
                unit, met ? "met" : "MISSED");
   }
 

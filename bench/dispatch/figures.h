@@ -6,6 +6,13 @@
 //   mw.dispatch.async            1M ops `c = a + b` (16 floats, node 0; 1000 under
 //                                --quick), results dropped, issued back to back,
 //                                then thd::synchronize()                          ops/s
+//   ref.local.ops                the same ops in a plain local loop of thd::Tensor
+//                                calls in this process                            ops/s
+//   mw.graph.replay.ops          the same ops as a graph of 1000 of them on node 0,
+//                                replayed back to back (1000 replays; one under
+//                                --quick), then thd::synchronize()                ops/s
+//   ratio.mw.graph.replay.local  graph / local rate (target >= 0.7)                 x
+//   ratio.mw.graph.replay.eager  graph / mw.dispatch.async rate (target >= 3)       x
 //   mw.sync.rtt                  (x + 1).sum().item<float>() on 16 floats, the
 //                                median over single round trips                   us
 //   ref.tcp.p2p.rtt.8B           8 bytes there and back, plain busy-polled socket,
@@ -51,7 +58,14 @@ enum class Role { Master, Peer };
 //   ref.cuda.h2d.1GiB            the same bytes to a GPU by this process
 //                                (Tensor::cuda(): pinned staging)                 GB/s
 //   ratio.mw.cuda.copy.to_worker mw / ref rate                                      x
-enum class FigureSet { Dispatch, Streams, Cuda };
+// or `graphs` (three workers, docs/graphs.md):
+//   mw.eager.step                a data-parallel step on every node (16x32 @ 32x8
+//                                forward, the gradient's matmul, all_reduce of it,
+//                                the update), issued eagerly, 100 back to back
+//                                (5 under --quick), then synchronize, per step     us
+//   mw.graph.step                the same step captured once and replayed          us
+//   ratio.mw.graph.step          graph / eager time (target <= 0.5)                 x
+enum class FigureSet { Dispatch, Streams, Cuda, Graphs };
 
 struct FigureSettings {
   Role role = Role::Master;

@@ -8,6 +8,7 @@
 #include <thd/dtype.h>
 #include <thd/error.h>
 #include <thd/generator.h>
+#include <thd/graph.h>
 #include <thd/half.h>
 #include <thd/interrupt.h>
 #include <thd/memory.h>

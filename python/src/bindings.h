@@ -31,6 +31,8 @@ void bind_tensor(py::module_& m);
 void bind_distributed(py::module_& m);
 void bind_collectives(py::module_& m);
 void bind_streams(py::module_& m);
+// thd.Graph and `with thd.graph()` (graphs.cpp).
+void bind_graphs(py::module_& m);
 void bind_interrupts(py::module_& m);
 void bind_devices(py::module_& m);
 // add_, sub_, mul_, div_ of a number without pybind11 in the way (fast_inplace.cpp), after bind_distributed_ops.

@@ -80,6 +80,7 @@ PYBIND11_MODULE(_C, m) {
   thd::python::bind_fast_inplace(m);
   thd::python::bind_collectives(m);
   thd::python::bind_streams(m);
+  thd::python::bind_graphs(m);
   thd::python::bind_interrupts(m);
   thd::python::bind_process_group(m);
 }

@@ -67,6 +67,7 @@ if _threading.current_thread() is _threading.main_thread():
 from ._C import (
     DistributedTensor,
     Event,
+    Graph,
     ReduceOp,
     Stream,
     Tensor,
@@ -78,6 +79,7 @@ from ._C import (
     default_stream,
     device,
     dtype,
+    graph,
     is_master,
     manual_seed_all,
     node,
@@ -408,6 +410,8 @@ ReduceOp.__module__ = "thd"
 Stream.__module__ = "thd"
 Event.__module__ = "thd"
 stream.__module__ = "thd"
+Graph.__module__ = "thd"
+graph.__module__ = "thd"
 
 __all__ = [
     "all_gather", "all_reduce", "arange", "AuthError", "backend_name", "bfloat16", "bool", "broadcast", "byte",
@@ -426,3 +430,4 @@ __all__ += [
 ]
 __all__ += [n for n in _process_group.__all__ if n not in __all__]
 __all__ += ["from_dlpack", "device", "current_device"]
+__all__ += ["Graph", "graph"]

@@ -242,6 +242,23 @@ const std::vector<std::pair<std::string, std::function<void()>>>& programs() {
          (void)scattered[0].get();
          (void)back.get();
        }},
+      {"graphs",
+       [] {
+         auto x = DistributedTensor::zeros({8});
+         DistributedTensor y;
+         Graph g = thd::capture([&] {
+           x.add_(1.0);
+           y = (x * 2.0).relu().view({2, 4});
+           auto made = DistributedTensor::arange(8, kFloat32);
+           x.copy_(made.mul(0.5).add(x));
+         });
+         g.replay();
+         x.fill_(3.0);
+         g.replay();
+         (void)y.get();
+         g.reset();
+         synchronize();
+       }},
       {"remote_errors",
        [] {
          auto a = DistributedTensor::arange(4, kFloat32);

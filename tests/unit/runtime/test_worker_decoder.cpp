@@ -418,6 +418,169 @@ TEST_F(WorkerDecoder, ErrorRepliesCarryTheKindOfTheWorkersError) {
   expect_still_serving(103);
 }
 
+// ---- graphs (docs/graphs.md) ------------------------------------------------------------
+
+// The bytes of a whole Message holding a batch of `commands` (a graph's part on a
+// node, as DefineGraph carries it).
+template <typename F>
+std::vector<uint8_t> graph_bytes(F&& add, uint32_t version = protocol::kVersion) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<fb::Command>> commands = add(b);
+  b.Finish(fb::CreateMessage(b, version, fb::Body::CommandBatch,
+                             fb::CreateCommandBatch(b, 0, false, b.CreateVector(commands)).Union()));
+  return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+}
+
+// x (id `in`, made before) times 3 into `out`, then out += 1: a graph of two ops.
+std::vector<uint8_t> triple_plus_one(uint64_t in, uint64_t out) {
+  return graph_bytes([&](flatbuffers::FlatBufferBuilder& b) {
+    const fb::Scalar three(fb::ScalarKind::Float, 0, 3.0), one(fb::ScalarKind::Float, 0, 1.0);
+    return std::vector{
+        fb::CreateCommand(b, 901, fb::Op::BinaryScalar,
+                          fb::CreateBinaryScalar(b, out, fb::BinaryOp::Mul, in, &three).Union()),
+        fb::CreateCommand(b, 902, fb::Op::BinaryScalar,
+                          fb::CreateBinaryScalar(b, 0, fb::BinaryOp::Add, out, &one).Union())};
+  });
+}
+
+flatbuffers::Offset<fb::Command> define_graph(flatbuffers::FlatBufferBuilder& b, uint64_t op_id, uint64_t graph,
+                                              const std::vector<uint8_t>& bytes,
+                                              const std::vector<uint64_t>& owned) {
+  return fb::CreateCommand(b, op_id, fb::Op::DefineGraph,
+                           fb::CreateDefineGraph(b, graph, b.CreateVector(bytes), b.CreateVector(owned)).Union());
+}
+
+flatbuffers::Offset<fb::Command> replay_graph(flatbuffers::FlatBufferBuilder& b, uint64_t op_id, uint64_t graph,
+                                              uint64_t replay) {
+  return fb::CreateCommand(b, op_id, fb::Op::ReplayGraph, fb::CreateReplayGraph(b, graph, replay).Union());
+}
+
+TEST_F(WorkerDecoder, HostileGraphDefinitionsAreRefusedWithTheReason) {
+  const std::vector<uint8_t> garbage(64, 0xAB);
+  const std::vector<uint8_t> not_a_batch =
+      finish([](flatbuffers::FlatBufferBuilder& b) { return std::make_pair(fb::Body::Goodbye, fb::CreateGoodbye(b).Union()); });
+  const std::vector<uint8_t> holds_a_fetch = graph_bytes([](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{fb::CreateCommand(b, 1, fb::Op::Fetch, fb::CreateFetch(b, 1, protocol::kFetchTagBase).Union())};
+  });
+  const std::vector<uint8_t> holds_a_graph = graph_bytes([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{replay_graph(b, 1, 1, 1)};
+  });
+  const std::vector<uint8_t> old_version = triple_plus_one(1, 2);
+  std::vector<uint8_t> wrong_version = graph_bytes(
+      [](flatbuffers::FlatBufferBuilder& b) {
+        return std::vector{fb::CreateCommand(b, 1, fb::Op::Unary, fb::CreateUnary(b, 0, fb::UnaryOp::Neg, 1).Union())};
+      },
+      99);
+  const std::vector<uint8_t> no_table = graph_bytes([](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{fb::CreateCommand(b, 1, fb::Op::Unary, flatbuffers::Offset<void>())};
+  });
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{define_graph(b, 31, 1, garbage, {500}),
+                       define_graph(b, 32, 2, not_a_batch, {}),
+                       define_graph(b, 33, 3, holds_a_fetch, {}),
+                       define_graph(b, 34, 4, holds_a_graph, {}),
+                       define_graph(b, 35, 5, wrong_version, {}),
+                       define_graph(b, 36, 6, no_table, {}),
+                       define_graph(b, 37, 7, {}, {}),
+                       define_graph(b, 38, 0, old_version, {}),
+                       define_graph(b, 39, 8, old_version, {0}),
+                       replay_graph(b, 40, 77, 1)};
+  }));
+  expect_error("verification");
+  expect_error("not a CommandBatch");
+  expect_error("is a Fetch, which a graph cannot hold");
+  expect_error("is a ReplayGraph, which a graph cannot hold");
+  expect_error("version 99");
+  expect_error("carries no arguments");
+  expect_error("carries no commands");
+  expect_error("graph id 0");
+  expect_error("tensor id 0");
+  expect_error("graph 77 is not defined on node 0");
+  // A refused graph's tensors are poisoned with the refusal; its replays add nothing.
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{replay_graph(b, 41, 1, 1),
+                       fb::CreateCommand(b, 42, fb::Op::Fetch, fb::CreateFetch(b, 500, protocol::kFetchTagBase).Union())};
+  }));
+  const std::vector<uint8_t> failed = next_reply();
+  ASSERT_FALSE(failed.empty());
+  const fb::Message* m = fb::GetMessage(failed.data());
+  ASSERT_EQ(m->body_type(), fb::Body::FetchFailed);
+  EXPECT_EQ(m->body_as_FetchFailed()->op_id(), 31u);
+  EXPECT_EQ(m->body_as_FetchFailed()->op_name()->str(), "define_graph");
+  expect_still_serving(103);
+  EXPECT_TRUE(worker_error_.empty()) << worker_error_;
+}
+
+TEST_F(WorkerDecoder, AGraphIsDefinedOnceAndEachReplayRunsItAgain) {
+  const fb::Scalar two(fb::ScalarKind::Float, 0, 2.0), zero;
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{
+        fb::CreateCommand(b, 1, fb::Op::Create,
+                          fb::CreateCreate(b, 1, fb::CreateKind::Full, fb::DType::Float32, b.CreateVector<int64_t>({3}),
+                                           &two, &zero, &zero, &zero)
+                              .Union()),
+        define_graph(b, 2, 9, triple_plus_one(1, 2), {2}),
+        replay_graph(b, 3, 9, 1),
+        replay_graph(b, 4, 9, 2),
+        // The graph id is taken: a second definition is refused, the first stays.
+        define_graph(b, 5, 9, triple_plus_one(1, 2), {2})};
+  }));
+  expect_error("graph id 9 is already in use");
+  const int64_t tag = protocol::kFetchTagBase + 7;
+  Tensor got = Tensor::zeros({3}, kFloat32);
+  Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{replay_graph(b, 6, 9, 3),
+                       fb::CreateCommand(b, 7, fb::Op::Fetch, fb::CreateFetch(b, 2, tag).Union())};
+  }));
+  r.wait();
+  EXPECT_EQ(got.to_vector<float>(), (std::vector<float>{7, 7, 7}));
+  // A failing op of a replay reports the graph and the replay; after a DropGraph
+  // the graph is gone.
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{fb::CreateCommand(b, 8, fb::Op::Free, fb::CreateFree(b, b.CreateVector<uint64_t>({1})).Union()),
+                       replay_graph(b, 9, 9, 4),
+                       fb::CreateCommand(b, 10, fb::Op::DropGraph, fb::CreateDropGraph(b, 9).Union()),
+                       replay_graph(b, 11, 9, 5)};
+  }));
+  const std::vector<uint8_t> failed = next_reply();
+  ASSERT_FALSE(failed.empty());
+  const fb::Message* m = fb::GetMessage(failed.data());
+  ASSERT_EQ(m->body_type(), fb::Body::OpFailed);
+  EXPECT_EQ(m->body_as_OpFailed()->op_id(), 901u);
+  EXPECT_EQ(m->body_as_OpFailed()->graph(), 9u);
+  EXPECT_EQ(m->body_as_OpFailed()->replay(), 4u);
+  EXPECT_NE(m->body_as_OpFailed()->message()->str().find("tensor id 1 is not live"), std::string::npos);
+  expect_error("graph 9 is not defined on node 0");
+  expect_still_serving(104);
+}
+
+TEST_F(WorkerDecoder, RandomlyMutatedGraphsNeverStopTheWorker) {
+  const fb::Scalar two(fb::ScalarKind::Float, 0, 2.0), zero;
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{fb::CreateCommand(
+        b, 1, fb::Op::Create,
+        fb::CreateCreate(b, 1, fb::CreateKind::Full, fb::DType::Float32, b.CreateVector<int64_t>({4, 4}), &two, &zero,
+                         &zero, &zero)
+            .Union())};
+  }));
+  const std::vector<uint8_t> graph = triple_plus_one(1, 2);
+  std::mt19937 rng(54321);
+  for (uint64_t i = 0; i < 300; ++i) {
+    std::vector<uint8_t> g = graph;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) g[rng() % g.size()] = static_cast<uint8_t>(rng());
+    // Each mutation a graph of its own, replayed twice and dropped.
+    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+      return std::vector{define_graph(b, 10 * i + 1, 100 + i, g, {5000 + i}), replay_graph(b, 10 * i + 2, 100 + i, 1),
+                         replay_graph(b, 10 * i + 3, 100 + i, 2),
+                         fb::CreateCommand(b, 10 * i + 4, fb::Op::DropGraph, fb::CreateDropGraph(b, 100 + i).Union())};
+    }));
+  }
+  expect_still_serving(1001);
+  EXPECT_TRUE(worker_error_.empty()) << worker_error_;
+}
+
 TEST_F(WorkerDecoder, GoodbyeEndsTheSession) {
   send(finish([](flatbuffers::FlatBufferBuilder& b) { return std::make_pair(fb::Body::Goodbye, fb::CreateGoodbye(b).Union()); }));
   worker_.join();

@@ -1,0 +1,256 @@
+#include "master/graph.h"
+
+#include <algorithm>
+#include <set>
+
+#include "tensor/check.h"
+
+namespace thd::master {
+
+namespace {
+
+thread_local Capture* t_capture = nullptr;
+
+// Room for the DefineGraph around a node's commands in one message.
+constexpr size_t kDefineEnvelopeBytes = size_t{64} << 10;
+
+}  // namespace
+
+void check_not_capturing(const char* op, const char* why) {
+  if (t_capture == nullptr) return;
+  THD_THROW(Error, op,
+            "{} inside a graph capture: {}; nothing runs while a graph is captured (as in CUDA's stream capture). "
+            "End the capture first (GraphCapture::end, or leave thd::capture's callable), then replay the graph",
+            op, why != nullptr ? why : "it is a sync point, which waits for results that do not exist yet");
+}
+
+Capture::Capture(std::shared_ptr<Session> session) : session_(std::move(session)), slot_(&t_capture) {
+  if (t_capture != nullptr) {
+    THD_THROW(ValueError, "GraphCapture", "this thread is capturing a graph already (captures do not nest)");
+  }
+  t_capture = this;
+}
+
+Capture::~Capture() {
+  if (*slot_ == this) *slot_ = nullptr;
+  if (!ended_) discard();
+}
+
+Capture* Capture::active() { return t_capture; }
+
+bool Capture::takes(fb::Op type) {
+  switch (type) {
+    case fb::Op::StreamCreate:
+    case fb::Op::StreamDestroy:
+    case fb::Op::EventDestroy:
+    case fb::Op::DefineGraph:
+    case fb::Op::DropGraph:
+      return false;
+    case fb::Op::Fetch:
+    case fb::Op::Sync:
+    case fb::Op::EventQuery:
+    case fb::Op::StreamQuery:
+    case fb::Op::StatsQuery:
+    case fb::Op::ClockQuery:
+    case fb::Op::TraceDump:
+    case fb::Op::Upload:
+    case fb::Op::Free:
+    case fb::Op::ReplayGraph:
+      check_not_capturing(fb::EnumNameOp(type), "a graph cannot hold it");
+      return false;
+    default:
+      return true;
+  }
+}
+
+uint64_t Capture::record(NodeLink& link, uint32_t stream, fb::Op type, const NodeLink::BuildOp& build) {
+  if (&session_->link(link.node(), "capture") != &link) {
+    THD_THROW(ValueError, "capture", "an op of another master-worker session was issued inside a graph capture");
+  }
+  link.throw_if_lost();
+  NodePart& part = parts_[link.node()];
+  const uint64_t id = session_->next_op_id();
+  const auto table = build(part.builder);
+  part.commands.push_back(fb::CreateCommand(part.builder, id, type, table, stream));
+  return id;
+}
+
+void Capture::own(const std::shared_ptr<Handle>& handle) {
+  parts_[handle->node].owned.push_back(handle->id);
+  owned_.push_back(handle);
+}
+
+void Capture::use(const std::shared_ptr<Handle>& handle) { used_.try_emplace(handle->id, handle); }
+
+void Capture::discard() {
+  for (const auto& h : owned_) h->never_made.store(true);
+  owned_.clear();
+  used_.clear();
+  parts_.clear();
+}
+
+Graph Capture::end() {
+  if (ended_) THD_THROW(ValueError, "GraphCapture::end", "the capture has ended already");
+  ended_ = true;
+  if (*slot_ == this) *slot_ = nullptr;
+  auto state = std::make_shared<GraphState>();
+  try {
+    state->session = session_;
+    state->id = session_->next_graph_id();
+    std::vector<std::pair<int, std::vector<uint8_t>>> messages;
+    for (auto& [node, part] : parts_) {
+      if (part.commands.empty()) continue;  // only tensors' metadata was asked for there
+      auto& b = part.builder;
+      const auto batch = fb::CreateCommandBatch(b, 0, false, b.CreateVector(part.commands));
+      b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::CommandBatch, batch.Union()));
+      if (b.GetSize() + kDefineEnvelopeBytes + part.owned.size() * 8 > protocol::kMaxMessageBytes) {
+        THD_THROW(ValueError, "GraphCapture::end",
+                  "the graph's {} commands on node {} take {} bytes, past the protocol's message limit of {} bytes: "
+                  "capture fewer ops per graph",
+                  part.commands.size(), node, b.GetSize(), protocol::kMaxMessageBytes);
+      }
+      state->num_ops += part.commands.size();
+      messages.emplace_back(node, std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()));
+    }
+    for (const auto& [node, bytes] : messages) {
+      const std::vector<uint64_t>& owned = parts_[node].owned;
+      session_->link(node, "GraphCapture::end").append_on(0, fb::Op::DefineGraph, [&](NodeLink::Builder& b) {
+        return fb::CreateDefineGraph(b, state->id, b.CreateVector(bytes), b.CreateVector(owned)).Union();
+      });
+      state->nodes.push_back(node);
+    }
+  } catch (...) {
+    discard();
+    state->reset_done = true;  // nothing to drop on the nodes
+    throw;
+  }
+  state->owned = std::move(owned_);
+  state->used.reserve(used_.size());
+  for (auto& [id, h] : used_) state->used.push_back(std::move(h));
+  used_.clear();
+  parts_.clear();
+  return Graph(std::move(state));
+}
+
+GraphState::~GraphState() {
+  try {
+    reset();
+  } catch (...) {  // a destructor must not throw; the session frees everything at its end
+  }
+}
+
+void GraphState::replay() {
+  constexpr const char* kOp = "Graph::replay";
+  check_not_capturing(kOp, "a graph does not hold replays of graphs");
+  std::lock_guard lock(mu);
+  if (reset_done) THD_THROW(ValueError, kOp, "graph {} was reset: capture it again", id);
+  auto s = session.lock();
+  if (!s) {
+    THD_THROW(ValueError, kOp, "graph {} belongs to a master-worker session that has ended (thd::shutdown)", id);
+  }
+  if (current_session(kOp) != s) {
+    THD_THROW(ValueError, kOp, "graph {} was captured in another master-worker session: a graph runs only in the "
+              "session that captured it", id);
+  }
+  const uint64_t replay = replays.load() + 1;
+  // Several nodes: under the cross-node lock, as every op that commands several
+  // nodes, so the collectives and copies inside reach every member in one order.
+  std::unique_lock<std::mutex> cross;
+  if (nodes.size() > 1) cross = std::unique_lock(s->cross_node_mutex());
+  for (int node : nodes) {
+    s->link(node, kOp).append_on(0, fb::Op::ReplayGraph, [&](NodeLink::Builder& b) {
+      return fb::CreateReplayGraph(b, id, replay).Union();
+    });
+  }
+  // A node may block in the graph on another (a copy's receive, a collective, a
+  // remote event): every part leaves now, as to_node's and the collectives' do. A
+  // graph on one node waits in its buffer with the ops around it.
+  if (nodes.size() > 1) {
+    for (int node : nodes) s->link(node, kOp).flush();
+  }
+  replays.store(replay);
+}
+
+void GraphState::reset() {
+  std::vector<std::shared_ptr<Handle>> dropped_owned, dropped_used;
+  {
+    std::lock_guard lock(mu);
+    if (reset_done) return;
+    reset_done = true;
+    dropped_owned.swap(owned);
+    dropped_used.swap(used);
+  }
+  if (auto s = session.lock()) {
+    for (int node : nodes) {
+      try {
+        s->link(node, "Graph::reset").append_on(0, fb::Op::DropGraph, [&](NodeLink::Builder& b) {
+          return fb::CreateDropGraph(b, id).Union();
+        });
+      } catch (const PeerLost&) {  // a lost node has nothing left to drop
+      }
+    }
+  }
+  // The handles go here: the frees of the graph's tensors follow the DropGraph.
+}
+
+size_t GraphState::memory_bytes(int node) const {
+  std::lock_guard lock(mu);
+  // The storages of tensors from outside (inputs, and views of them the graph made)
+  // are not the graph's.
+  std::set<uint64_t> own_ids;
+  for (const auto& h : owned) own_ids.insert(h->id);
+  std::set<const StorageImpl*> outside, counted;
+  for (const auto& h : used) {
+    if (h->node == node && own_ids.count(h->id) == 0) outside.insert(h->meta.storage().get());
+  }
+  size_t bytes = 0;
+  for (const auto& h : owned) {
+    if (h->node != node) continue;
+    const StorageImpl* st = h->meta.storage().get();
+    if (outside.count(st) != 0 || !counted.insert(st).second) continue;
+    bytes += st->nbytes();
+  }
+  return bytes;
+}
+
+}  // namespace thd::master
+
+namespace thd {
+
+namespace {
+
+master::GraphState& state_of(const std::shared_ptr<master::GraphState>& s, const char* op) {
+  if (!s) THD_THROW(ValueError, op, "the graph is empty (default-constructed): capture one with thd::capture");
+  return *s;
+}
+
+}  // namespace
+
+void Graph::replay() { state_of(state_, "Graph::replay").replay(); }
+uint64_t Graph::id() const { return state_of(state_, "Graph::id").id; }
+uint64_t Graph::replays() const { return state_of(state_, "Graph::replays").replays.load(); }
+std::vector<int> Graph::nodes() const { return state_of(state_, "Graph::nodes").nodes; }
+size_t Graph::num_ops() const { return state_of(state_, "Graph::num_ops").num_ops; }
+size_t Graph::memory_bytes(int node) const { return state_of(state_, "Graph::memory_bytes").memory_bytes(node); }
+
+void Graph::reset() {
+  if (!state_) return;
+  state_->reset();
+  state_.reset();
+}
+
+GraphCapture::GraphCapture()
+    : capture_(std::make_unique<master::Capture>(master::current_session("GraphCapture"))) {}
+
+GraphCapture::~GraphCapture() = default;
+
+Graph GraphCapture::end() {
+  if (!capture_) THD_THROW(ValueError, "GraphCapture::end", "the capture has ended already");
+  Graph g = capture_->end();
+  capture_.reset();
+  return g;
+}
+
+bool is_capturing() { return master::Capture::active() != nullptr; }
+
+}  // namespace thd

@@ -1,0 +1,134 @@
+#include "worker/graphs.h"
+
+#include <cstring>
+
+#include <thd/config.h>
+
+#include "tensor/check.h"
+
+namespace thd::worker {
+
+namespace fb = protocol::fb;
+
+bool graph_may_hold(fb::Op op) {
+  switch (op) {
+    case fb::Op::Create:
+    case fb::Op::ManualSeed:
+    case fb::Op::SendTo:
+    case fb::Op::RecvFrom:
+    case fb::Op::Unary:
+    case fb::Op::Binary:
+    case fb::Op::BinaryScalar:
+    case fb::Op::Clamp:
+    case fb::Op::Fill:
+    case fb::Op::CopyFrom:
+    case fb::Op::Cast:
+    case fb::Op::Reduce:
+    case fb::Op::Softmax:
+    case fb::Op::Matmul:
+    case fb::Op::Addmm:
+    case fb::Op::ViewOp:
+    case fb::Op::IndexOp:
+    case fb::Op::Scatter:
+    case fb::Op::MaskedFill:
+    case fb::Op::Where:
+    case fb::Op::Join:
+    case fb::Op::Split:
+    case fb::Op::Sort:
+    case fb::Op::Collective:
+    case fb::Op::EventRecord:
+    case fb::Op::EventWait:
+    case fb::Op::EventNotify:
+    case fb::Op::EventWaitRemote:
+    case fb::Op::ToDevice:
+#if THD_ENABLE_TEST_HOOKS
+    case fb::Op::TestLatch:
+#endif
+      return true;
+    case fb::Op::NONE:
+    case fb::Op::Upload:
+    case fb::Op::Fetch:
+    case fb::Op::Free:
+    case fb::Op::Sync:
+    case fb::Op::StreamCreate:
+    case fb::Op::StreamDestroy:
+    case fb::Op::EventQuery:
+    case fb::Op::EventDestroy:
+    case fb::Op::StreamQuery:
+    case fb::Op::StatsQuery:
+    case fb::Op::ClockQuery:
+    case fb::Op::TraceDump:
+    case fb::Op::DefineGraph:
+    case fb::Op::ReplayGraph:
+    case fb::Op::DropGraph:
+      return false;
+  }
+  return false;  // a value outside the enum (hostile bytes)
+}
+
+GraphDef::GraphDef(uint64_t id, std::span<const uint8_t> message, std::vector<uint64_t> owned)
+    : id_(id), owned_list_(std::move(owned)) {
+  constexpr const char* kOp = "define_graph";
+  if (id == 0) THD_THROW(protocol::ProtocolError, kOp, "graph id 0 is reserved for \"no graph\"");
+  if (message.empty()) THD_THROW(protocol::ProtocolError, kOp, "graph {} carries no commands", id);
+  // The bytes sit inside the DefineGraph's message at any alignment, and that
+  // message goes once its batch has run: the graph keeps an aligned copy of its own.
+  auto bytes = std::make_unique<uint8_t[]>(message.size());
+  std::memcpy(bytes.get(), message.data(), message.size());
+  message_ = Message(std::move(bytes), message.size(), 0);
+  const fb::Message& m = protocol::verify_message(message_, kOp);
+  const fb::CommandBatch* batch = m.body_as_CommandBatch();
+  if (batch == nullptr) {
+    THD_THROW(protocol::ProtocolError, kOp, "graph {} holds a {} message, not a CommandBatch", id,
+              fb::EnumNameBody(m.body_type()));
+  }
+  if (batch->commands() == nullptr || batch->commands()->size() == 0) {
+    THD_THROW(protocol::ProtocolError, kOp, "graph {} holds no commands", id);
+  }
+  commands_.reserve(batch->commands()->size());
+  for (const fb::Command* c : *batch->commands()) {
+    if (c->op() == nullptr) {
+      THD_THROW(protocol::ProtocolError, kOp, "command {} (op {}) of graph {} names an op but carries no arguments",
+                commands_.size(), c->id(), id);
+    }
+    if (!graph_may_hold(c->op_type())) {
+      const char* name = fb::EnumNameOp(c->op_type());
+      THD_THROW(protocol::ProtocolError, kOp, "command {} (op {}) of graph {} is a {}, which a graph cannot hold",
+                commands_.size(), c->id(), id, *name != '\0' ? name : "op unknown to this protocol version");
+    }
+    if (c->stream() != 0) default_stream_only_ = false;
+    commands_.push_back(c);
+  }
+  for (uint64_t t : owned_list_) {
+    if (t == 0) THD_THROW(protocol::ProtocolError, kOp, "graph {} owns tensor id 0, which means \"no tensor\"", id);
+    owned_.insert(t);
+  }
+}
+
+void GraphTable::check_new(uint64_t id) const {
+  if (id == 0) THD_THROW(ValueError, "define_graph", "graph id 0 is reserved for \"no graph\"");
+  if (graphs_.count(id) != 0) {
+    THD_THROW(ValueError, "define_graph", "graph id {} is already in use (the master never reuses an id)", id);
+  }
+}
+
+void GraphTable::define(std::shared_ptr<const GraphDef> graph) {
+  check_new(graph->id());
+  const uint64_t id = graph->id();
+  graphs_.emplace(id, std::move(graph));
+}
+
+void GraphTable::define_refused(uint64_t id) {
+  check_new(id);
+  graphs_.emplace(id, nullptr);
+}
+
+GraphTable::Found GraphTable::find(uint64_t id) const {
+  auto it = graphs_.find(id);
+  if (it == graphs_.end()) return {};
+  return {true, it->second};
+}
+
+bool GraphTable::erase(uint64_t id) { return graphs_.erase(id) != 0; }
+
+}  // namespace thd::worker
