@@ -1,7 +1,5 @@
 #include "datachannel/pipe/pipe_transport.h"
 
-#include <openssl/crypto.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -36,11 +34,6 @@ constexpr std::chrono::microseconds kStandDown{1000};
 constexpr std::chrono::milliseconds kStandDownLook{4};
 // The most a discarded payload (one no receive takes) is buffered with.
 constexpr uint64_t kMaxDiscardBuffer = 64 * 1024;
-// How often the progress thread looks for peer processes on this host that exited,
-// and how long after it saw one gone the peer is lost: what it sent before it died
-// (its last replies, its goodbye) is still in the library's hands for a moment.
-constexpr std::chrono::milliseconds kWatchInterval{50};
-constexpr std::chrono::milliseconds kExitGrace{200};
 
 // memcpy for the few bytes of a small message without a call into libc: each
 // small message is copied twice (into its control message and out of it).
@@ -63,12 +56,6 @@ inline void copy_bytes(uint8_t* to, const uint8_t* from, size_t n) noexcept {
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(net::Clock::now().time_since_epoch()).count();
 }
-// The token proof: magic, the sender's rank (u32, little-endian), HMAC.
-constexpr char kHelloMagic[4] = {'t', 'h', 'd', 'A'};
-constexpr size_t kHelloBytes = 8 + net::kMacBytes;
-// A heartbeat: magic only.
-constexpr char kHeartbeatMagic[4] = {'t', 'h', 'd', 'B'};
-constexpr size_t kHeartbeatBytes = 4;
 
 template <typename E, typename... Args>
 std::exception_ptr make_error(const std::string& op, int rank, int peer, fmt::format_string<Args...> f,
@@ -200,7 +187,7 @@ bool PipeTransport::take_inline_message(ControlInbox& inbox, size_t bytes) noexc
   // with anything else, or handles it. No error text is made here: this runs for
   // every small message.
   detail::FrameHeader header;
-  if (!proved_[static_cast<size_t>(peer)]) return false;
+  if (!proof_.proved(peer)) return false;
   size_t header_bytes = kSmallHeaderBytes;
   if (!read_small_header(buffer, bytes, &header)) {
     if (bytes < kHeaderBytes || !detail::read_frame_header(buffer, &header) ||
@@ -219,7 +206,7 @@ bool PipeTransport::take_inline_message(ControlInbox& inbox, size_t bytes) noexc
   });
   if (!took) return false;  // on_control keeps it as unexpected
   inbox.posted = false;
-  if (heartbeats_) last_heard_[static_cast<size_t>(peer)] = net::Clock::now();
+  if (heartbeats_) liveness_.heard(peer, net::Clock::now());
   reposts_.push_back(&inbox);  // room reserved: no allocation here
   return true;
 }
@@ -235,17 +222,15 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
       next_data_tag_(static_cast<size_t>(size()), 1),
       unexpected_bytes_(static_cast<size_t>(size()), 0),
       cut_off_(static_cast<size_t>(size()), 0),
-      token_(std::move(auth.token)),
-      peer_nonces_(static_cast<size_t>(size())),
-      proved_(static_cast<size_t>(size()), 0),
-      refused_(static_cast<size_t>(size())),
-      heartbeats_(!pipe_->detects_silent_peer_loss()),
-      last_heard_(static_cast<size_t>(size()), net::Clock::now()),
+      proof_(rank(), size(), std::move(auth.token)),
+      liveness_(rank(), size(),
+                LivenessTuning{.heartbeats = !pipe_->detects_silent_peer_loss(),
+                               .heartbeat_interval = tuning.heartbeat_interval,
+                               .heartbeat_timeout = tuning.heartbeat_timeout},
+                net::Clock::now()),
+      heartbeats_(liveness_.heartbeats()),
       heartbeat_out_(static_cast<size_t>(size()), nullptr),
-      exited_at_(static_cast<size_t>(size())),
-      lost_(static_cast<size_t>(size())),
-      lost_why_(static_cast<size_t>(size())),
-      departed_(static_cast<size_t>(size()), 0) {
+      lost_peers_(rank(), size(), name_ + " backend") {
   THD_CHECK(max_data_tag_ >= 2, ValueError, "DataChannel::create", "the {} pipe offers no data tags", name_);
   THD_CHECK(auth.store != nullptr, ValueError, "DataChannel::create", "the {} backend needs the channel's store",
             name_);
@@ -261,33 +246,14 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
   progress_ = std::thread([this] { progress_loop(); });
 }
 
-// Each rank publishes a fresh nonce; to each peer it sends HMAC(token, the peer's
-// nonce, its own) as its first control message, and checks the one it gets back.
-// A rank without the job's token can neither make a proof the others accept nor
-// accept theirs, so both sides refuse before any message of the program moves.
-// Who the rank's process is (process_watch.h) travels after the nonce, so that
-// peers on one host can watch each other at no extra store round trip.
+// The handshake (token_proof.h): nonces through the store, then a hello to every
+// peer as its first control message; returns once every peer proved the token.
 void PipeTransport::prove_token(const PipeAuth& auth) {
   const std::string op = name_ + " backend";
-  nonce_ = net::random_nonce();
-  std::vector<uint8_t> published(nonce_.begin(), nonce_.end());
-  const std::string identity = auth.identity.value_or(this_process()).encode();
-  published.insert(published.end(), identity.begin(), identity.end());
-  auth.store->set(fmt::format("pipe/nonce/{}", rank()), published);
+  const std::vector<std::string> identities =
+      proof_.exchange(*auth.store, auth.timeout, auth.identity.value_or(this_process()).encode(), op);
   for (int p = 0; p < size(); ++p) {
-    if (p == rank()) continue;
-    std::vector<uint8_t> theirs;
-    try {
-      theirs = auth.store->get(fmt::format("pipe/nonce/{}", p), auth.timeout);
-    } catch (const TimeoutError&) {
-      THD_THROW_AT(TimeoutError, op, rank(), p, "rank {} did not join within {} ms", p, auth.timeout.count());
-    }
-    THD_CHECK(theirs.size() >= net::kNonceBytes, ConnectionError, op, "rank {} published a malformed nonce", p);
-    std::copy_n(theirs.begin(), net::kNonceBytes, peer_nonces_[static_cast<size_t>(p)].begin());
-    // A missing or malformed identity only means the peer is not watched.
-    const std::string_view identity(reinterpret_cast<const char*>(theirs.data()) + net::kNonceBytes,
-                                    theirs.size() - net::kNonceBytes);
-    if (auto peer = ProcessIdentity::decode(identity)) watching_ = process_watch_.watch(p, *peer) || watching_;
+    if (p != rank()) liveness_.watch(p, identities[static_cast<size_t>(p)]);
   }
   std::unique_lock lock(mu_);
   // An inbox is listed at most once in either: take_inline_message, which runs
@@ -301,41 +267,33 @@ void PipeTransport::prove_token(const PipeAuth& auth) {
     post_control_recv(*inboxes_[static_cast<size_t>(p)]);
   }
   for (int p = 0; p < size(); ++p) {
-    if (p == rank()) continue;
-    const net::Mac proof = net::client_proof(*token_, peer_nonces_[static_cast<size_t>(p)], nonce_);
-    std::vector<uint8_t> hello(kHelloBytes);
-    std::memcpy(hello.data(), kHelloMagic, 4);
-    const auto r = static_cast<uint32_t>(rank());
-    for (int i = 0; i < 4; ++i) hello[4 + static_cast<size_t>(i)] = static_cast<uint8_t>(r >> (8 * i));
-    std::memcpy(hello.data() + 8, proof.data(), proof.size());
-    send_control(p, std::move(hello), "token proof");
+    if (p != rank()) send_control(p, proof_.hello_for(p), "token proof");
   }
   settle();
   const net::Deadline until = net::deadline_after(auth.timeout);
   const bool done = drive_locked(lock, until, [&] {
     for (int p = 0; p < size(); ++p) {
-      if (p != rank() && !proved_[static_cast<size_t>(p)] && refused_[static_cast<size_t>(p)].empty() &&
-          !peer_error(p)) {
+      if (p != rank() && !proof_.proved(p) && !proof_.refused(p) && !peer_error(p)) {
         return false;
       }
     }
     return true;
   });
   for (int p = 0; p < size(); ++p) {
-    if (!refused_[static_cast<size_t>(p)].empty()) {
+    if (proof_.refused(p)) {
       THD_THROW_AT(AuthError, op, rank(), p, "{} (the ranks of one channel must hold the same token; this rank's "
-                   "came from {})", refused_[static_cast<size_t>(p)], token_->source());
+                   "came from {})", proof_.refusal(p), proof_.token_source());
     }
   }
   for (int p = 0; p < size(); ++p) {
-    if (p != rank() && !proved_[static_cast<size_t>(p)]) {
+    if (p != rank() && !proof_.proved(p)) {
       if (auto lost = peer_error(p)) std::rethrow_exception(lost);
     }
   }
   if (!done) {
     std::vector<int> silent;
     for (int p = 0; p < size(); ++p) {
-      if (p != rank() && !proved_[static_cast<size_t>(p)]) silent.push_back(p);
+      if (p != rank() && !proof_.proved(p)) silent.push_back(p);
     }
     THD_THROW_AT(TimeoutError, op, rank(), silent.size() == 1 ? silent[0] : -1,
                  "no token proof from rank{} {} within {} ms", silent.size() == 1 ? "" : "s", fmt::join(silent, ", "),
@@ -346,27 +304,8 @@ void PipeTransport::prove_token(const PipeAuth& auth) {
 // The first control message of every peer: its proof. Anything else, or a proof
 // that does not verify, and the peer is refused.
 bool PipeTransport::on_hello(ControlInbox& inbox, size_t bytes) {
-  const int peer = inbox.peer;
-  const uint8_t* b = inbox.buffer.get();
-  uint32_t claimed = 0;
-  if (bytes == kHelloBytes) {
-    for (int i = 0; i < 4; ++i) claimed |= static_cast<uint32_t>(b[4 + i]) << (8 * i);
-  }
-  std::string why;
-  if (bytes != kHelloBytes || std::memcmp(b, kHelloMagic, 4) != 0) {
-    why = fmt::format("rank {} sent a {}-byte message before proving the token", peer, bytes);
-  } else if (claimed != static_cast<uint32_t>(peer)) {
-    why = fmt::format("rank {} sent a token proof claiming to be rank {}", peer, claimed);
-  } else {
-    const net::Mac expected = net::client_proof(*token_, nonce_, peer_nonces_[static_cast<size_t>(peer)]);
-    if (CRYPTO_memcmp(b + 8, expected.data(), expected.size()) == 0) {
-      proved_[static_cast<size_t>(peer)] = 1;
-      return true;
-    }
-    why = fmt::format("rank {} does not hold this job's token (its proof did not verify)", peer);
-  }
-  refused_[static_cast<size_t>(peer)] = why;
-  lose_peer(peer, make_error<AuthError>(name_ + " backend", rank(), peer, "{}", why));
+  if (proof_.check_hello(inbox.peer, {inbox.buffer.get(), bytes})) return true;
+  lose_peer(inbox.peer, make_error<AuthError>(name_ + " backend", rank(), inbox.peer, "{}", proof_.refusal(inbox.peer)));
   return false;
 }
 
@@ -402,24 +341,12 @@ std::exception_ptr PipeTransport::closed_error(const std::string& op) const {
 }
 
 std::exception_ptr PipeTransport::lost_error(int peer, const std::string& op) const {
-  std::lock_guard lock(lost_mu_);
-  return make_error<PeerLost>(op, rank(), peer, "rank {} is lost: {}", peer, lost_why_[static_cast<size_t>(peer)]);
+  return lost_peers_.error_for(peer, op);
 }
 
-std::exception_ptr PipeTransport::peer_error(int world_rank) const {
-  if (world_rank < 0 || world_rank >= size()) return nullptr;
-  // Asked on every message; the lock is only needed once some peer was lost.
-  if (!any_lost_.load(std::memory_order_acquire)) return nullptr;
-  std::lock_guard lock(lost_mu_);
-  return lost_[static_cast<size_t>(world_rank)];
-}
+std::exception_ptr PipeTransport::peer_error(int world_rank) const { return lost_peers_.error(world_rank); }
 
-bool PipeTransport::peer_departed(int world_rank) const {
-  if (world_rank < 0 || world_rank >= size()) return false;
-  if (!any_lost_.load(std::memory_order_acquire)) return false;
-  std::lock_guard lock(lost_mu_);
-  return departed_[static_cast<size_t>(world_rank)] != 0;
-}
+bool PipeTransport::peer_departed(int world_rank) const { return lost_peers_.departed(world_rank); }
 
 // ---- posting ------------------------------------------------------------------------
 
@@ -500,7 +427,7 @@ std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8
   // Anything but a small message to a healthy peer takes the general path, which
   // also reports what is wrong.
   if (closing_ || dst < 0 || dst >= size() || dst == rank() || data.size() > tuning_.inline_bytes ||
-      (any_lost_.load(std::memory_order_acquire) && peer_error(dst))) {
+      (lost_peers_.any() && peer_error(dst))) {
     lock.unlock();
     return Transport::send_blocking(data, dst, envelope, make_request);
   }
@@ -767,12 +694,12 @@ void PipeTransport::on_control(ControlInbox& inbox, std::exception_ptr error, si
     return;
   }
   // Only heartbeats read it; a clock read is a measurable part of a small message.
-  if (heartbeats_) last_heard_[static_cast<size_t>(peer)] = net::Clock::now();
-  if (!proved_[static_cast<size_t>(peer)]) {
+  if (heartbeats_) liveness_.heard(peer, net::Clock::now());
+  if (!proof_.proved(peer)) {
     if (on_hello(inbox, bytes) && !stop_.load()) post_control_recv(inbox);
     return;
   }
-  if (bytes == kHeartbeatBytes && std::memcmp(inbox.buffer.get(), kHeartbeatMagic, 4) == 0) {
+  if (Liveness::is_heartbeat({inbox.buffer.get(), bytes})) {
     if (!stop_.load()) post_control_recv(inbox);
     return;
   }
@@ -870,6 +797,7 @@ void PipeTransport::on_data(DataRecv& op, std::exception_ptr error, size_t bytes
 }
 
 void PipeTransport::lose_peer(int peer, std::exception_ptr why) {
+  if (lost_peers_.any() && peer_error(peer)) return;
   std::string text;
   try {
     std::rethrow_exception(why);
@@ -878,19 +806,7 @@ void PipeTransport::lose_peer(int peer, std::exception_ptr why) {
   } catch (const std::exception& e) {
     text = e.what();
   }
-  {
-    std::lock_guard lock(lost_mu_);
-    if (lost_[static_cast<size_t>(peer)]) return;
-    lost_why_[static_cast<size_t>(peer)] = text;
-  }
-  std::exception_ptr lost = lost_error(peer, std::string(name_) + " backend");
-  const bool departed = pipe_->peer_departed(peer);
-  {
-    std::lock_guard lock(lost_mu_);
-    lost_[static_cast<size_t>(peer)] = lost;
-    departed_[static_cast<size_t>(peer)] = departed ? 1 : 0;
-    any_lost_.store(true, std::memory_order_release);
-  }
+  if (!lost_peers_.lose(peer, text, pipe_->peer_departed(peer))) return;
   THD_LOG_DEBUG("{} backend (rank {}): lost rank {}: {}", name_, rank(), peer, text);
   for (auto& recv : queues_.withdraw_if([&](const detail::PostedRecv& r) { return r.source == peer; })) {
     recv.request->fail(lost_error(peer, recv.request->op));
@@ -1062,45 +978,32 @@ void PipeTransport::wake_sleeper() noexcept {
   }
 }
 
-void PipeTransport::keep_alive(net::Clock::time_point now) {
-  if (now < next_heartbeat_ || closing_) return;
-  next_heartbeat_ = now + tuning_.heartbeat_interval;
-  for (int p = 0; p < size(); ++p) {
-    const auto i = static_cast<size_t>(p);
-    if (p == rank() || !proved_[i] || peer_error(p)) continue;
-    if (now - last_heard_[i] > tuning_.heartbeat_timeout) {
-      lose_peer(p, make_error<PeerLost>(name_ + " backend", rank(), p,
-                                        "rank {} sent nothing for {} ms (not even a heartbeat): it died or stalled",
-                                        p, tuning_.heartbeat_timeout.count()));
-      continue;
-    }
-    // One heartbeat in flight per peer: a send the library cannot finish (a dead
-    // peer) is not piled on. The request is held, not only its address: a finished
-    // heartbeat's address came back for the next one to another peer, which then
-    // looked like this peer's heartbeat still in flight, and this peer was never
-    // sent one again (and declared this rank lost).
-    if (heartbeat_out_[i] != nullptr && sends_.contains(heartbeat_out_[i].get())) continue;
-    heartbeat_out_[i] = send_control(p, std::vector<uint8_t>(kHeartbeatMagic, kHeartbeatMagic + kHeartbeatBytes),
-                                     "heartbeat");
-  }
-  settle();
-}
-
 void PipeTransport::tend_peers(net::Clock::time_point now, bool look_at_processes) {
-  if (heartbeats_) keep_alive(now);
-  if (look_at_processes) watch_processes(now);
-}
-
-void PipeTransport::watch_processes(net::Clock::time_point now) {
   if (closing_) return;
-  for (int p : process_watch_.exited()) exited_at_[static_cast<size_t>(p)] = now;
-  for (int p = 0; p < size(); ++p) {
-    const auto& at = exited_at_[static_cast<size_t>(p)];
-    if (!at || now - *at < kExitGrace || peer_error(p)) continue;
-    lose_peer(p, make_error<PeerLost>(name_ + " backend", rank(), p, "rank {}'s process (pid {} on this host) exited",
-                                      p, process_watch_.pid_of(p)));
+  const std::string op = name_ + " backend";
+  if (heartbeats_) {
+    auto round = liveness_.heartbeat_round(now, [&](int p) { return proof_.proved(p) && !peer_error(p); });
+    if (round) {
+      for (auto& lost : round->lost) lose_peer(lost.peer, make_error<PeerLost>(op, rank(), lost.peer, "{}", lost.why));
+      for (int p : round->send_to) {
+        // One heartbeat in flight per peer: a send the library cannot finish (a dead
+        // peer) is not piled on. The request is held, not only its address: a
+        // finished heartbeat's address comes back for the next one to another peer,
+        // which would then look like this peer's heartbeat still in flight.
+        auto& out = heartbeat_out_[static_cast<size_t>(p)];
+        if (out != nullptr && sends_.contains(out.get())) continue;
+        const auto beat = Liveness::heartbeat();
+        out = send_control(p, std::vector<uint8_t>(beat.begin(), beat.end()), "heartbeat");
+      }
+      settle();
+    }
   }
-  settle();
+  if (look_at_processes) {
+    for (auto& lost : liveness_.exits(now, /*look=*/true, [&](int p) { return peer_error(p) != nullptr; })) {
+      lose_peer(lost.peer, make_error<PeerLost>(op, rank(), lost.peer, "{}", lost.why));
+    }
+    settle();
+  }
 }
 
 std::shared_ptr<const RequestState> PipeTransport::send_control(int peer, std::vector<uint8_t> bytes,
@@ -1175,13 +1078,8 @@ bool PipeTransport::stand_down() noexcept {
 
 void PipeTransport::progress_loop() noexcept {
   net::name_this_thread(name_ + "-progress");
-  // The process watch's rounds, which only this thread runs.
-  net::Clock::time_point next_look{};
-  auto due = [&](net::Clock::time_point now) {
-    if (!watching_ || now < next_look) return false;
-    next_look = now + kWatchInterval;
-    return true;
-  };
+  const bool watching = liveness_.watching();
+  auto due = [&](net::Clock::time_point now) { return liveness_.look_due(now); };
   while (!stop_.load()) {
     bool armed = false;
     bool busy = false;
@@ -1193,7 +1091,7 @@ void PipeTransport::progress_loop() noexcept {
       // ping-ponging with one peer) must still be heard by the others, and this
       // rank must still notice the others going silent. keep_alive returns at once
       // when nothing is due.
-      if (heartbeats_ || watching_) {
+      if (heartbeats_ || watching) {
         const auto now = net::Clock::now();
         if (const bool look = due(now); heartbeats_ || look) {
           std::lock_guard lock(mu_);
@@ -1209,7 +1107,7 @@ void PipeTransport::progress_loop() noexcept {
       flush_reposts();
       const int n = pipe_->progress();
       settle();
-      if (heartbeats_ || watching_) {
+      if (heartbeats_ || watching) {
         const auto now = net::Clock::now();
         tend_peers(now, due(now));
       }
@@ -1222,8 +1120,7 @@ void PipeTransport::progress_loop() noexcept {
       if (armed) sleeping_.store(true, std::memory_order_release);
     }
     if (!armed) continue;
-    const auto nap = heartbeats_ ? std::min(std::chrono::milliseconds(100), tuning_.heartbeat_interval)
-                                 : std::chrono::milliseconds(100);
+    const auto nap = liveness_.nap(std::chrono::milliseconds(100));
     if (!stop_.load()) pipe_->sleep(net::Clock::now() + nap, busy);
     sleeping_.store(false, std::memory_order_release);
   }

@@ -37,8 +37,11 @@
 #include <thd/store.h>
 
 #include "datachannel/net/auth.h"
+#include "datachannel/pipe/liveness.h"
+#include "datachannel/pipe/lost_peers.h"
 #include "datachannel/pipe/message_pipe.h"
 #include "datachannel/pipe/process_watch.h"
+#include "datachannel/pipe/token_proof.h"
 #include "datachannel/pipe/yield_backoff.h"
 #include "datachannel/matching.h"
 #include "datachannel/transport.h"
@@ -186,7 +189,7 @@ class PipeTransport final : public Transport {
     size_t bytes;
   };
 
-  // ---- the handshake ----
+  // ---- the handshake (proof_ judges, this moves the hellos) ----
   void prove_token(const PipeAuth& auth);
   bool on_hello(ControlInbox& inbox, size_t bytes);
 
@@ -235,12 +238,9 @@ class PipeTransport final : public Transport {
   std::exception_ptr lost_error(int peer, const std::string& op) const;
 
   void progress_loop() noexcept;
-  // Heartbeats out, silent peers lost; under mu_, from the progress thread.
-  void keep_alive(net::Clock::time_point now);
-  // Peers on this host whose process exited are lost once what they sent before
-  // has had a moment to arrive; under mu_, from the progress thread.
-  void watch_processes(net::Clock::time_point now);
-  // Both of the above, as due; under mu_, from the progress thread.
+  // Carries out what liveness_ decides at `now`: heartbeats out, silent peers
+  // lost, peers whose process exited lost (`look_at_processes`: the watch is due a
+  // look). Under mu_, from the progress thread.
   void tend_peers(net::Clock::time_point now, bool look_at_processes);
   // Sends a transport-level control message (token proof, heartbeat) under mu_;
   // returns its internal request.
@@ -299,29 +299,15 @@ class PipeTransport final : public Transport {
   std::unordered_map<DataRecv*, std::unique_ptr<DataRecv>> data_recvs_;
   size_t transfers_ = 0;  // pipe sends and payload receives in flight
 
-  // The handshake: this rank's nonce, the peers', and which peers proved the token.
-  std::optional<net::AuthToken> token_;
-  net::Nonce nonce_{};
-  std::vector<net::Nonce> peer_nonces_;
-  std::vector<char> proved_;  // by rank; not vector<bool>: read for every message
-  std::vector<std::string> refused_;  // why a peer's proof failed, by rank
-
-  // Heartbeats (pipes that do not detect silent peer loss).
+  // Which peers proved the token (token_proof.h).
+  TokenProof proof_;
+  // Heartbeats and the process watch (liveness.h), under mu_; a copy of
+  // liveness_.heartbeats(), read for every control message.
+  Liveness liveness_;
   const bool heartbeats_;
-  std::vector<net::Clock::time_point> last_heard_;  // by rank: its last control message
   std::vector<std::shared_ptr<const RequestState>> heartbeat_out_;  // by rank: the latest heartbeat
-  net::Clock::time_point next_heartbeat_{};
-
-  // Peer processes on this host (process_watch.h), and when each was seen gone.
-  ProcessWatch process_watch_;
-  bool watching_ = false;  // some peer was watched: the progress thread looks
-  std::vector<std::optional<net::Clock::time_point>> exited_at_;  // by rank
-
-  mutable std::mutex lost_mu_;
-  std::vector<std::exception_ptr> lost_;  // by peer rank
-  std::atomic<bool> any_lost_{false};
-  std::vector<std::string> lost_why_;
-  std::vector<char> departed_;  // by peer rank, under lost_mu_: lost by its goodbye
+  // Who is lost and why (lost_peers.h), read from any thread.
+  LostPeers lost_peers_;
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};

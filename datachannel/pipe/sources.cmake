@@ -1,7 +1,10 @@
 # The software-matching transport over a MessagePipe (mpi, ucx, libfabric), relative to datachannel/.
 set(THD_DC_PIPE_SOURCES
   pipe/address_book.cpp
+  pipe/liveness.cpp
+  pipe/lost_peers.cpp
   pipe/pipe_transport.cpp
   pipe/process_watch.cpp
+  pipe/token_proof.cpp
   pipe/yield_backoff.cpp
 )
