@@ -3,7 +3,9 @@ set(THD_DC_PIPE_SOURCES
   pipe/address_book.cpp
   pipe/liveness.cpp
   pipe/lost_peers.cpp
+  pipe/pipe_engine.cpp
   pipe/pipe_transport.cpp
+  pipe/pipe_tuning.cpp
   pipe/process_watch.cpp
   pipe/token_proof.cpp
   pipe/yield_backoff.cpp
