@@ -268,6 +268,25 @@ void UcxMessagePipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe:
             RequestSlot::Kind::Recv, tag, op);
 }
 
+void UcxMessagePipe::send_tagged(int peer, ucp_tag_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) {
+  check_peer(peer, "send");
+  post_send(peer, tag, data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Send,
+            static_cast<uint32_t>(tag & kTagMask), op);
+}
+
+void UcxMessagePipe::recv_tagged(int peer, ucp_tag_t tag, ucp_tag_t mask, std::span<uint8_t> data,
+                                 ucp_tag_t* sender_tag, pipe::PipeOp* op) {
+  if (peer != -1) check_peer(peer, "recv");
+  post_recv(peer, tag, mask, data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Recv,
+            static_cast<uint32_t>(tag & kTagMask), op, sender_tag);
+}
+
+std::optional<ucp_tag_recv_info_t> UcxMessagePipe::probe_tagged(ucp_tag_t tag, ucp_tag_t mask) {
+  ucp_tag_recv_info_t info{};
+  if (ucp_tag_probe_nb(worker_.get(), tag, mask, 0, &info) == nullptr) return std::nullopt;
+  return info;
+}
+
 void* UcxMessagePipe::post_send(int peer, ucp_tag_t tag, const void* data, size_t bytes, ucs_memory_type_t memory,
                                 RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op) {
   Peer& p = peers_[static_cast<size_t>(peer)];
@@ -299,9 +318,11 @@ void* UcxMessagePipe::post_send(int peer, ucp_tag_t tag, const void* data, size_
 }
 
 void* UcxMessagePipe::post_recv(int peer, ucp_tag_t tag, ucp_tag_t mask, void* data, size_t bytes,
-                                ucs_memory_type_t memory, RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op) {
+                                ucs_memory_type_t memory, RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op,
+                                ucp_tag_t* sender_out) {
   if (!spent_.empty()) free_spent();
   RequestSlot slot{op, peer, user_tag, bytes, kind};
+  slot.sender_out = sender_out;
   // A message already here is taken through its probe handle: UCX 1.13 does not
   // report the length of a receive it completes at once, the probe does.
   ucp_tag_recv_info_t arrived{};
@@ -369,6 +390,7 @@ void UcxMessagePipe::complete(void* request, ucs_status_t status, size_t length,
       !held.orphaned) [[likely]] {
     unlink(held);  // a live request with an op is always listed
     ++completed_;
+    if (held.sender_out != nullptr) *held.sender_out = sender_tag;
     held.op->done(nullptr, length);
     held.live = false;
     if (spent_.size() < kSpentRequests) {
@@ -427,6 +449,7 @@ void UcxMessagePipe::finish(const RequestSlot& slot, ucs_status_t status, size_t
   }
   if (slot.orphaned) return;
   ++completed_;
+  if (slot.sender_out != nullptr) *slot.sender_out = sender_tag;
   if (status == UCS_OK) {
     slot.op->done(nullptr, slot.kind == RequestSlot::Kind::Send ? slot.bytes : length);
   } else {
@@ -464,11 +487,17 @@ std::exception_ptr UcxMessagePipe::failure(const RequestSlot& slot, ucs_status_t
   if (!is_send && status == UCS_ERR_MESSAGE_TRUNCATED) {
     // UCX reports the sender's length; it copied no more than the receive's room.
     const std::string size = length > slot.bytes ? fmt::format("of {} bytes ", length) : std::string();
+    const std::string from = slot.peer >= 0 ? fmt::format("rank {}", slot.peer) : std::string("a rank");
     return std::make_exception_ptr(
-        ValueError(fmt::format("the message {}from rank {} with tag {} is longer than the {} bytes its receive "
+        ValueError(fmt::format("the message {}from {} with tag {} is longer than the {} bytes its receive "
                                "has room for; nothing past them was written",
-                               size, slot.peer, slot.tag, slot.bytes),
+                               size, from, slot.tag, slot.bytes),
                    context_at("ucx recv", rank(), slot.peer, __FILE__, __LINE__)));
+  }
+  if (slot.peer < 0) {  // a tagged receive from any sender: no peer to blame
+    return std::make_exception_ptr(ConnectionError(
+        fmt::format("UCX failed the receive of {} bytes from any rank: {}", slot.bytes, ucs_status_string(status)),
+        context_at("ucx recv", rank(), -1, __FILE__, __LINE__)));
   }
   Peer& peer = peers_[static_cast<size_t>(slot.peer)];
   if (peer.error == nullptr && is_send && is_endpoint_failure(status)) {

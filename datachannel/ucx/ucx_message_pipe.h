@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -54,6 +55,8 @@ struct RequestSlot {
   // Filled in for a request UCX returned. A callback for a request that is not
   // live is for the one being posted, finished inside the posting call.
   bool live = false;
+  // A tagged receive's (recv_tagged): where the message's own tag goes.
+  ucp_tag_t* sender_out = nullptr;
   // The pipe's list of live requests that have an op (cancel, lost peers and the
   // destructor walk it). Intrusive, in UCX's own request memory: a map from op to
   // request cost an allocation and two hash lookups per message.
@@ -93,6 +96,22 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   std::exception_ptr peer_error(int peer) const override;
   bool peer_departed(int peer) const override;
 
+  // ---- messages matched by UCX itself, with the caller's whole tag (tag_layout.h's
+  // native layout); under the caller's lock like the rest ----
+  // Sends `data` to `peer` with `tag` (its native bit set). As send().
+  void send_tagged(int peer, ucp_tag_t tag, std::span<const uint8_t> data, pipe::PipeOp* op);
+  // Receives the next message whose tag equals `tag` on the bits of `mask` (which
+  // keep the native bit) into `data`. `peer` is the one sender the mask admits,
+  // whose loss fails the receive, or -1 for any sender. The message's own tag is
+  // written to *sender_tag before op->done(), also when it was longer than `data`
+  // (then done()'s error is a ValueError naming both lengths, and nothing past
+  // `data` was written).
+  void recv_tagged(int peer, ucp_tag_t tag, ucp_tag_t mask, std::span<uint8_t> data, ucp_tag_t* sender_tag,
+                   pipe::PipeOp* op);
+  // The tag and length of the message recv_tagged(tag, mask) would take next, if
+  // one is here; it stays there.
+  std::optional<ucp_tag_recv_info_t> probe_tagged(ucp_tag_t tag, ucp_tag_t mask);
+
  private:
   struct Peer {
     UcxMessagePipe* pipe = nullptr;
@@ -109,7 +128,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   void* post_send(int peer, ucp_tag_t tag, const void* data, size_t bytes, ucs_memory_type_t memory,
                   RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op);
   void* post_recv(int peer, ucp_tag_t tag, ucp_tag_t mask, void* data, size_t bytes, ucs_memory_type_t memory,
-                  RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op);
+                  RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op, ucp_tag_t* sender_out = nullptr);
   void post_goodbye_recv(int peer);
   void repost_goodbye_recvs();
   // Frees the requests complete() left in spent_.
