@@ -8,6 +8,8 @@
 
 #include "datachannel/check.h"
 #include "datachannel/pipe/small_message_header.h"
+
+#include <thd/dtype.h>
 #include "tensor/log.h"
 
 namespace thd::detail::pipe {
@@ -134,11 +136,16 @@ PipeEngine::PipeEngine(std::unique_ptr<MessagePipe> pipe, const PipeTuning& tuni
       liveness_(liveness),
       heartbeats_(liveness.heartbeats()),
       lost_(lost),
+      native_(tuning.native_matching && pipe_->matches_natively()),
       inboxes_(static_cast<size_t>(size_)),
       next_data_tag_(static_cast<size_t>(size_), 1),
       unexpected_bytes_(static_cast<size_t>(size_), 0),
       cut_off_(static_cast<size_t>(size_), 0) {
   THD_CHECK(max_data_tag_ >= 2, ValueError, "DataChannel::create", "the {} pipe offers no data tags", name_);
+  if (native_) {
+    THD_LOG_DEBUG("{} backend (rank {}): point-to-point messages that fit its tags are matched by the library", name_,
+                  rank_);
+  }
 }
 
 void PipeEngine::open() {
@@ -161,6 +168,7 @@ bool PipeEngine::sends_settled() const {
 }
 
 void PipeEngine::fail_all() {
+  for (auto& r : native_recvs_) r->request->fail(closed_error(r->request->op));
   for (auto& recv : queues_.withdraw_if([](const detail::PostedRecv&) { return true; })) {
     recv.request->fail(closed_error(recv.request->op));
   }
@@ -202,6 +210,16 @@ void PipeEngine::post_send(std::span<const uint8_t> data, int dst, const Envelop
     request->fail(make_error<ValueError>(request->op, rank(), dst, "cannot send {} bytes to rank {} of a world of {}",
                                          data.size(), dst, size()));
     return;
+  }
+  if (native_) {
+    if (auto tag = pipe_->native_tag(envelope, rank())) {
+      if (dst != rank() && peer_error(dst)) {
+        request->fail(lost_error(dst, request->op));
+        return;
+      }
+      send_native(*tag, data, dst, request);
+      return;
+    }
   }
   if (dst == rank()) {
     send_to_self(data, envelope, request);
@@ -306,6 +324,12 @@ void PipeEngine::post_recv(std::span<uint8_t> data, int src, const Envelope& env
   if (src != kAnySource && (src < 0 || src >= size())) {
     request->fail(make_error<ValueError>(request->op, rank(), src, "cannot receive from rank {} of a world of {}", src,
                                          size()));
+    return;
+  }
+  if (native_envelope(envelope, src)) {
+    post_native_recv(data, src, envelope, request);
+    flush_reposts();
+    settle();
     return;
   }
   detail::PostedRecv recv{request, data, src, envelope};
@@ -458,6 +482,9 @@ void PipeEngine::settle() {
       case EngineOp::Kind::DataRecv:
         on_data(static_cast<DataRecv&>(*c.op), std::move(c.error), c.bytes);
         break;
+      case EngineOp::Kind::NativeRecv:
+        on_native(static_cast<NativeRecv&>(*c.op), std::move(c.error), c.bytes);
+        break;
     }
   }
   settling_ = false;
@@ -588,6 +615,14 @@ void PipeEngine::lose_peer(int peer, std::exception_ptr why) {
   for (auto& recv : queues_.withdraw_if([&](const detail::PostedRecv& r) { return r.source == peer; })) {
     recv.request->fail(lost_error(peer, recv.request->op));
   }
+  std::vector<NativeRecv*> withdrawn_native;
+  for (auto& r : native_recvs_) {
+    if (r->source == peer && (!r->posted || pipe_->cancel(r.get()))) withdrawn_native.push_back(r.get());
+  }
+  for (NativeRecv* r : withdrawn_native) {
+    r->request->fail(lost_error(peer, r->request->op));
+    erase_native(*r);
+  }
   // Transfers the library may never finish with a peer that is gone. A send whose
   // bytes a tensor keeps alive, or that the control message carries, fails now (the
   // library lets go of it later or never, harmlessly); a payload receive fails now
@@ -611,6 +646,32 @@ void PipeEngine::lose_peer(int peer, std::exception_ptr why) {
 }
 
 void PipeEngine::cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why, const Drive& drive) {
+  for (auto& owned : native_recvs_) {
+    NativeRecv& r = *owned;
+    if (r.request != request) continue;
+    request->fail(why);
+    if (!r.posted || pipe_->cancel(&r)) {
+      erase_native(r);
+      advance_native();
+      settle();
+      return;
+    }
+    // The library matched it already: its bytes land in the receive's memory, which
+    // must be over before cancel returns.
+    const NativeRecv* pending = &r;
+    const int peer = r.source;
+    auto listed = [&] {
+      return std::any_of(native_recvs_.begin(), native_recvs_.end(),
+                         [&](const std::unique_ptr<NativeRecv>& n) { return n.get() == pending; });
+    };
+    if (!drive(net::deadline_after(tuning_.withdraw_wait), [&] { return !listed(); }) && peer >= 0 &&
+        peer != rank()) {
+      lose_peer(peer, make_error<TimeoutError>(request->op, rank(), peer,
+                                               "a withdrawn receive from rank {} did not finish within {} ms", peer,
+                                               tuning_.withdraw_wait.count()));
+    }
+    return;
+  }
   if (auto recv = queues_.withdraw(request.get())) {
     request->fail(why);
     return;
@@ -704,6 +765,148 @@ void PipeEngine::recycle_send(SendMap::node_type node) {
   if (m.control.capacity() > keep_bytes) std::vector<uint8_t>().swap(m.control);
   std::vector<uint8_t>().swap(m.owned);
   spare_sends_.push_back(std::move(node));
+}
+
+// ---- messages the library matches itself ---------------------------------------------
+
+bool PipeEngine::send_native_at_once(std::span<const uint8_t> data, int dst, const Envelope& envelope) {
+  if (!native_ || closing_ || data.size() > kAtOnceBytes + kHeaderBytes || dst < 0 || dst >= size_ || dst == rank_ ||
+      (lost_.any() && lost_.error(dst))) {
+    return false;
+  }
+  const auto tag = pipe_->native_tag(envelope, rank_);
+  return tag && pipe_->send_tagged_at_once(dst, *tag, data);
+}
+
+void PipeEngine::send_native(uint64_t tag, std::span<const uint8_t> data, int dst,
+                             const std::shared_ptr<RequestState>& request) {
+  Outgoing& m = add_send(request, dst);
+  m.nbytes = data.size();
+  m.payload = data;
+  // As an announced payload's (post_send): a pipe that cannot tell a dead peer
+  // sends what no tensor keeps alive from a copy.
+  if (heartbeats_ && !request->keeps_memory()) {
+    m.owned.assign(data.begin(), data.end());
+    m.payload = m.owned;
+  }
+  m.data_part.pending = true;
+  ++transfers_;
+  pipe_->send_tagged(dst, tag, m.payload, &m.data_part);
+  settle();
+}
+
+void PipeEngine::post_native_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
+                                  const std::shared_ptr<RequestState>& request) {
+  auto owned = std::make_unique<NativeRecv>(this);
+  NativeRecv& r = *owned;
+  r.request = request;
+  r.data = data;
+  r.source = src;
+  r.envelope = envelope;
+  r.match = pipe_->native_match(envelope, src);
+  native_recvs_.push_back(std::move(owned));
+  r.self = std::prev(native_recvs_.end());
+  // Held back behind any receive of any length that could take the same messages:
+  // the library would otherwise give this one the message that receive is owed.
+  ++native_waiting_;
+  advance_native();
+}
+
+namespace {
+// Whether two receives can take the same message.
+bool overlap(const Envelope& a, int a_source, const Envelope& b, int b_source) {
+  return a.context == b.context && a.tag == b.tag &&
+         (a_source == b_source || a_source == kAnySource || b_source == kAnySource);
+}
+}  // namespace
+
+void PipeEngine::advance_native() {
+  if (native_waiting_ == 0) return;
+  std::vector<NativeRecv*> lost;
+  for (auto it = native_recvs_.begin(); it != native_recvs_.end(); ++it) {
+    NativeRecv& r = **it;
+    if (r.posted) continue;
+    bool blocked = false;
+    for (auto e = native_recvs_.begin(); e != it && !blocked; ++e) {
+      blocked = !(*e)->posted && overlap((*e)->envelope, (*e)->source, r.envelope, r.source);
+    }
+    if (blocked) continue;
+    if (!r.request->any_length) {
+      post_native(r);
+      continue;
+    }
+    const auto probed = pipe_->probe_tagged(r.match.tag, r.match.mask);
+    if (!probed) {
+      if (r.source != kAnySource && r.source != rank() && peer_error(r.source)) lost.push_back(&r);
+      continue;
+    }
+    // Its length is known now: the receive gets a buffer of that size (or fails,
+    // and the message is taken into one to drop), then takes exactly that message.
+    const MessagePipe::NativeOrigin origin = pipe_->native_origin(probed->tag);
+    detail::PostedRecv posted{r.request, r.data, r.source, r.envelope};
+    if (auto error = detail::accept_any_length(rank(), origin.sender, posted,
+                                               native_arrival(r, origin.dtype, probed->length), probed->length,
+                                               nullptr)) {
+      r.request->fail(error);
+      r.discarding = true;
+      r.discard.resize(probed->length);
+      r.data = r.discard;
+    } else {
+      r.data = posted.data;
+    }
+    r.match = {probed->tag, ~uint64_t{0}};
+    r.source = origin.sender;
+    post_native(r);
+  }
+  for (NativeRecv* r : lost) {
+    r->request->fail(lost_error(r->source, r->request->op));
+    erase_native(*r);
+  }
+}
+
+void PipeEngine::post_native(NativeRecv& r) {
+  r.posted = true;
+  --native_waiting_;
+  pipe_->recv_tagged(r.source == kAnySource ? -1 : r.source, r.match.tag, r.match.mask, r.data, &r.sender_tag, &r);
+}
+
+Envelope PipeEngine::native_arrival(const NativeRecv& r, uint8_t dtype, size_t bytes) const {
+  Envelope got = r.envelope;
+  got.kind = MessageKind{};
+  got.kind.op = MessageOp::P2P;
+  got.kind.dtype = dtype;
+  got.kind.count = dtype == detail::kRawBytes ? bytes : bytes / element_size(static_cast<DType>(dtype));
+  return got;
+}
+
+void PipeEngine::on_native(NativeRecv& r, std::exception_ptr error, size_t bytes) {
+  const std::shared_ptr<RequestState> request = r.request;
+  if (!r.discarding) {
+    const MessagePipe::NativeOrigin origin = pipe_->native_origin(r.sender_tag);
+    if (error) {
+      // A message longer than the receive (the pipe gives its length): named as
+      // any mismatch is, with both kinds and lengths.
+      if (bytes > 0 && !request->any_length) {
+        error = detail::message_mismatch(rank(), origin.sender, r.envelope, r.data.size(),
+                                         native_arrival(r, origin.dtype, bytes), bytes);
+      }
+      request->fail(error);
+    } else if (request->any_length) {
+      request->complete(origin.sender, bytes);
+    } else if (auto mismatch = detail::check_match(rank(), origin.sender, r.envelope, r.data.size(),
+                                                   native_arrival(r, origin.dtype, bytes), bytes)) {
+      request->fail(mismatch);
+    } else {
+      request->complete(origin.sender, bytes);
+    }
+  }
+  erase_native(r);
+  advance_native();
+}
+
+void PipeEngine::erase_native(NativeRecv& r) {
+  if (!r.posted) --native_waiting_;
+  native_recvs_.erase(r.self);
 }
 
 }  // namespace thd::detail::pipe

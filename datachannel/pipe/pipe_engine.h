@@ -15,6 +15,13 @@
 // non-overtaking rule. A peer's first control message is its token proof
 // (token_proof.h); heartbeats (liveness.h) are read and dropped here.
 //
+// Where the pipe's library matches tags itself (MessagePipe::matches_natively), a
+// point-to-point message whose envelope fits the pipe's tag skips all that: it is
+// sent with send_tagged and received with recv_tagged straight into the
+// receive's memory, and checked against the receive when it lands (its dtype from
+// the tag, its length). A receive of any length probes for its length first, and
+// receives after it that could take the same messages wait until it has.
+//
 // Threading: every method is called under the owner's lock, which thereby guards
 // the match queues and every pipe call. The pipe reports completions through
 // PipeOp::done() while the lock is held; done() only queues them and settle()
@@ -27,6 +34,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <list>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,9 +89,9 @@ class PipeEngine {
                  const std::shared_ptr<RequestState>& request);
   // Whether a blocking send of `data` to `dst` may take the inline path below
   // (send_at_once, then send_inline): a small message to a healthy peer.
-  bool sends_inline(std::span<const uint8_t> data, int dst) const noexcept {
+  bool sends_inline(std::span<const uint8_t> data, int dst, const Envelope& envelope) const {
     return !closing_ && dst >= 0 && dst < size_ && dst != rank_ && data.size() <= tuning_.inline_bytes &&
-           !(lost_.any() && lost_.error(dst));
+           !(lost_.any() && lost_.error(dst)) && !(native_ && pipe_->native_tag(envelope, rank_));
   }
   // A small message (at most kAtOnceBytes) built on the stack and handed to
   // MessagePipe::send_at_once; true when it left (then reposts are flushed and
@@ -91,6 +99,9 @@ class PipeEngine {
   // buffer or completion: that bookkeeping was a quarter of a small send's
   // instructions (callgrind).
   bool send_at_once(std::span<const uint8_t> data, int dst, const Envelope& envelope);
+  // A small message the library matches itself, to a healthy peer, handed to
+  // MessagePipe::send_tagged_at_once: true when it left (nothing to complete).
+  bool send_native_at_once(std::span<const uint8_t> data, int dst, const Envelope& envelope);
   // Hands a message whose payload travels inside its control message to the pipe
   // from a record, where send_at_once did not take it (callers try that first).
   // True when the pipe finished it within the call: its outcome is then on `request`, or,
@@ -113,6 +124,7 @@ class PipeEngine {
   // round, and what it completed handled: how many pipe ops completed.
   int drive_once() {
     if (!reposts_.empty()) flush_reposts();
+    if (native_waiting_ != 0) advance_native();
     const int n = pipe_->progress();
     // A message take_inline_message handled leaves nothing to settle.
     if (!completions_.empty()) settle();
@@ -139,7 +151,7 @@ class PipeEngine {
  private:
   // What a completion belongs to; every PipeOp the engine hands out is one of these.
   struct EngineOp : PipeOp {
-    enum class Kind { Control, SendPart, DataRecv };
+    enum class Kind { Control, SendPart, DataRecv, NativeRecv };
     EngineOp(PipeEngine* t, Kind k) : engine(t), kind(k) {}
     void done(std::exception_ptr error, size_t bytes) noexcept override;
     PipeEngine* const engine;
@@ -185,6 +197,24 @@ class PipeEngine {
     std::vector<uint8_t> discard;
     bool pending = false;
   };
+  // A receive the library matches itself (MessagePipe::matches_natively): posted
+  // to it at once, or held back (`posted` false) while a receive of any length
+  // ahead of it that could take the same messages waits for its message's length.
+  struct NativeRecv : EngineOp {
+    explicit NativeRecv(PipeEngine* t) : EngineOp(t, Kind::NativeRecv) {}
+    std::shared_ptr<RequestState> request;
+    std::span<uint8_t> data;
+    int source = kAnySource;
+    Envelope envelope;
+    MessagePipe::NativeMatch match;
+    uint64_t sender_tag = 0;
+    bool posted = false;
+    // The request failed before its message was taken (a mismatch of a receive of
+    // any length): the message goes here and is dropped.
+    std::vector<uint8_t> discard;
+    bool discarding = false;
+    std::list<std::unique_ptr<NativeRecv>>::iterator self;
+  };
   using SendMap = std::unordered_map<const RequestState*, std::unique_ptr<Outgoing>>;
   struct Completion {
     EngineOp* op;
@@ -194,6 +224,22 @@ class PipeEngine {
 
 
   bool on_hello(ControlInbox& inbox, size_t bytes);
+  // ---- the messages the library matches itself ----
+  // Whether a message with `envelope` from `peer` (kAnySource: any) is one.
+  bool native_envelope(const Envelope& envelope, int peer) const {
+    return native_ && pipe_->native_tag(envelope, peer == kAnySource ? 0 : peer).has_value();
+  }
+  void send_native(uint64_t tag, std::span<const uint8_t> data, int dst, const std::shared_ptr<RequestState>& request);
+  void post_native_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
+                        const std::shared_ptr<RequestState>& request);
+  // Posts the held-back receives no receive ahead of them holds back any more, and
+  // gives a receive of any length whose message arrived its buffer.
+  void advance_native();
+  void post_native(NativeRecv& r);
+  void on_native(NativeRecv& r, std::exception_ptr error, size_t bytes);
+  void erase_native(NativeRecv& r);
+  // The envelope of a message that matched `r`, from what its tag says.
+  Envelope native_arrival(const NativeRecv& r, uint8_t dtype, size_t bytes) const;
   void on_control(ControlInbox& inbox, std::exception_ptr error, size_t bytes);
   // Checks a control message of a proved peer (not a heartbeat): false, and why,
   // for bytes that are not a thd message or announcement. *header_bytes is where
@@ -247,6 +293,11 @@ class PipeEngine {
   Liveness& liveness_;
   const bool heartbeats_;  // liveness_.heartbeats(), read for every control message
   LostPeers& lost_;
+
+  // The pipe matches the envelopes that fit its tags itself (tuning and pipe agree).
+  const bool native_;
+  std::list<std::unique_ptr<NativeRecv>> native_recvs_;  // in posting order
+  size_t native_waiting_ = 0;                           // of them not posted yet
 
   bool closing_ = false;
   bool stopped_ = false;

@@ -147,9 +147,14 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
 std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8_t> data, int dst,
                                                            const Envelope& envelope, const RequestMaker& make_request) {
   std::unique_lock lock(mu_);
+  if (engine_.send_native_at_once(data, dst, envelope)) {
+    lock.unlock();
+    wake_sleeper();
+    return nullptr;
+  }
   // Anything but a small message to a healthy peer takes the general path, which
   // also reports what is wrong.
-  if (!engine_.sends_inline(data, dst)) {
+  if (!engine_.sends_inline(data, dst, envelope)) {
     lock.unlock();
     return Transport::send_blocking(data, dst, envelope, make_request);
   }

@@ -44,6 +44,10 @@ struct PipeTuning {
   // is lost (THD_PIPE_HEARTBEAT_TIMEOUT_MS).
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds heartbeat_timeout{4000};
+  // Point-to-point messages whose envelope fits the pipe's tags are matched by the
+  // library itself, where the pipe can (MessagePipe::matches_natively: ucx);
+  // THD_PIPE_NATIVE_MATCHING=0 sends them as control messages like the rest.
+  bool native_matching = true;
 };
 
 // The defaults with THD_PIPE_SPIN_US, THD_PIPE_HEARTBEAT_TIMEOUT_MS,

@@ -78,6 +78,8 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   // Creates an endpoint to every peer in `addresses` (indexed by rank; this
   // rank's own entry is not used). ConnectionError when UCX cannot reach one.
   void connect(const std::vector<std::vector<uint8_t>>& addresses);
+  // The endpoint to this rank's own worker, for send_tagged to itself.
+  void connect_self();
   // Set-up's last step: a Hello to and from every peer, so that every endpoint is
   // known to carry messages. TimeoutError naming the silent ranks after `until`.
   void greet_peers(net::Deadline until);
@@ -96,21 +98,23 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   std::exception_ptr peer_error(int peer) const override;
   bool peer_departed(int peer) const override;
 
-  // ---- messages matched by UCX itself, with the caller's whole tag (tag_layout.h's
-  // native layout); under the caller's lock like the rest ----
-  // Sends `data` to `peer` with `tag` (its native bit set). As send().
-  void send_tagged(int peer, ucp_tag_t tag, std::span<const uint8_t> data, pipe::PipeOp* op);
-  // Receives the next message whose tag equals `tag` on the bits of `mask` (which
-  // keep the native bit) into `data`. `peer` is the one sender the mask admits,
-  // whose loss fails the receive, or -1 for any sender. The message's own tag is
-  // written to *sender_tag before op->done(), also when it was longer than `data`
-  // (then done()'s error is a ValueError naming both lengths, and nothing past
-  // `data` was written).
-  void recv_tagged(int peer, ucp_tag_t tag, ucp_tag_t mask, std::span<uint8_t> data, ucp_tag_t* sender_tag,
-                   pipe::PipeOp* op);
-  // The tag and length of the message recv_tagged(tag, mask) would take next, if
-  // one is here; it stays there.
-  std::optional<ucp_tag_recv_info_t> probe_tagged(ucp_tag_t tag, ucp_tag_t mask);
+  // ---- messages matched by UCX itself (message_pipe.h), in tag_layout.h's native
+  // layout: for worlds whose every rank fits its sender field ----
+  bool matches_natively() const noexcept override { return size() <= kMaxNativeSender + 1; }
+  std::optional<uint64_t> native_tag(const Envelope& envelope, int sender) const override {
+    return ucx::native_tag(envelope, sender);
+  }
+  NativeMatch native_match(const Envelope& envelope, int source) const override {
+    const auto m = ucx::native_match(envelope, source);
+    return {m.tag, m.mask};
+  }
+  NativeOrigin native_origin(uint64_t tag) const override;
+  // To this rank too, through an endpoint to its own worker made at the first such send.
+  void send_tagged(int peer, uint64_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override;
+  bool send_tagged_at_once(int peer, uint64_t tag, std::span<const uint8_t> data) override;
+  void recv_tagged(int peer, uint64_t tag, uint64_t mask, std::span<uint8_t> data, uint64_t* sender_tag,
+                   pipe::PipeOp* op) override;
+  std::optional<Probed> probe_tagged(uint64_t tag, uint64_t mask) override;
 
  private:
   struct Peer {
@@ -129,6 +133,8 @@ class UcxMessagePipe final : public pipe::MessagePipe {
                   RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op);
   void* post_recv(int peer, ucp_tag_t tag, ucp_tag_t mask, void* data, size_t bytes, ucs_memory_type_t memory,
                   RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op, ucp_tag_t* sender_out = nullptr);
+  // send_at_once with a whole UCX tag.
+  bool send_whole(int peer, ucp_tag_t tag, std::span<const uint8_t> data);
   void post_goodbye_recv(int peer);
   void repost_goodbye_recvs();
   // Frees the requests complete() left in spent_.

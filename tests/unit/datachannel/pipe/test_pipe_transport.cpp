@@ -805,6 +805,19 @@ TEST(PipeTuning, TheUnexpectedLimitComesFromTheEnvironment) {
   }
 }
 
+TEST(PipeTuning, NativeMatchingIsOnUnlessTheEnvironmentTurnsItOff) {
+  auto env_of = [](const char* value) {
+    return [value](const char* name) -> std::optional<std::string> {
+      if (std::string(name) == "THD_PIPE_NATIVE_MATCHING") return std::string(value);
+      return std::nullopt;
+    };
+  };
+  EXPECT_TRUE(detail::pipe::pipe_tuning_from_env(env_of("")).native_matching);
+  EXPECT_FALSE(detail::pipe::pipe_tuning_from_env(env_of("0")).native_matching);
+  EXPECT_TRUE(detail::pipe::pipe_tuning_from_env(env_of("1")).native_matching);
+  EXPECT_THROW((void)detail::pipe::pipe_tuning_from_env(env_of("yes")), ValueError);
+}
+
 TEST(PipeTuning, LoopbackWorldCountsAsOneHost) {
   ScopedEnv spin("THD_PIPE_SPIN_US", nullptr);
   ScopedEnv local("LOCAL_WORLD_SIZE", nullptr);

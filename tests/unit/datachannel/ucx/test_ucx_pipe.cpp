@@ -855,15 +855,15 @@ TEST_P(UcxPipe, ProbeTaggedSeesTheNextMessageAndLeavesIt) {
   TestOp sent;
   ucx_pipe(w, 0).send_tagged(1, native_tag_of(8, 0), bytes_of(out), &sent);
   ASSERT_TRUE(w.drive_until_finished({&sent}));
-  std::optional<ucp_tag_recv_info_t> seen;
+  std::optional<MessagePipe::Probed> seen;
   ASSERT_TRUE(w.drive_until([&] { return (seen = ucx_pipe(w, 1).probe_tagged(any.tag, any.mask)).has_value(); }));
   EXPECT_EQ(seen->length, out.size());
-  EXPECT_EQ(seen->sender_tag, native_tag_of(8, 0));
+  EXPECT_EQ(seen->tag, native_tag_of(8, 0));
   // Still there: a receive of exactly its length takes it.
   std::vector<uint8_t> in(seen->length);
   ucp_tag_t got = 0;
   TestOp received;
-  ucx_pipe(w, 1).recv_tagged(0, seen->sender_tag, ~ucp_tag_t{0}, bytes_of(in), &got, &received);
+  ucx_pipe(w, 1).recv_tagged(0, seen->tag, ~ucp_tag_t{0}, bytes_of(in), &got, &received);
   ASSERT_TRUE(w.drive_until_finished({&received}));
   EXPECT_EQ(received.error(), nullptr) << test::what(received.error());
   EXPECT_TRUE(in == out);
