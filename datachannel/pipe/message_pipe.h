@@ -4,6 +4,9 @@
 // (MPI matching on (context, 64-bit tag), checking a message's kind and size before
 // a payload byte lands, unexpected messages, cancel, self-sends, deadlines) is
 // written once, in PipeTransport (pipe_transport.h), over any MessagePipe.
+// A pipe whose library matches 64-bit tags itself may also offer that matching
+// for the point-to-point envelopes that fit its tag ("matching by the library
+// itself" below), which PipeEngine then uses for them.
 //
 // How PipeTransport uses a pipe: tag kControlTag carries fixed-size control
 // messages (a header, and small payloads inline); every other tag, 1..max_tag(),

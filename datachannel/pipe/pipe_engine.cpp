@@ -168,7 +168,9 @@ bool PipeEngine::sends_settled() const {
 }
 
 void PipeEngine::fail_all() {
-  for (auto& r : native_recvs_) r->request->fail(closed_error(r->request->op));
+  for (auto& r : native_recvs_) {
+    if (r->request) r->request->fail(closed_error(r->request->op));
+  }
   for (auto& recv : queues_.withdraw_if([](const detail::PostedRecv&) { return true; })) {
     recv.request->fail(closed_error(recv.request->op));
   }
@@ -620,7 +622,7 @@ void PipeEngine::lose_peer(int peer, std::exception_ptr why) {
     if (r->source == peer && (!r->posted || pipe_->cancel(r.get()))) withdrawn_native.push_back(r.get());
   }
   for (NativeRecv* r : withdrawn_native) {
-    r->request->fail(lost_error(peer, r->request->op));
+    if (r->request) r->request->fail(lost_error(peer, r->request->op));
     erase_native(*r);
   }
   // Transfers the library may never finish with a peer that is gone. A send whose
@@ -657,7 +659,9 @@ void PipeEngine::cancel(const std::shared_ptr<RequestState>& request, std::excep
       return;
     }
     // The library matched it already: its bytes land in the receive's memory, which
-    // must be over before cancel returns.
+    // must be over before cancel returns. The request is let go of: it may not
+    // outlive this call (recv_blocking's lives on its caller's stack).
+    r.request.reset();
     const NativeRecv* pending = &r;
     const int peer = r.source;
     auto listed = [&] {
@@ -881,7 +885,7 @@ Envelope PipeEngine::native_arrival(const NativeRecv& r, uint8_t dtype, size_t b
 
 void PipeEngine::on_native(NativeRecv& r, std::exception_ptr error, size_t bytes) {
   const std::shared_ptr<RequestState> request = r.request;
-  if (!r.discarding) {
+  if (request && !r.discarding) {
     const MessagePipe::NativeOrigin origin = pipe_->native_origin(r.sender_tag);
     if (error) {
       // A message longer than the receive (the pipe gives its length): named as
