@@ -190,7 +190,8 @@ void PipeEngine::close_pipe() noexcept {
 // that does not verify, and the peer is refused.
 bool PipeEngine::on_hello(ControlInbox& inbox, size_t bytes) {
   if (proof_.check_hello(inbox.peer, {inbox.buffer.get(), bytes})) return true;
-  lose_peer(inbox.peer, make_error<AuthError>(name_ + " backend", rank(), inbox.peer, "{}", proof_.refusal(inbox.peer)));
+  lose_peer(inbox.peer,
+            make_error<AuthError>(name_ + " backend", rank(), inbox.peer, "{}", proof_.refusal(inbox.peer)));
   return false;
 }
 

@@ -127,7 +127,8 @@ constexpr ucp_tag_t pack_native(const NativeFields& f) {
 constexpr NativeFields unpack_native(ucp_tag_t tag) {
   return {static_cast<uint32_t>((tag & kNativeDTypeMask) >> kNativeDTypeShift),
           static_cast<int>((tag & kNativeSenderMask) >> kNativeSenderShift),
-          static_cast<uint32_t>((tag & kNativeGroupMask) >> kNativeGroupShift), static_cast<int64_t>(tag & kNativeTagMask)};
+          static_cast<uint32_t>((tag & kNativeGroupMask) >> kNativeGroupShift),
+          static_cast<int64_t>(tag & kNativeTagMask)};
 }
 
 // The tag a message with envelope `e` from `sender` is sent with; nullopt when it
