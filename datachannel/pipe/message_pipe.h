@@ -4,6 +4,9 @@
 // (MPI matching on (context, 64-bit tag), checking a message's kind and size before
 // a payload byte lands, unexpected messages, cancel, self-sends, deadlines) is
 // written once, in PipeTransport (pipe_transport.h), over any MessagePipe.
+// A pipe whose library matches 64-bit tags itself may also offer that matching
+// for the point-to-point envelopes that fit its tag ("matching by the library
+// itself" below), which PipeEngine then uses for them.
 //
 // How PipeTransport uses a pipe: tag kControlTag carries fixed-size control
 // messages (a header, and small payloads inline); every other tag, 1..max_tag(),
@@ -21,9 +24,11 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
+#include "datachannel/envelope.h"
 #include "datachannel/net/socket.h"
 
 namespace thd::detail {
@@ -117,6 +122,53 @@ class MessagePipe {
   // The library's own host collectives (Transport::host_collectives), if it has
   // some worth using. They are called outside PipeTransport's lock.
   virtual HostCollectives* host_collectives() noexcept { return nullptr; }
+
+  // ---- matching by the library itself (optional) ----
+  // A pipe whose library matches 64-bit tags packs the envelopes that fit into its
+  // tag; PipeEngine then sends and receives those messages with the calls below,
+  // not on the control tag, and the library matches them (docs/backends.md).
+  // Whether this pipe offers it (false: the calls below are never made).
+  virtual bool matches_natively() const noexcept { return false; }
+  // The tag a message with `envelope` from `sender` is sent with; nullopt when it
+  // does not fit (it then travels as a control message, as every message of its
+  // (context, tag) does).
+  virtual std::optional<uint64_t> native_tag(const Envelope& /*envelope*/, int /*sender*/) const {
+    return std::nullopt;
+  }
+  // A receive's tag and mask for `envelope` from `source` (kAnySource allowed):
+  // for envelopes native_tag() packs. The kind bits are left out of the mask.
+  struct NativeMatch {
+    uint64_t tag = 0;
+    uint64_t mask = 0;
+  };
+  virtual NativeMatch native_match(const Envelope& /*envelope*/, int /*source*/) const { return {}; }
+  // What a received message's tag says: its sender and its dtype (a thd DType
+  // value, or detail::kRawBytes).
+  struct NativeOrigin {
+    int sender = -1;
+    uint8_t dtype = detail::kRawBytes;
+  };
+  virtual NativeOrigin native_origin(uint64_t /*tag*/) const { return {}; }
+  // Sends to `peer` (this rank included) with the whole tag `tag`; as send().
+  virtual void send_tagged(int /*peer*/, uint64_t /*tag*/, std::span<const uint8_t> /*data*/, PipeOp* /*op*/) {}
+  // send_at_once() with the whole tag `tag`.
+  virtual bool send_tagged_at_once(int /*peer*/, uint64_t /*tag*/, std::span<const uint8_t> /*data*/) {
+    return false;
+  }
+  // Receives the next message matching (tag, mask) into `data`; `peer` is the
+  // one sender the mask admits (its loss fails the receive) or -1 for any. The
+  // message's tag is written to *sender_tag before op->done(); a message longer
+  // than `data` fails it with done()'s `bytes` its length, nothing written past
+  // `data`.
+  virtual void recv_tagged(int /*peer*/, uint64_t /*tag*/, uint64_t /*mask*/, std::span<uint8_t> /*data*/,
+                           uint64_t* /*sender_tag*/, PipeOp* /*op*/) {}
+  // The tag and length of the message recv_tagged(tag, mask) would take next,
+  // left in place; nullopt when none is here.
+  struct Probed {
+    uint64_t tag = 0;
+    size_t length = 0;
+  };
+  virtual std::optional<Probed> probe_tagged(uint64_t /*tag*/, uint64_t /*mask*/) { return std::nullopt; }
 
  private:
   int rank_;

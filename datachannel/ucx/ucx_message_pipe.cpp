@@ -128,6 +128,15 @@ void UcxMessagePipe::connect(const std::vector<std::vector<uint8_t>>& addresses)
   }
 }
 
+void UcxMessagePipe::connect_self() {
+  Peer& self = peers_[static_cast<size_t>(rank())];
+  const std::vector<uint8_t> address = worker_address(worker_.get(), rank());
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  if (ucp_ep_create(worker_.get(), &params, &self.ep) != UCS_OK) self.ep = nullptr;  // the send fails, saying so
+}
+
 void UcxMessagePipe::greet_peers(net::Deadline until) {
   const auto start = net::Clock::now();
   const size_t n = static_cast<size_t>(size());
@@ -237,12 +246,21 @@ void UcxMessagePipe::send(int peer, uint32_t tag, std::span<const uint8_t> data,
 
 bool UcxMessagePipe::send_at_once(int peer, uint32_t tag, std::span<const uint8_t> data) {
   check_peer(peer, "send");
+  return send_whole(peer, user_tag(rank(), tag), data);
+}
+
+bool UcxMessagePipe::send_tagged_at_once(int peer, uint64_t tag, std::span<const uint8_t> data) {
+  if (peer == rank()) return false;  // send_tagged makes the endpoint to this rank
+  check_peer(peer, "send");
+  return send_whole(peer, tag, data);
+}
+
+bool UcxMessagePipe::send_whole(int peer, ucp_tag_t tag, std::span<const uint8_t> data) {
   const Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.error != nullptr || p.ep == nullptr) return false;
   // UCX's own short path: the message is copied into the transport inside the
   // call, or UCS_ERR_NO_RESOURCE comes back with nothing sent.
-  const ucs_status_ptr_t request =
-      ucp_tag_send_nbx(p.ep, data.data(), data.size(), user_tag(rank(), tag), &at_once_param_);
+  const ucs_status_ptr_t request = ucp_tag_send_nbx(p.ep, data.data(), data.size(), tag, &at_once_param_);
   if (request == nullptr) return true;           // UCS_OK
   if (UCS_PTR_IS_ERR(request)) return false;     // send() sends it, or reports the error
   finish_stray_send(peer, data.size(), request);
@@ -266,6 +284,31 @@ void UcxMessagePipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe:
   check_peer(peer, "recv");
   post_recv(peer, user_tag(peer, tag), kExactMask, data.data(), data.size(), UCS_MEMORY_TYPE_HOST,
             RequestSlot::Kind::Recv, tag, op);
+}
+
+pipe::MessagePipe::NativeOrigin UcxMessagePipe::native_origin(uint64_t tag) const {
+  const NativeFields f = unpack_native(tag);
+  return {f.sender, f.dtype == kNativeRawBytes ? detail::kRawBytes : static_cast<uint8_t>(f.dtype)};
+}
+
+void UcxMessagePipe::send_tagged(int peer, uint64_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) {
+  if (peer != rank()) check_peer(peer, "send");
+  if (peer == rank() && peers_[static_cast<size_t>(peer)].ep == nullptr) connect_self();
+  post_send(peer, tag, data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Send,
+            static_cast<uint32_t>(tag & kTagMask), op);
+}
+
+void UcxMessagePipe::recv_tagged(int peer, uint64_t tag, uint64_t mask, std::span<uint8_t> data,
+                                 uint64_t* sender_tag, pipe::PipeOp* op) {
+  if (peer != -1 && peer != rank()) check_peer(peer, "recv");
+  post_recv(peer, tag, mask, data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Recv,
+            static_cast<uint32_t>(tag & kTagMask), op, sender_tag);
+}
+
+std::optional<pipe::MessagePipe::Probed> UcxMessagePipe::probe_tagged(uint64_t tag, uint64_t mask) {
+  ucp_tag_recv_info_t info{};
+  if (ucp_tag_probe_nb(worker_.get(), tag, mask, 0, &info) == nullptr) return std::nullopt;
+  return Probed{info.sender_tag, info.length};
 }
 
 void* UcxMessagePipe::post_send(int peer, ucp_tag_t tag, const void* data, size_t bytes, ucs_memory_type_t memory,
@@ -299,9 +342,11 @@ void* UcxMessagePipe::post_send(int peer, ucp_tag_t tag, const void* data, size_
 }
 
 void* UcxMessagePipe::post_recv(int peer, ucp_tag_t tag, ucp_tag_t mask, void* data, size_t bytes,
-                                ucs_memory_type_t memory, RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op) {
+                                ucs_memory_type_t memory, RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op,
+                                ucp_tag_t* sender_out) {
   if (!spent_.empty()) free_spent();
   RequestSlot slot{op, peer, user_tag, bytes, kind};
+  slot.sender_out = sender_out;
   // A message already here is taken through its probe handle: UCX 1.13 does not
   // report the length of a receive it completes at once, the probe does.
   ucp_tag_recv_info_t arrived{};
@@ -369,6 +414,7 @@ void UcxMessagePipe::complete(void* request, ucs_status_t status, size_t length,
       !held.orphaned) [[likely]] {
     unlink(held);  // a live request with an op is always listed
     ++completed_;
+    if (held.sender_out != nullptr) *held.sender_out = sender_tag;
     held.op->done(nullptr, length);
     held.live = false;
     if (spent_.size() < kSpentRequests) {
@@ -427,10 +473,13 @@ void UcxMessagePipe::finish(const RequestSlot& slot, ucs_status_t status, size_t
   }
   if (slot.orphaned) return;
   ++completed_;
+  if (slot.sender_out != nullptr) *slot.sender_out = sender_tag;
   if (status == UCS_OK) {
     slot.op->done(nullptr, slot.kind == RequestSlot::Kind::Send ? slot.bytes : length);
   } else {
-    slot.op->done(failure(slot, status, length), 0);
+    // A tagged receive's caller names both lengths of a message too long for it.
+    const bool tagged_truncation = slot.sender_out != nullptr && status == UCS_ERR_MESSAGE_TRUNCATED;
+    slot.op->done(failure(slot, status, length), tagged_truncation ? length : 0);
   }
 }
 
@@ -464,11 +513,17 @@ std::exception_ptr UcxMessagePipe::failure(const RequestSlot& slot, ucs_status_t
   if (!is_send && status == UCS_ERR_MESSAGE_TRUNCATED) {
     // UCX reports the sender's length; it copied no more than the receive's room.
     const std::string size = length > slot.bytes ? fmt::format("of {} bytes ", length) : std::string();
+    const std::string from = slot.peer >= 0 ? fmt::format("rank {}", slot.peer) : std::string("a rank");
     return std::make_exception_ptr(
-        ValueError(fmt::format("the message {}from rank {} with tag {} is longer than the {} bytes its receive "
+        ValueError(fmt::format("the message {}from {} with tag {} is longer than the {} bytes its receive "
                                "has room for; nothing past them was written",
-                               size, slot.peer, slot.tag, slot.bytes),
+                               size, from, slot.tag, slot.bytes),
                    context_at("ucx recv", rank(), slot.peer, __FILE__, __LINE__)));
+  }
+  if (slot.peer < 0) {  // a tagged receive from any sender: no peer to blame
+    return std::make_exception_ptr(ConnectionError(
+        fmt::format("UCX failed the receive of {} bytes from any rank: {}", slot.bytes, ucs_status_string(status)),
+        context_at("ucx recv", rank(), -1, __FILE__, __LINE__)));
   }
   Peer& peer = peers_[static_cast<size_t>(slot.peer)];
   if (peer.error == nullptr && is_send && is_endpoint_failure(status)) {

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -54,6 +55,8 @@ struct RequestSlot {
   // Filled in for a request UCX returned. A callback for a request that is not
   // live is for the one being posted, finished inside the posting call.
   bool live = false;
+  // A tagged receive's (recv_tagged): where the message's own tag goes.
+  ucp_tag_t* sender_out = nullptr;
   // The pipe's list of live requests that have an op (cancel, lost peers and the
   // destructor walk it). Intrusive, in UCX's own request memory: a map from op to
   // request cost an allocation and two hash lookups per message.
@@ -75,6 +78,8 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   // Creates an endpoint to every peer in `addresses` (indexed by rank; this
   // rank's own entry is not used). ConnectionError when UCX cannot reach one.
   void connect(const std::vector<std::vector<uint8_t>>& addresses);
+  // The endpoint to this rank's own worker, for send_tagged to itself.
+  void connect_self();
   // Set-up's last step: a Hello to and from every peer, so that every endpoint is
   // known to carry messages. TimeoutError naming the silent ranks after `until`.
   void greet_peers(net::Deadline until);
@@ -93,6 +98,24 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   std::exception_ptr peer_error(int peer) const override;
   bool peer_departed(int peer) const override;
 
+  // ---- messages matched by UCX itself (message_pipe.h), in tag_layout.h's native
+  // layout: for worlds whose every rank fits its sender field ----
+  bool matches_natively() const noexcept override { return size() <= kMaxNativeSender + 1; }
+  std::optional<uint64_t> native_tag(const Envelope& envelope, int sender) const override {
+    return ucx::native_tag(envelope, sender);
+  }
+  NativeMatch native_match(const Envelope& envelope, int source) const override {
+    const auto m = ucx::native_match(envelope, source);
+    return {m.tag, m.mask};
+  }
+  NativeOrigin native_origin(uint64_t tag) const override;
+  // To this rank too, through an endpoint to its own worker made at the first such send.
+  void send_tagged(int peer, uint64_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override;
+  bool send_tagged_at_once(int peer, uint64_t tag, std::span<const uint8_t> data) override;
+  void recv_tagged(int peer, uint64_t tag, uint64_t mask, std::span<uint8_t> data, uint64_t* sender_tag,
+                   pipe::PipeOp* op) override;
+  std::optional<Probed> probe_tagged(uint64_t tag, uint64_t mask) override;
+
  private:
   struct Peer {
     UcxMessagePipe* pipe = nullptr;
@@ -109,7 +132,9 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   void* post_send(int peer, ucp_tag_t tag, const void* data, size_t bytes, ucs_memory_type_t memory,
                   RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op);
   void* post_recv(int peer, ucp_tag_t tag, ucp_tag_t mask, void* data, size_t bytes, ucs_memory_type_t memory,
-                  RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op);
+                  RequestSlot::Kind kind, uint32_t user_tag, pipe::PipeOp* op, ucp_tag_t* sender_out = nullptr);
+  // send_at_once with a whole UCX tag.
+  bool send_whole(int peer, ucp_tag_t tag, std::span<const uint8_t> data);
   void post_goodbye_recv(int peer);
   void repost_goodbye_recvs();
   // Frees the requests complete() left in spent_.

@@ -75,11 +75,96 @@ void MemoryFabric::match(int rank, const Key& key) {
   }
 }
 
+void MemoryFabric::take_tagged(Inbox& in, const TaggedRecv& r, TaggedMessage& m) {
+  *r.sender_tag = m.tag;
+  const size_t n = std::min(m.bytes.size(), r.into.size());
+  if (n > 0) std::memcpy(r.into.data(), m.bytes.data(), n);
+  if (m.bytes.size() > r.into.size()) {
+    in.done.push_back({r.op,
+                       std::make_exception_ptr(ValueError("memory fabric: a " + std::to_string(m.bytes.size()) +
+                                                          "-byte message for a " + std::to_string(r.into.size()) +
+                                                          "-byte receive")),
+                       m.bytes.size()});
+    return;
+  }
+  in.done.push_back({r.op, nullptr, m.bytes.size()});
+}
+
+namespace {
+constexpr uint64_t kNative = uint64_t{1} << 62;
+constexpr uint64_t kDTypeBits = uint64_t{0xff} << 48;
+constexpr uint64_t kSenderBits = uint64_t{0xffff} << 32;
+}  // namespace
+
+std::optional<uint64_t> MemoryPipe::native_tag(const detail::Envelope& e, int sender) const {
+  if (e.context % 2 != 0 || e.context / 2 > 0xffff || e.tag < 0 || e.tag > 0xffff ||
+      e.kind.op != detail::MessageOp::P2P || e.kind.root != -1 || e.kind.reduce != 0) {
+    return std::nullopt;
+  }
+  return kNative | (uint64_t{e.kind.dtype} << 48) | (static_cast<uint64_t>(sender) << 32) |
+         (uint64_t{e.context / 2} << 16) | static_cast<uint64_t>(e.tag);
+}
+
+detail::pipe::MessagePipe::NativeMatch MemoryPipe::native_match(const detail::Envelope& e, int source) const {
+  const uint64_t tag = *native_tag(e, source == kAnySource ? 0 : source) & ~kDTypeBits;
+  return {source == kAnySource ? tag & ~kSenderBits : tag, ~kDTypeBits & (source == kAnySource ? ~kSenderBits : ~0ULL)};
+}
+
+detail::pipe::MessagePipe::NativeOrigin MemoryPipe::native_origin(uint64_t tag) const {
+  return {static_cast<int>((tag & kSenderBits) >> 32), static_cast<uint8_t>((tag & kDTypeBits) >> 48)};
+}
+
+void MemoryPipe::send_tagged(int peer, uint64_t tag, std::span<const uint8_t> data, detail::pipe::PipeOp* op) {
+  std::lock_guard lock(fabric_.mu_);
+  tagged_calls_.fetch_add(1);
+  if (fabric_.lost_[static_cast<size_t>(peer)] || fabric_.lost_[static_cast<size_t>(rank())]) {
+    fabric_.inboxes_[static_cast<size_t>(rank())].done.push_back({op, lost_error(rank(), peer), 0});
+    return;
+  }
+  auto& in = fabric_.inboxes_[static_cast<size_t>(peer)];
+  MemoryFabric::TaggedMessage m{tag, std::vector<uint8_t>(data.begin(), data.end())};
+  auto r = std::find_if(in.tagged_posted.begin(), in.tagged_posted.end(),
+                        [&](const auto& p) { return ((tag ^ p.tag) & p.mask) == 0; });
+  if (r != in.tagged_posted.end()) {
+    fabric_.take_tagged(in, *r, m);
+    in.tagged_posted.erase(r);
+  } else {
+    in.tagged_arrived.push_back(std::move(m));
+  }
+  if (fabric_.pipes_[static_cast<size_t>(peer)]) fabric_.pipes_[static_cast<size_t>(peer)]->wake();
+  fabric_.inboxes_[static_cast<size_t>(rank())].done.push_back({op, nullptr, data.size()});
+}
+
+void MemoryPipe::recv_tagged(int, uint64_t tag, uint64_t mask, std::span<uint8_t> data, uint64_t* sender_tag,
+                             detail::pipe::PipeOp* op) {
+  std::lock_guard lock(fabric_.mu_);
+  tagged_calls_.fetch_add(1);
+  auto& in = fabric_.inboxes_[static_cast<size_t>(rank())];
+  MemoryFabric::TaggedRecv r{tag, mask, data, sender_tag, op};
+  auto m = std::find_if(in.tagged_arrived.begin(), in.tagged_arrived.end(),
+                        [&](const auto& a) { return ((a.tag ^ tag) & mask) == 0; });
+  if (m != in.tagged_arrived.end()) {
+    fabric_.take_tagged(in, r, *m);
+    in.tagged_arrived.erase(m);
+  } else {
+    in.tagged_posted.push_back(r);
+  }
+}
+
+std::optional<detail::pipe::MessagePipe::Probed> MemoryPipe::probe_tagged(uint64_t tag, uint64_t mask) {
+  std::lock_guard lock(fabric_.mu_);
+  for (const auto& a : fabric_.inboxes_[static_cast<size_t>(rank())].tagged_arrived) {
+    if (((a.tag ^ tag) & mask) == 0) return Probed{a.tag, a.bytes.size()};
+  }
+  return std::nullopt;
+}
+
 MemoryPipe::~MemoryPipe() {
   std::lock_guard lock(fabric_.mu_);
   fabric_.pipes_[static_cast<size_t>(rank())] = nullptr;
   auto& in = fabric_.inboxes_[static_cast<size_t>(rank())];
   in.posted.clear();
+  in.tagged_posted.clear();
   in.done.clear();
 }
 
@@ -115,6 +200,12 @@ void MemoryPipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, detail::p
 
 bool MemoryPipe::cancel(detail::pipe::PipeOp* op) {
   std::lock_guard lock(fabric_.mu_);
+  auto& tagged = fabric_.inboxes_[static_cast<size_t>(rank())].tagged_posted;
+  if (auto it = std::find_if(tagged.begin(), tagged.end(), [&](const auto& r) { return r.op == op; });
+      it != tagged.end()) {
+    tagged.erase(it);
+    return true;
+  }
   for (auto& [key, queue] : fabric_.inboxes_[static_cast<size_t>(rank())].posted) {
     auto it = std::find_if(queue.begin(), queue.end(), [&](const auto& r) { return r.op == op; });
     if (it != queue.end()) {

@@ -37,8 +37,9 @@ detail::pipe::PipeAuth auth_for(const std::shared_ptr<Store>& store, const std::
 struct World {
   // `heartbeats`: the pipes cannot tell a silent peer, so the transports send
   // heartbeats and declare a peer silent for tuning.heartbeat_timeout lost.
-  explicit World(int n, PipeTuning tuning = {}, bool heartbeats = false)
-      : fabric(n, /*detects_silent_loss=*/!heartbeats), ranks(static_cast<size_t>(n)) {
+  // `native`: the pipes match the point-to-point envelopes that fit their tag.
+  explicit World(int n, PipeTuning tuning = {}, bool heartbeats = false, bool native = false)
+      : fabric(n, /*detects_silent_loss=*/!heartbeats, native), ranks(static_cast<size_t>(n)) {
     auto store = std::make_shared<HashStore>(std::chrono::milliseconds(5000));
     std::vector<std::thread> makers;
     for (int r = 0; r < n; ++r) {
@@ -738,6 +739,128 @@ TEST(PipeTransport, DestroyingFailsPendingRequestsAsChannelClosed) {
 namespace thd::test {
 namespace {
 
+// ---- messages the pipe matches itself --------------------------------------------------
+
+RequestPtr irecv_any_length(Transport& t, int src, int64_t tag, size_t limit) {
+  auto r = new_request(t, "recv_message");
+  r->any_length = true;
+  r->length_limit = limit;
+  t.post_recv({}, src, raw_envelope(tag, 0), r);
+  return r;
+}
+
+TEST(PipeTransportNative, FittingPointToPointMessagesBypassTheControlTagAndMatchBySourceOrAny) {
+  World w(3, PipeTuning{}, false, /*native=*/true);
+  const auto a = pattern(40, 1), b = pattern(9000, 2), c = pattern(3, 3);
+  std::vector<uint8_t> got_a(40), got_b(9000), got_c(3);
+  auto rb = irecv(w[0], got_b, 2, 7);
+  auto ra = irecv(w[0], got_a, kAnySource, 7);
+  auto sa = isend(w[1], a, 0, 7);
+  auto sb = isend(w[2], b, 0, 7);
+  auto sc = isend(w[0], c, 0, 8);  // to itself
+  auto rc = irecv(w[0], got_c, 0, 8);
+  for (auto* r : {&ra, &rb, &rc, &sc}) ASSERT_EQ(wait_error(w[0], **r), nullptr);
+  ASSERT_EQ(wait_error(w[1], *sa), nullptr);
+  ASSERT_EQ(wait_error(w[2], *sb), nullptr);
+  EXPECT_EQ(got_a, a);
+  EXPECT_EQ(got_b, b);
+  EXPECT_EQ(got_c, c);
+  EXPECT_EQ(ra->source, 1);
+  EXPECT_EQ(rb->source, 2);
+  EXPECT_EQ(rc->source, 0);
+  // None of them was a control message: rank 1 sent only its token proofs there.
+  for (const auto& call : w.fabric.pipe(1).calls()) {
+    const bool proof = call.bytes == detail::pipe::TokenProof::kHelloBytes;
+    EXPECT_FALSE(call.send && call.tag == detail::pipe::kControlTag && !proof) << call.bytes << "-byte control message";
+  }
+  EXPECT_GT(w.fabric.pipe(1).tagged_calls(), 0);
+}
+
+TEST(PipeTransportNative, EnvelopesThatDoNotFitTravelAsControlMessages) {
+  World w(2, PipeTuning{}, false, /*native=*/true);
+  const auto data = pattern(16, 4);
+  std::vector<uint8_t> got(16);
+  const int before = w.fabric.pipe(0).tagged_calls();
+  auto r = irecv(w[1], got, 0, int64_t{1} << 20);  // past the memory pipe's 16 tag bits
+  auto s = isend(w[0], data, 1, int64_t{1} << 20);
+  ASSERT_EQ(wait_error(w[1], *r), nullptr);
+  ASSERT_EQ(wait_error(w[0], *s), nullptr);
+  EXPECT_EQ(got, data);
+  EXPECT_EQ(w.fabric.pipe(0).tagged_calls(), before);
+}
+
+TEST(PipeTransportNative, AReceiveOfAnyLengthIsOwedTheFirstMessageThoughALaterReceiveIsPostedAtOnce) {
+  World w(2, PipeTuning{}, false, /*native=*/true);
+  // The any-length receive waits for its message's length; the fixed-length one
+  // posted after it must not take that message from the library first.
+  auto any = irecv_any_length(w[1], kAnySource, 3, 1024);
+  std::vector<uint8_t> fixed(8);
+  auto later = irecv(w[1], fixed, 0, 3);
+  const auto first = pattern(5, 6), second = pattern(8, 7);
+  auto s1 = isend(w[0], first, 1, 3);
+  auto s2 = isend(w[0], second, 1, 3);
+  ASSERT_EQ(wait_error(w[1], *any), nullptr);
+  ASSERT_EQ(wait_error(w[1], *later), nullptr) << what(later->error);
+  EXPECT_EQ(any->bytes, first.size());
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), any->message.get()));
+  EXPECT_EQ(fixed, second);
+  EXPECT_EQ(any->source, 0);
+  ASSERT_EQ(wait_error(w[0], *s1), nullptr);
+  ASSERT_EQ(wait_error(w[0], *s2), nullptr);
+}
+
+TEST(PipeTransportNative, TheReceiveChecksTheSendersDTypeAndLengthWhenItLands) {
+  World w(2, PipeTuning{}, false, /*native=*/true);
+  // A tensor where bytes belong: a TypeError naming both kinds.
+  Envelope tensor = raw_envelope(4, 2);
+  tensor.kind.dtype = static_cast<uint8_t>(DType::Float32);
+  const std::vector<uint8_t> four(8, 1);
+  std::vector<uint8_t> got(8);
+  auto r = irecv(w[1], got, 0, raw_envelope(4, 8));
+  isend(w[0], four, 1, tensor);
+  EXPECT_TRUE(holds<TypeError>(wait_error(w[1], *r))) << what(r->error);
+  // Longer than the receive: a ValueError naming both lengths, nothing past it written.
+  std::vector<uint8_t> room(16 + 64, 0xab);
+  auto r2 = irecv(w[1], std::span<uint8_t>(room.data(), 16), 0, raw_envelope(5, 16));
+  const auto long_message = pattern(100, 8);
+  isend(w[0], long_message, 1, 5);
+  std::string message;
+  EXPECT_TRUE(holds<ValueError>(wait_error(w[1], *r2), &message)) << what(r2->error);
+  EXPECT_NE(message.find("100"), std::string::npos) << message;
+  EXPECT_NE(message.find("16"), std::string::npos) << message;
+  for (size_t i = 16; i < room.size(); ++i) ASSERT_EQ(room[i], 0xab) << i;
+  // An any-length receive given a tensor: a TypeError, and the message is gone.
+  auto r3 = irecv_any_length(w[1], 0, 6, 1024);
+  Envelope tensor6 = tensor;
+  tensor6.tag = 6;
+  isend(w[0], four, 1, tensor6);
+  EXPECT_TRUE(holds<TypeError>(wait_error(w[1], *r3))) << what(r3->error);
+  const auto next = pattern(4, 9);
+  std::vector<uint8_t> got_next(4);
+  auto r4 = irecv(w[1], got_next, 0, 6);
+  isend(w[0], next, 1, 6);
+  ASSERT_EQ(wait_error(w[1], *r4), nullptr) << what(r4->error);
+  EXPECT_EQ(got_next, next);
+}
+
+TEST(PipeTransportNative, CancelWithdrawsAPostedAndAHeldBackReceive) {
+  World w(2, PipeTuning{}, false, /*native=*/true);
+  auto any = irecv_any_length(w[1], 0, 2, 64);
+  std::vector<uint8_t> held(4);
+  auto behind = irecv(w[1], held, 0, 2);
+  w[1].cancel(behind, std::make_exception_ptr(TimeoutError("withdrawn")));
+  w[1].cancel(any, std::make_exception_ptr(TimeoutError("withdrawn")));
+  EXPECT_TRUE(holds<TimeoutError>(any->error));
+  EXPECT_TRUE(holds<TimeoutError>(behind->error));
+  // The tag is usable afterwards: the next message goes to the next receive.
+  const auto data = pattern(4, 10);
+  std::vector<uint8_t> got(4);
+  auto r = irecv(w[1], got, 0, 2);
+  isend(w[0], data, 1, 2);
+  ASSERT_EQ(wait_error(w[1], *r), nullptr);
+  EXPECT_EQ(got, data);
+}
+
 TEST(PipeTuning, MoreRanksThanCoresYieldWhileSpinning) {
   ScopedEnv spin("THD_PIPE_SPIN_US", nullptr);
   DataChannelOptions o;
@@ -803,6 +926,19 @@ TEST(PipeTuning, TheUnexpectedLimitComesFromTheEnvironment) {
       EXPECT_NE(std::string(e.what()).find("THD_MAX_UNEXPECTED_BYTES"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(PipeTuning, NativeMatchingIsOnUnlessTheEnvironmentTurnsItOff) {
+  auto env_of = [](const char* value) {
+    return [value](const char* name) -> std::optional<std::string> {
+      if (std::string(name) == "THD_PIPE_NATIVE_MATCHING") return std::string(value);
+      return std::nullopt;
+    };
+  };
+  EXPECT_TRUE(detail::pipe::pipe_tuning_from_env(env_of("")).native_matching);
+  EXPECT_FALSE(detail::pipe::pipe_tuning_from_env(env_of("0")).native_matching);
+  EXPECT_TRUE(detail::pipe::pipe_tuning_from_env(env_of("1")).native_matching);
+  EXPECT_THROW((void)detail::pipe::pipe_tuning_from_env(env_of("yes")), ValueError);
 }
 
 TEST(PipeTuning, LoopbackWorldCountsAsOneHost) {

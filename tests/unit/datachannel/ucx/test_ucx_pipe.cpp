@@ -29,6 +29,8 @@
 
 #include "datachannel/pipe/pipe_test_util.h"
 #include "datachannel/transport_test_util.h"
+#include "datachannel/ucx/tag_layout.h"
+#include "datachannel/ucx/ucx_message_pipe.h"
 #include "datachannel/ucx/ucx_pipe.h"
 
 namespace thd {
@@ -750,6 +752,141 @@ TEST(UcxPipeSetUp, MissingRankTimesOutNamingIt) {
 }
 
 std::string transports_name(const ::testing::TestParamInfo<Transports>& info) { return info.param.name; }
+// ---- messages matched by UCX itself (send_tagged, recv_tagged, probe_tagged) ---------
+
+detail::ucx::UcxMessagePipe& ucx_pipe(World& w, int r) { return static_cast<detail::ucx::UcxMessagePipe&>(w[r]); }
+
+detail::Envelope native_envelope(int64_t tag, uint8_t dtype = detail::kRawBytes) {
+  detail::Envelope e;
+  e.context = detail::p2p_context(1);
+  e.tag = tag;
+  e.kind.dtype = dtype;
+  return e;
+}
+
+ucp_tag_t native_tag_of(int64_t tag, int sender, uint8_t dtype = detail::kRawBytes) {
+  return *detail::ucx::native_tag(native_envelope(tag, dtype), sender);
+}
+
+TEST_P(UcxPipe, TaggedReceivesMatchTheirSenderOrAnyAndLearnTheSendersTag) {
+  World w(3, settings());
+  const auto f32 = static_cast<uint8_t>(DType::Float32);
+  // Rank 2's message waits for the receive from rank 2, though the one from rank
+  // 0 is posted first and rank 0's message comes later.
+  const std::vector<uint8_t> from0 = test::pattern(40, 1), from2 = test::pattern(24, 2);
+  std::vector<uint8_t> in0(64), in2(64);
+  ucp_tag_t tag0 = 0, tag2 = 0;
+  TestOp r0, r2, s0, s2;
+  const auto want0 = detail::ucx::native_match(native_envelope(5), 0);
+  const auto want2 = detail::ucx::native_match(native_envelope(5), 2);
+  ucx_pipe(w, 1).recv_tagged(0, want0.tag, want0.mask, bytes_of(in0), &tag0, &r0);
+  ucx_pipe(w, 2).send_tagged(1, native_tag_of(5, 2, f32), bytes_of(from2), &s2);
+  ASSERT_TRUE(w.drive_until_finished({&s2}));
+  w.drive_until([] { return false; }, 20ms);
+  EXPECT_FALSE(r0.finished());
+  ucx_pipe(w, 1).recv_tagged(2, want2.tag, want2.mask, bytes_of(in2), &tag2, &r2);
+  ucx_pipe(w, 0).send_tagged(1, native_tag_of(5, 0), bytes_of(from0), &s0);
+  ASSERT_TRUE(w.drive_until_finished({&r0, &r2, &s0}));
+  ASSERT_EQ(r0.error(), nullptr) << test::what(r0.error());
+  ASSERT_EQ(r2.error(), nullptr) << test::what(r2.error());
+  EXPECT_EQ(r0.bytes(), 40u);
+  EXPECT_EQ(r2.bytes(), 24u);
+  EXPECT_TRUE(std::equal(from0.begin(), from0.end(), in0.begin()));
+  EXPECT_TRUE(std::equal(from2.begin(), from2.end(), in2.begin()));
+  EXPECT_EQ(detail::ucx::unpack_native(tag0).sender, 0);
+  EXPECT_EQ(detail::ucx::unpack_native(tag0).dtype, detail::ucx::kNativeRawBytes);
+  EXPECT_EQ(detail::ucx::unpack_native(tag2).sender, 2);
+  EXPECT_EQ(detail::ucx::unpack_native(tag2).dtype, static_cast<uint32_t>(DType::Float32));
+
+  // From any rank, in each sender's order, eager and rendezvous sizes alike; a
+  // pipe message on the same peer is not taken.
+  const auto any = detail::ucx::native_match(native_envelope(6), kAnySource);
+  const std::vector<uint8_t> first = test::pattern(1 << 20, 3), second = test::pattern(8, 4);
+  const std::vector<uint8_t> pipe_message = test::pattern(8, 5);
+  TestOp s_first, s_second, s_pipe;
+  w[0].send(1, 6, bytes_of(pipe_message), &s_pipe);
+  ucx_pipe(w, 0).send_tagged(1, native_tag_of(6, 0), bytes_of(first), &s_first);
+  ucx_pipe(w, 0).send_tagged(1, native_tag_of(6, 0), bytes_of(second), &s_second);
+  std::vector<uint8_t> a(1 << 20), b(1 << 20);
+  ucp_tag_t tag_a = 0, tag_b = 0;
+  TestOp ra, rb;
+  ucx_pipe(w, 1).recv_tagged(-1, any.tag, any.mask, bytes_of(a), &tag_a, &ra);
+  ucx_pipe(w, 1).recv_tagged(-1, any.tag, any.mask, bytes_of(b), &tag_b, &rb);
+  ASSERT_TRUE(w.drive_until_finished({&ra, &rb, &s_first, &s_second}));
+  EXPECT_EQ(ra.bytes(), first.size());
+  EXPECT_EQ(rb.bytes(), second.size());
+  EXPECT_TRUE(a == first);
+  EXPECT_TRUE(std::equal(second.begin(), second.end(), b.begin()));
+  EXPECT_EQ(detail::ucx::unpack_native(tag_a).sender, 0);
+  std::vector<uint8_t> piped(8);
+  TestOp r_pipe;
+  w[1].recv(0, 6, bytes_of(piped), &r_pipe);
+  ASSERT_TRUE(w.drive_until_finished({&r_pipe, &s_pipe}));
+  EXPECT_TRUE(piped == pipe_message);
+}
+
+TEST_P(UcxPipe, ATaggedReceiveOfALongerMessageFailsNamingBothLengthsAndStillLearnsItsTag) {
+  World w(2, settings());
+  for (size_t sent_size : {size_t{100}, size_t{1} << 20}) {
+    const size_t room = sent_size / 3;
+    constexpr size_t kGuard = 4096;
+    const std::vector<uint8_t> out = test::pattern(sent_size, 6);
+    std::vector<uint8_t> in(room + kGuard, 0xab);
+    const auto want = detail::ucx::native_match(native_envelope(7), 0);
+    ucp_tag_t got = 0;
+    TestOp sent, received;
+    ucx_pipe(w, 1).recv_tagged(0, want.tag, want.mask, std::span<uint8_t>(in.data(), room), &got, &received);
+    ucx_pipe(w, 0).send_tagged(1, native_tag_of(7, 0), bytes_of(out), &sent);
+    ASSERT_TRUE(w.drive_until_finished({&sent, &received}));
+    std::string message;
+    EXPECT_TRUE(test::holds<ValueError>(received.error(), &message)) << test::what(received.error());
+    EXPECT_NE(message.find(std::to_string(room)), std::string::npos) << message;
+    EXPECT_NE(message.find(std::to_string(sent_size)), std::string::npos) << message;
+    EXPECT_EQ(got, native_tag_of(7, 0));
+    for (size_t i = room; i < in.size(); ++i) ASSERT_EQ(in[i], 0xab) << "byte " << i << " was written";
+  }
+}
+
+TEST_P(UcxPipe, ProbeTaggedSeesTheNextMessageAndLeavesIt) {
+  World w(2, settings());
+  const auto any = detail::ucx::native_match(native_envelope(8), kAnySource);
+  EXPECT_FALSE(ucx_pipe(w, 1).probe_tagged(any.tag, any.mask).has_value());
+  const std::vector<uint8_t> out = test::pattern(300, 7);
+  TestOp sent;
+  ucx_pipe(w, 0).send_tagged(1, native_tag_of(8, 0), bytes_of(out), &sent);
+  ASSERT_TRUE(w.drive_until_finished({&sent}));
+  std::optional<MessagePipe::Probed> seen;
+  ASSERT_TRUE(w.drive_until([&] { return (seen = ucx_pipe(w, 1).probe_tagged(any.tag, any.mask)).has_value(); }));
+  EXPECT_EQ(seen->length, out.size());
+  EXPECT_EQ(seen->tag, native_tag_of(8, 0));
+  // Still there: a receive of exactly its length takes it.
+  std::vector<uint8_t> in(seen->length);
+  ucp_tag_t got = 0;
+  TestOp received;
+  ucx_pipe(w, 1).recv_tagged(0, seen->tag, ~ucp_tag_t{0}, bytes_of(in), &got, &received);
+  ASSERT_TRUE(w.drive_until_finished({&received}));
+  EXPECT_EQ(received.error(), nullptr) << test::what(received.error());
+  EXPECT_TRUE(in == out);
+}
+
+TEST_P(UcxPipe, ATaggedReceiveFromALostPeerFailsAndOneFromAnyRankIsLeftToItsCaller) {
+  World w(2, settings());
+  const auto from1 = detail::ucx::native_match(native_envelope(9), 1);
+  const auto any = detail::ucx::native_match(native_envelope(9), kAnySource);
+  std::vector<uint8_t> a(8), b(8);
+  ucp_tag_t tag_a = 0, tag_b = 0;
+  TestOp pending, pending_any;
+  ucx_pipe(w, 0).recv_tagged(1, from1.tag, from1.mask, bytes_of(a), &tag_a, &pending);
+  ucx_pipe(w, 0).recv_tagged(-1, any.tag, any.mask, bytes_of(b), &tag_b, &pending_any);
+  std::thread closer([&] { w.at(1).reset(); });
+  const bool failed = wait_sleeping(w[0], pending, 5s);
+  closer.join();
+  ASSERT_TRUE(failed) << "the tagged receive from the destroyed rank is still pending";
+  EXPECT_TRUE(test::holds<PeerLost>(pending.error())) << test::what(pending.error());
+  EXPECT_FALSE(pending_any.finished());
+  EXPECT_TRUE(w[0].cancel(&pending_any));
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, UcxPipe, ::testing::Values(kShm, kTcp), transports_name);
 INSTANTIATE_TEST_SUITE_P(Transports, UcxKilledPeerProcess, ::testing::Values(kShm, kTcp), transports_name);
 
