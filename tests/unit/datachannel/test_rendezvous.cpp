@@ -263,15 +263,18 @@ TEST(Rendezvous, ARankClaimedTwiceIsRefused) {
 TEST(Rendezvous, RanksMustAgreeOnTheWorldSize) {
   test::TempDir dir;
   const std::string url = "file://" + dir.file("rdzv");
+  // Rank 0 waits long enough to still be registered when rank 1 looks, however
+  // slowly a loaded host runs the two.
   auto a = std::async(std::launch::async, [&] {
     try {
-      rendezvous(opts(url, 0, 2, 500ms));
+      rendezvous(opts(url, 0, 2, 2s));
     } catch (const TimeoutError&) {
       // rank 1 of this world never comes
     }
   });
-  std::this_thread::sleep_for(50ms);
-  THD_EXPECT_THROW_MSG(rendezvous(opts(url, 1, 3, 500ms)), ValueError,
+  // Rank 1 comes once rank 0 has registered its world_size.
+  FileStore(dir.file("rdzv")).wait({"rendezvous/world_size"}, 10s);
+  THD_EXPECT_THROW_MSG(rendezvous(opts(url, 1, 3, 2s)), ValueError,
                    "started with world_size 3, but another rank registered world_size 2");
   a.get();
 }
