@@ -271,15 +271,21 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
     if (drove) wake_sleeper();
   }
   // A blocked waiter needs the progress thread now.
+  begin_external_wait();
+  const bool finished = request.block_until(until);
+  end_external_wait();
+  return finished;
+}
+
+void PipeTransport::begin_external_wait() noexcept {
   blockers_.fetch_add(1, std::memory_order_acq_rel);
   {
     std::lock_guard park(park_mu_);
   }
   park_cv_.notify_one();
-  const bool finished = request.block_until(until);
-  blockers_.fetch_sub(1, std::memory_order_acq_rel);
-  return finished;
 }
+
+void PipeTransport::end_external_wait() noexcept { blockers_.fetch_sub(1, std::memory_order_acq_rel); }
 
 void PipeTransport::yield_core(bool adaptive) noexcept {
   if (!adaptive) {

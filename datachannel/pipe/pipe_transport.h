@@ -75,6 +75,10 @@ class PipeTransport final : public Transport {
   int recv_blocking(std::span<uint8_t> data, int src, const Envelope& envelope, const RequestSpec& spec) override;
   void cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) override;
   bool wait(RequestState& request, net::Deadline until) override;
+  // A blocked waiter of its own, or a collective engine lane asleep: the progress
+  // thread serves the pipe meanwhile.
+  void begin_external_wait() noexcept override;
+  void end_external_wait() noexcept override;
   std::exception_ptr peer_error(int world_rank) const override;
   bool peer_departed(int world_rank) const override;
   HostCollectives* host_collectives() noexcept override { return host_collectives_; }
@@ -113,7 +117,7 @@ class PipeTransport final : public Transport {
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
-  std::atomic<int> blockers_{0};  // waiters blocked on their requests
+  std::atomic<int> blockers_{0};  // waiters blocked on their requests, and external waits
   // Moved by spinning waiters as they start, every few rounds, and as they stop
   // (mark_drive); any change counts.
   std::atomic<uint64_t> drive_marks_{0};

@@ -93,10 +93,9 @@ bool TcpTransport::take_over_polling(net::Deadline until) {
 }
 
 bool TcpTransport::block_on(RequestState& request, net::Deadline until) {
-  blockers_.fetch_add(1);
-  wake_progress_thread();
+  begin_external_wait();
   const bool finished = request.block_until(until);
-  blockers_.fetch_sub(1);
+  end_external_wait();
   return finished;
 }
 
