@@ -33,7 +33,7 @@ void ExecContext::begin(const fb::Command& command, Prepared prepared) {
 
 void ExecContext::fresh(uint64_t id) {
   if (id == 0) THD_THROW(ValueError, op_name(), "the op's output id is 0, which means \"no tensor\"");
-  const bool redefined = prepared_.graph != nullptr && prepared_.graph->graph->owns(id);
+  const bool redefined = prepared_.graph != nullptr && prepared_.graph->graph->owns(prepared_.index, id);
   if (!redefined && table().find(id) != nullptr) {
     THD_THROW(ValueError, op_name(), "output tensor id {} is already in use (the master never reuses an id)", id);
   }
@@ -78,7 +78,7 @@ const Tensor& ExecContext::input(uint64_t id) {
 
 const Tensor* ExecContext::reusable(uint64_t id) {
   if (prepared_.graph == nullptr || inherited_ || session_.check() != nullptr) return nullptr;
-  if (!prepared_.graph->graph->owns(id)) return nullptr;
+  if (!prepared_.graph->graph->owns(prepared_.index, id)) return nullptr;
   const Entry* e = find(id);
   if (e == nullptr || e->poison || !e->tensor.defined() || e->tensor.storage().use_count() != 1) return nullptr;
   return &e->tensor;

@@ -128,6 +128,16 @@ const Entry* GraphDef::lookup(size_t index, uint64_t id, const HandleTable& tabl
   return e;
 }
 
+bool GraphDef::owns(size_t index, uint64_t tensor) const {
+  Lookups& kept = lookups_[index];
+  for (size_t i = 0; i < kept.made; ++i) {
+    if (kept.made_ids[i] == tensor) return true;
+  }
+  if (!owns(tensor)) return false;
+  if (kept.made < kept.made_ids.size()) kept.made_ids[kept.made++] = tensor;
+  return true;
+}
+
 void GraphTable::check_new(uint64_t id) const {
   if (id == 0) THD_THROW(ValueError, "define_graph", "graph id 0 is reserved for \"no graph\"");
   if (graphs_.count(id) != 0) {

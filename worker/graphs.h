@@ -45,6 +45,9 @@ class GraphDef {
   // command `index` calls this for it (a command always runs on its stream, one
   // replay after the other), so the kept lookups take no lock.
   const Entry* lookup(size_t index, uint64_t id, const HandleTable& table) const;
+  // owns(tensor) for an output of command `index`, kept with its lookups (the
+  // same stream-only use): a replay's op asks it without a hash lookup.
+  bool owns(size_t index, uint64_t tensor) const;
 
  private:
   // The lookups of one command: the few tensors it names.
@@ -54,6 +57,9 @@ class GraphDef {
     uint8_t size = 0;
     std::array<uint64_t, kMax> ids{};
     std::array<const Entry*, kMax> entries{};
+    // Outputs of the command that the graph owns.
+    uint8_t made = 0;
+    std::array<uint64_t, 2> made_ids{};
   };
   mutable std::vector<Lookups> lookups_;
 
