@@ -141,13 +141,30 @@ bool write_into(ExecContext& ctx, uint64_t out, fb::BinaryOp op, const Tensor& a
   return kind.has_value() && detail::binary_into(*kind, *kept, a, b);
 }
 
+// In a graph's replay: a copy of `a` (as `dtype`) written into the storage the
+// previous replay's result holds, when it has the very shape, dtype and device;
+// false when the op makes a new tensor instead.
+bool copy_into(ExecContext& ctx, uint64_t out, const Tensor& a, DType dtype) {
+  const Tensor* kept = ctx.reusable(out);
+  if (kept == nullptr || kept->dtype() != dtype || kept->device() != a.device() || !kept->is_contiguous() ||
+      kept->shape() != a.shape()) {
+    return false;
+  }
+  const_cast<Tensor&>(*kept).copy_(a);
+  return true;
+}
+
 }  // namespace
 
 void run(ExecContext& ctx, const fb::Unary& op) {
   ctx.output(op.out(), op.a());
   if (op.out() == 0) return protocol::call_(op.op(), target(ctx, op.a()));
   const Tensor& a = ctx.input(op.a());
-  if (const Tensor* kept = ctx.reusable(op.out())) {
+  if (op.op() == fb::UnaryOp::Clone || op.op() == fb::UnaryOp::Contiguous) {
+    // A contiguous input's contiguous() is the input itself: that result shares
+    // the input's storage, which the graph's handle then does not hold alone.
+    if (copy_into(ctx, op.out(), a, a.dtype())) return;
+  } else if (const Tensor* kept = ctx.reusable(op.out())) {
     const auto kind = into_of(op.op());
     if (kind.has_value() && detail::unary_into(*kind, *kept, a)) return;
   }
@@ -214,6 +231,7 @@ void run(ExecContext& ctx, const fb::Cast& op) {
   // Always a copy: the master keeps `to()` without a copy on its side.
   const Tensor& a = ctx.input(op.a());
   const DType dtype = protocol::from_fb(op.dtype());
+  if (copy_into(ctx, op.out(), a, dtype)) return;
   ctx.reserve(bytes_of(numel_of(a.shape()), dtype));
   ctx.define(op.out(), a.to(dtype, /*copy=*/true));
 }

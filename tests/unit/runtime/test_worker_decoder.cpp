@@ -556,8 +556,9 @@ TEST_F(WorkerDecoder, AGraphIsDefinedOnceAndEachReplayRunsItAgain) {
   expect_still_serving(104);
 }
 
-// A graph of elementwise ops and constant creations on 256 floats of x (id 1):
-// 2 = x * 3, 3 = 2 + x, 4 = relu(3), 5 = zeros, 6 = 5 - 4, then 6 += 1.
+// A graph of elementwise ops, constant creations and copies on 256 floats of x
+// (id 1): 2 = x * 3, 3 = 2 + x, 4 = relu(3), 5 = zeros, 6 = 5 - 4, 6 += 1,
+// 7 = 6 as float64, 8 = clone(2).
 std::vector<uint8_t> elementwise_chain() {
   return graph_bytes([](flatbuffers::FlatBufferBuilder& b) {
     const fb::Scalar three(fb::ScalarKind::Float, 0, 3.0), one(fb::ScalarKind::Float, 0, 1.0), zero;
@@ -570,7 +571,9 @@ std::vector<uint8_t> elementwise_chain() {
                                            b.CreateVector<int64_t>({256}), &zero, &zero, &zero, &zero)
                               .Union()),
         fb::CreateCommand(b, 905, fb::Op::Binary, fb::CreateBinary(b, 6, fb::BinaryOp::Sub, 5, 4).Union()),
-        fb::CreateCommand(b, 906, fb::Op::BinaryScalar, fb::CreateBinaryScalar(b, 0, fb::BinaryOp::Add, 6, &one).Union())};
+        fb::CreateCommand(b, 906, fb::Op::BinaryScalar, fb::CreateBinaryScalar(b, 0, fb::BinaryOp::Add, 6, &one).Union()),
+        fb::CreateCommand(b, 907, fb::Op::Cast, fb::CreateCast(b, 7, 6, fb::DType::Float64).Union()),
+        fb::CreateCommand(b, 908, fb::Op::Unary, fb::CreateUnary(b, 8, fb::UnaryOp::Clone, 2).Union())};
   });
 }
 
@@ -594,7 +597,7 @@ TEST_F(WorkerDecoder, AGraphsIntermediatesAreAllocatedOnceAndWrittenByEachReplay
                           fb::CreateCreate(b, 1, fb::CreateKind::Full, fb::DType::Float32, b.CreateVector<int64_t>({256}),
                                            &two, &zero, &zero, &zero)
                               .Union()),
-        define_graph(b, 2, 9, elementwise_chain(), {2, 3, 4, 5, 6}), replay_graph(b, 3, 9, 1)};
+        define_graph(b, 2, 9, elementwise_chain(), {2, 3, 4, 5, 6, 7, 8}), replay_graph(b, 3, 9, 1)};
   }));
   EXPECT_EQ(fetch(4, 6), std::vector<float>(256, -7.0f));  // 0 - relu(2 * 3 + 2) + 1
   const int64_t allocs = memory_stats().num_allocs;
@@ -612,8 +615,16 @@ TEST_F(WorkerDecoder, AGraphsIntermediatesAreAllocatedOnceAndWrittenByEachReplay
                        replay_graph(b, 102, 9, 52)};
   }));
   EXPECT_EQ(fetch(103, 6), std::vector<float>(256, 1.0f));  // 0 - relu(-3 - 1) + 1
-  EXPECT_EQ(fetch(104, 2), std::vector<float>(256, -3.0f));
+  EXPECT_EQ(fetch(104, 8), std::vector<float>(256, -3.0f));
   EXPECT_EQ(memory_stats().num_allocs, allocs);
+  Tensor as_double = Tensor::zeros({256}, kFloat64);
+  Request r = master_->irecv(as_double, 1, {.tag = protocol::kFetchTagBase + 106, .timeout = seconds(5)});
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{
+        fb::CreateCommand(b, 106, fb::Op::Fetch, fb::CreateFetch(b, 7, protocol::kFetchTagBase + 106).Union())};
+  }));
+  r.wait();
+  EXPECT_EQ(as_double.to_vector<double>(), std::vector<double>(256, 1.0));
   expect_still_serving(105);
 }
 
