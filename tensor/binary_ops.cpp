@@ -7,6 +7,7 @@
 #include "tensor/cuda/elementwise_kernels.h"
 #include "tensor/elementwise.h"
 #include "tensor/functors/binary.h"
+#include "tensor/into.h"
 
 namespace thd {
 namespace {
@@ -225,6 +226,35 @@ Tensor& inplace(const char* op, Tensor& self, const Scalar& other) {
   return self;
 }
 
+// a op b into `out` on the flat path (tensor/into.h).
+template <typename Op>
+bool into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!out.defined() || !a.defined() || !b.defined() || !a.device().is_cpu()) return false;
+  const DType c = compute_dtype<Op>(result_type(a, b));
+  if (!dtype_in(c, allowed_dtypes<Op>())) return false;
+  if constexpr (std::is_same_v<Op, SubOp>) {
+    if (c == kBool) return false;
+  }
+  auto flat = plan_flat<2>({&a, &b}, c, c, &out);
+  if (!flat) return false;
+  launch<Op>(op, c, *flat);
+  return true;
+}
+
+template <typename Op>
+bool into(const char* op, const Tensor& out, const Tensor& a, const Scalar& b) {
+  if (!out.defined() || !a.defined() || !a.device().is_cpu()) return false;
+  const DType c = compute_dtype<Op>(result_type(a, b));
+  if (!dtype_in(c, allowed_dtypes<Op>())) return false;
+  if constexpr (std::is_same_v<Op, SubOp>) {
+    if (c == kBool) return false;
+  }
+  auto flat = plan_flat<1>({&a}, c, c, &out);
+  if (!flat) return false;
+  launch<Op>(op, c, *flat, b);
+  return true;
+}
+
 }  // namespace
 
 Tensor Tensor::add(const Tensor& o) const { return tensor_tensor<AddOp>("add", *this, o); }
@@ -271,5 +301,33 @@ Tensor& operator+=(Tensor& a, Scalar b) { return a.add_(b); }
 Tensor& operator-=(Tensor& a, Scalar b) { return a.sub_(b); }
 Tensor& operator*=(Tensor& a, Scalar b) { return a.mul_(b); }
 Tensor& operator/=(Tensor& a, Scalar b) { return a.div_(b); }
+
+namespace detail {
+
+bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  switch (op) {
+    case IntoBinary::Add: return into<AddOp>("add", out, a, b);
+    case IntoBinary::Sub: return into<SubOp>("sub", out, a, b);
+    case IntoBinary::Mul: return into<MulOp>("mul", out, a, b);
+    case IntoBinary::Div: return into<DivOp>("div", out, a, b);
+    case IntoBinary::Maximum: return into<MaximumOp>("maximum", out, a, b);
+    case IntoBinary::Minimum: return into<MinimumOp>("minimum", out, a, b);
+  }
+  return false;
+}
+
+bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar& b) {
+  switch (op) {
+    case IntoBinary::Add: return into<AddOp>("add", out, a, b);
+    case IntoBinary::Sub: return into<SubOp>("sub", out, a, b);
+    case IntoBinary::Mul: return into<MulOp>("mul", out, a, b);
+    case IntoBinary::Div: return into<DivOp>("div", out, a, b);
+    case IntoBinary::Maximum:
+    case IntoBinary::Minimum: return false;
+  }
+  return false;
+}
+
+}  // namespace detail
 
 }  // namespace thd

@@ -4,6 +4,7 @@
 #include "tensor/cuda/elementwise_kernels.h"
 #include "tensor/elementwise.h"
 #include "tensor/functors/unary.h"
+#include "tensor/into.h"
 
 namespace thd {
 namespace {
@@ -105,6 +106,21 @@ Tensor& run_inplace(const char* op, Tensor& self) {
   return self;
 }
 
+// Op(self) into `out` on the flat path (tensor/into.h).
+template <typename Op>
+bool into(const char* op, const Tensor& out, const Tensor& self) {
+  if (!out.defined() || !self.defined() || !self.device().is_cpu()) return false;
+  if constexpr (std::is_same_v<Op, NegOp>) {
+    if (self.dtype() == kBool) return false;
+  }
+  const DType c = compute_dtype<Op>(self.dtype());
+  if (!dtype_in(c, functors::unary_dtypes_v<Op>)) return false;
+  auto flat = plan_flat<1>({&self}, c, c, &out);
+  if (!flat) return false;
+  launch<Op>(op, c, *flat);
+  return true;
+}
+
 }  // namespace
 
 Tensor Tensor::neg() const { return run<NegOp>("neg", *this); }
@@ -131,5 +147,27 @@ Tensor Tensor::sigmoid() const { return run<SigmoidOp>("sigmoid", *this); }
 Tensor& Tensor::sigmoid_() { return run_inplace<SigmoidOp>("sigmoid_", *this); }
 Tensor Tensor::gelu() const { return run<GeluOp>("gelu", *this); }
 Tensor& Tensor::gelu_() { return run_inplace<GeluOp>("gelu_", *this); }
+
+namespace detail {
+
+bool unary_into(IntoUnary op, const Tensor& out, const Tensor& a) {
+  switch (op) {
+    case IntoUnary::Neg: return into<NegOp>("neg", out, a);
+    case IntoUnary::Abs: return into<AbsOp>("abs", out, a);
+    case IntoUnary::Exp: return into<ExpOp>("exp", out, a);
+    case IntoUnary::Log: return into<LogOp>("log", out, a);
+    case IntoUnary::Sqrt: return into<SqrtOp>("sqrt", out, a);
+    case IntoUnary::Rsqrt: return into<RsqrtOp>("rsqrt", out, a);
+    case IntoUnary::Sin: return into<SinOp>("sin", out, a);
+    case IntoUnary::Cos: return into<CosOp>("cos", out, a);
+    case IntoUnary::Tanh: return into<TanhOp>("tanh", out, a);
+    case IntoUnary::Sigmoid: return into<SigmoidOp>("sigmoid", out, a);
+    case IntoUnary::Relu: return into<ReluOp>("relu", out, a);
+    case IntoUnary::Gelu: return into<GeluOp>("gelu", out, a);
+  }
+  return false;
+}
+
+}  // namespace detail
 
 }  // namespace thd

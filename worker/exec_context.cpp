@@ -33,7 +33,7 @@ void ExecContext::begin(const fb::Command& command, Prepared prepared) {
 
 void ExecContext::fresh(uint64_t id) {
   if (id == 0) THD_THROW(ValueError, op_name(), "the op's output id is 0, which means \"no tensor\"");
-  const bool redefined = prepared_.graph != nullptr && prepared_.graph->graph->owns(id);
+  const bool redefined = prepared_.graph != nullptr && prepared_.graph->graph->owns(prepared_.index, id);
   if (!redefined && table().find(id) != nullptr) {
     THD_THROW(ValueError, op_name(), "output tensor id {} is already in use (the master never reuses an id)", id);
   }
@@ -44,14 +44,19 @@ void ExecContext::target(uint64_t id) {
   if (id == 0) return;
   outputs_.push_back(id);
   if (session_.check() != nullptr) {
-    if (const Entry* e = table().find(id)) {
+    if (const Entry* e = find(id)) {
       if (auto a = StreamCheck::access_of(e->tensor, id, /*write=*/true)) accesses_.push_back(*a);
     }
   }
 }
 
+const Entry* ExecContext::find(uint64_t id) const {
+  if (prepared_.graph != nullptr) return prepared_.graph->graph->lookup(prepared_.index, id, session_.table());
+  return session_.table().find(id);
+}
+
 const Tensor& ExecContext::input(uint64_t id) {
-  const Entry* e = table().find(id);
+  const Entry* e = find(id);
   if (e == nullptr) {
     THD_THROW(ValueError, op_name(), "tensor id {} is not live on node {} (never created, or already freed)", id,
               node());
@@ -69,6 +74,14 @@ const Tensor& ExecContext::input(uint64_t id) {
     }
   }
   return e->tensor;
+}
+
+const Tensor* ExecContext::reusable(uint64_t id) {
+  if (prepared_.graph == nullptr || inherited_ || session_.check() != nullptr) return nullptr;
+  if (!prepared_.graph->graph->owns(prepared_.index, id)) return nullptr;
+  const Entry* e = find(id);
+  if (e == nullptr || e->poison || !e->tensor.defined() || e->tensor.storage().use_count() != 1) return nullptr;
+  return &e->tensor;
 }
 
 void ExecContext::define(uint64_t id, Tensor tensor) {

@@ -39,6 +39,8 @@ struct Prepared {
   // The replay of a graph the command runs in (worker/graphs.h), null for a command
   // the master sent on its own. Kept alive by the message holder of the command.
   const GraphRun* graph = nullptr;
+  // The command's index in that graph's commands.
+  uint32_t index = 0;
 };
 
 class ExecContext {
@@ -72,6 +74,14 @@ class ExecContext {
   // A live input: ValueError for an unknown id, PoisonedInput for a poisoned one
   // (or any input while the stream carries an inherited failure).
   const Tensor& input(uint64_t id);
+  // In a replay of a graph that owns `id` (declared with fresh()): the tensor the
+  // previous replay left there, when the op may write its new result into it
+  // instead of making a new one (docs/graphs.md, "Memory"): defined, not poisoned,
+  // and its storage held by nothing else (no view of it, no transfer in flight), so
+  // writing it changes no value anything else reads. Null otherwise, and while the
+  // stream carries an inherited failure or the hazard checker is on (it follows each
+  // definition): the op then makes and defines its result as usual.
+  const Tensor* reusable(uint64_t id);
   // The op's new tensor `id` (PoisonedInput while the stream carries a failure).
   void define(uint64_t id, Tensor tensor);
   // Before the op allocates `bytes` of tensors: ValueError when that would take the
@@ -120,6 +130,9 @@ class ExecContext {
   Prepared prepared_;
   std::vector<uint64_t> outputs_;
   std::vector<streams::Access> accesses_;  // with the hazard checker on
+
+  // The live entry `id`, through the graph's kept lookups in a replay.
+  const Entry* find(uint64_t id) const;
 
  public:
   // What the op read and wrote through the tensors it named (hazard checker).

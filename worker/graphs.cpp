@@ -99,10 +99,43 @@ GraphDef::GraphDef(uint64_t id, std::span<const uint8_t> message, std::vector<ui
     if (c->stream() != 0) default_stream_only_ = false;
     commands_.push_back(c);
   }
+  lookups_.resize(commands_.size());
   for (uint64_t t : owned_list_) {
     if (t == 0) THD_THROW(protocol::ProtocolError, kOp, "graph {} owns tensor id 0, which means \"no tensor\"", id);
     owned_.insert(t);
   }
+}
+
+const Entry* GraphDef::lookup(size_t index, uint64_t id, const HandleTable& table) const {
+  Lookups& kept = lookups_[index];
+  const uint64_t erasures = table.erasures();
+  if (kept.erasures == erasures) {
+    for (size_t i = 0; i < kept.size; ++i) {
+      if (kept.ids[i] == id) return kept.entries[i];
+    }
+  } else {
+    kept.size = 0;
+    kept.erasures = erasures;
+  }
+  const Entry* e = table.find(id);
+  // Not live yet (a tensor the graph makes, before its first replay): looked up
+  // again next time.
+  if (e != nullptr && kept.size < Lookups::kMax) {
+    kept.ids[kept.size] = id;
+    kept.entries[kept.size] = e;
+    ++kept.size;
+  }
+  return e;
+}
+
+bool GraphDef::owns(size_t index, uint64_t tensor) const {
+  Lookups& kept = lookups_[index];
+  for (size_t i = 0; i < kept.made; ++i) {
+    if (kept.made_ids[i] == tensor) return true;
+  }
+  if (!owns(tensor)) return false;
+  if (kept.made < kept.made_ids.size()) kept.made_ids[kept.made++] = tensor;
+  return true;
 }
 
 void GraphTable::check_new(uint64_t id) const {

@@ -5,6 +5,7 @@
 // receive, no verification, no decoding of a new message per replay.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -15,6 +16,7 @@
 #include <thd/datachannel.h>
 
 #include "protocol/codec.h"
+#include "worker/handle_table.h"
 
 namespace thd::worker {
 
@@ -36,7 +38,31 @@ class GraphDef {
   // Every command runs on the node's default stream.
   bool default_stream_only() const { return default_stream_only_; }
 
+  // The live entry `id` of `table` for command `index` of the graph (nullptr when
+  // not live). A replay's command looks each of its tensors up in the handle table
+  // (a hash lookup under its lock) once, and later replays use the entry's address
+  // as long as the table erased nothing meanwhile. Only the stream that runs
+  // command `index` calls this for it (a command always runs on its stream, one
+  // replay after the other), so the kept lookups take no lock.
+  const Entry* lookup(size_t index, uint64_t id, const HandleTable& table) const;
+  // owns(tensor) for an output of command `index`, kept with its lookups (the
+  // same stream-only use): a replay's op asks it without a hash lookup.
+  bool owns(size_t index, uint64_t tensor) const;
+
  private:
+  // The lookups of one command: the few tensors it names.
+  struct Lookups {
+    static constexpr size_t kMax = 4;
+    uint64_t erasures = 0;  // the table's count when they were made
+    uint8_t size = 0;
+    std::array<uint64_t, kMax> ids{};
+    std::array<const Entry*, kMax> entries{};
+    // Outputs of the command that the graph owns.
+    uint8_t made = 0;
+    std::array<uint64_t, 2> made_ids{};
+  };
+  mutable std::vector<Lookups> lookups_;
+
   uint64_t id_;
   Message message_;
   std::vector<const protocol::fb::Command*> commands_;

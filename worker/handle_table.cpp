@@ -39,7 +39,9 @@ void HandleTable::poison(uint64_t id, std::shared_ptr<const Poison> poison) {
 
 bool HandleTable::erase(uint64_t id) {
   std::lock_guard lock(mu_);
-  return entries_.erase(id) != 0;
+  if (entries_.erase(id) == 0) return false;
+  erasures_.fetch_add(1, std::memory_order_acq_rel);
+  return true;
 }
 
 size_t HandleTable::size() const {
@@ -50,6 +52,7 @@ size_t HandleTable::size() const {
 void HandleTable::clear() {
   std::lock_guard lock(mu_);
   entries_.clear();
+  erasures_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 size_t HandleTable::storage_bytes() const {

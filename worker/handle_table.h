@@ -2,6 +2,7 @@
 // tensor or the poison of the op that should have produced it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -49,9 +50,14 @@ class HandleTable {
   void clear();
   // Bytes of tensor memory the live entries hold (each storage counted once).
   size_t storage_bytes() const;
+  // How many times an entry was erased (erase, clear): an entry's address taken
+  // when this read n stays valid while it still reads n (a graph's replays keep the
+  // addresses of the entries they use, worker/graphs.h).
+  uint64_t erasures() const { return erasures_.load(std::memory_order_acquire); }
 
  private:
   mutable std::mutex mu_;
+  std::atomic<uint64_t> erasures_{0};
   std::unordered_map<uint64_t, Entry> entries_;
 };
 

@@ -94,10 +94,38 @@ Tensor create(ExecContext& ctx, const fb::Create& op) {
   }
 }
 
+// In a graph's replay: the constant creations written into the storage the
+// previous replay's tensor holds, when it has the very shape, dtype and device;
+// false when the op makes a new tensor instead.
+bool create_into(ExecContext& ctx, const fb::Create& op) {
+  const Tensor* kept = ctx.reusable(op.out());
+  if (kept == nullptr) return false;
+  switch (op.kind()) {
+    case fb::CreateKind::Empty:
+    case fb::CreateKind::Zeros:
+    case fb::CreateKind::Ones:
+    case fb::CreateKind::Full: break;
+    default: return false;
+  }
+  if (kept->dtype() != protocol::from_fb(op.dtype()) || kept->device() != protocol::from_fb(op.device()) ||
+      !kept->is_contiguous() || kept->shape() != protocol::shape_from_fb(op.shape(), "create")) {
+    return false;
+  }
+  Tensor& out = const_cast<Tensor&>(*kept);
+  switch (op.kind()) {
+    case fb::CreateKind::Zeros: out.fill_(0); break;
+    case fb::CreateKind::Ones: out.fill_(1); break;
+    case fb::CreateKind::Full: out.fill_(scalar_of(op.value())); break;
+    default: break;  // empty: any contents will do
+  }
+  return true;
+}
+
 }  // namespace
 
 void run(ExecContext& ctx, const fb::Create& op) {
   ctx.fresh(op.out());
+  if (create_into(ctx, op)) return;
   ctx.define(op.out(), create(ctx, op));
 }
 

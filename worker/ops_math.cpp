@@ -2,9 +2,11 @@
 // tensor library's op of the same name (the elementwise ones through the op table
 // the master infers with, protocol/op_table.h).
 #include <algorithm>
+#include <optional>
 
 #include "protocol/op_table.h"
 #include "tensor/check.h"
+#include "tensor/into.h"
 #include "worker/ops.h"
 #include "worker/sizes.h"
 
@@ -96,12 +98,76 @@ uint64_t computed_bytes(uint64_t numel, DType dtype) {
   return saturating_mul(numel, std::max<size_t>(element_size(dtype), 4));
 }
 
+// The ops a graph's replay can write into the previous replay's result
+// (tensor/into.h); nullopt for the others.
+std::optional<detail::IntoBinary> into_of(fb::BinaryOp op) {
+  switch (op) {
+    case fb::BinaryOp::Add: return detail::IntoBinary::Add;
+    case fb::BinaryOp::Sub: return detail::IntoBinary::Sub;
+    case fb::BinaryOp::Mul: return detail::IntoBinary::Mul;
+    case fb::BinaryOp::Div: return detail::IntoBinary::Div;
+    case fb::BinaryOp::Maximum: return detail::IntoBinary::Maximum;
+    case fb::BinaryOp::Minimum: return detail::IntoBinary::Minimum;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<detail::IntoUnary> into_of(fb::UnaryOp op) {
+  switch (op) {
+    case fb::UnaryOp::Neg: return detail::IntoUnary::Neg;
+    case fb::UnaryOp::Abs: return detail::IntoUnary::Abs;
+    case fb::UnaryOp::Exp: return detail::IntoUnary::Exp;
+    case fb::UnaryOp::Log: return detail::IntoUnary::Log;
+    case fb::UnaryOp::Sqrt: return detail::IntoUnary::Sqrt;
+    case fb::UnaryOp::Rsqrt: return detail::IntoUnary::Rsqrt;
+    case fb::UnaryOp::Sin: return detail::IntoUnary::Sin;
+    case fb::UnaryOp::Cos: return detail::IntoUnary::Cos;
+    case fb::UnaryOp::Tanh: return detail::IntoUnary::Tanh;
+    case fb::UnaryOp::Sigmoid: return detail::IntoUnary::Sigmoid;
+    case fb::UnaryOp::Relu: return detail::IntoUnary::Relu;
+    case fb::UnaryOp::Gelu: return detail::IntoUnary::Gelu;
+    default: return std::nullopt;
+  }
+}
+
+// In a graph's replay: `out` written with `a op b` in the storage the previous
+// replay's result holds (no allocation, no size arithmetic); false when the op
+// makes a new tensor instead.
+template <typename B>
+bool write_into(ExecContext& ctx, uint64_t out, fb::BinaryOp op, const Tensor& a, const B& b) {
+  const Tensor* kept = ctx.reusable(out);
+  if (kept == nullptr) return false;
+  const auto kind = into_of(op);
+  return kind.has_value() && detail::binary_into(*kind, *kept, a, b);
+}
+
+// In a graph's replay: a copy of `a` (as `dtype`) written into the storage the
+// previous replay's result holds, when it has the very shape, dtype and device;
+// false when the op makes a new tensor instead.
+bool copy_into(ExecContext& ctx, uint64_t out, const Tensor& a, DType dtype) {
+  const Tensor* kept = ctx.reusable(out);
+  if (kept == nullptr || kept->dtype() != dtype || kept->device() != a.device() || !kept->is_contiguous() ||
+      kept->shape() != a.shape()) {
+    return false;
+  }
+  const_cast<Tensor&>(*kept).copy_(a);
+  return true;
+}
+
 }  // namespace
 
 void run(ExecContext& ctx, const fb::Unary& op) {
   ctx.output(op.out(), op.a());
   if (op.out() == 0) return protocol::call_(op.op(), target(ctx, op.a()));
   const Tensor& a = ctx.input(op.a());
+  if (op.op() == fb::UnaryOp::Clone || op.op() == fb::UnaryOp::Contiguous) {
+    // A contiguous input's contiguous() is the input itself: that result shares
+    // the input's storage, which the graph's handle then does not hold alone.
+    if (copy_into(ctx, op.out(), a, a.dtype())) return;
+  } else if (const Tensor* kept = ctx.reusable(op.out())) {
+    const auto kind = into_of(op.op());
+    if (kind.has_value() && detail::unary_into(*kind, *kept, a)) return;
+  }
   ctx.reserve(computed_bytes(numel_of(a.shape()), a.dtype()));
   ctx.define(op.out(), protocol::call(op.op(), a));
 }
@@ -111,6 +177,7 @@ void run(ExecContext& ctx, const fb::Binary& op) {
   const Tensor& b = ctx.input(op.b());
   if (op.out() == 0) return protocol::call_(op.op(), target(ctx, op.a()), b);
   const Tensor& a = ctx.input(op.a());
+  if (write_into(ctx, op.out(), op.op(), a, b)) return;
   ctx.reserve(computed_bytes(broadcast_numel({a.shape(), b.shape()}), result_type(a, b)));
   ctx.define(op.out(), protocol::call(op.op(), a, b));
 }
@@ -123,6 +190,7 @@ void run(ExecContext& ctx, const fb::BinaryScalar& op) {
     return protocol::call_(op.op(), target(ctx, op.a()), b);
   }
   const Tensor& a = ctx.input(op.a());
+  if (!op.reverse() && write_into(ctx, op.out(), op.op(), a, b)) return;
   ctx.reserve(computed_bytes(numel_of(a.shape()), result_type(a, b)));
   ctx.define(op.out(), op.reverse() ? protocol::call_reversed(op.op(), b, a) : protocol::call(op.op(), a, b));
 }
@@ -163,6 +231,7 @@ void run(ExecContext& ctx, const fb::Cast& op) {
   // Always a copy: the master keeps `to()` without a copy on its side.
   const Tensor& a = ctx.input(op.a());
   const DType dtype = protocol::from_fb(op.dtype());
+  if (copy_into(ctx, op.out(), a, dtype)) return;
   ctx.reserve(bytes_of(numel_of(a.shape()), dtype));
   ctx.define(op.out(), a.to(dtype, /*copy=*/true));
 }

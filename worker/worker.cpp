@@ -90,7 +90,7 @@ Prepared prepare(Session& session, const fb::Command& c) {
 void refuse(Session& session, const fb::Command& c, const Prepared& prepared, const std::string& message,
             ErrorKind kind) {
   ExecContext& main = session.streams().default_stream();
-  main.begin(c, Prepared{.value = 0, .event = nullptr, .graph = prepared.graph});
+  main.begin(c, Prepared{.value = 0, .event = nullptr, .graph = prepared.graph, .index = prepared.index});
   const std::shared_ptr<const Poison> poison = main.new_poison(message, kind);
   const fb::Fetch* fetch = c.op_as_Fetch();
   main.fail(poison, /*report=*/fetch == nullptr);
@@ -103,7 +103,7 @@ void refuse(Session& session, const fb::Command& c, const Prepared& prepared, co
 // every other stream has run what it holds (CUDA's legacy default stream); the
 // others on their stream's executor.
 void schedule(Session& session, const std::shared_ptr<const Message>& holder, const fb::Command& c,
-              const GraphRun* graph = nullptr);
+              const GraphRun* graph = nullptr, uint32_t index = 0);
 
 // A replay of a graph whose commands all run on the default stream, run here and
 // now. The wait for the node's other streams (CUDA's legacy default stream, as
@@ -112,9 +112,10 @@ void schedule(Session& session, const std::shared_ptr<const Message>& holder, co
 void replay_on_default_stream(Session& session, const std::vector<const fb::Command*>& commands,
                               const GraphRun* run) {
   ExecContext& main = session.streams().default_stream();
-  auto prepared_of = [&](const fb::Command& c) {
+  auto prepared_of = [&](const fb::Command& c, size_t index) {
     Prepared p = prepare(session, c);
     p.graph = run;
+    p.index = static_cast<uint32_t>(index);
     return p;
   };
   if (!session.streams().idle() && !session.drain_streams()) {
@@ -122,7 +123,9 @@ void replay_on_default_stream(Session& session, const std::vector<const fb::Comm
         "the default stream of node {} waited {} ms for the node's other streams to finish, and they finished no op "
         "meanwhile",
         session.node(), session.timeout().count());
-    for (const fb::Command* c : commands) refuse(session, *c, prepared_of(*c), why, ErrorKind::Timeout);
+    for (size_t i = 0; i < commands.size(); ++i) {
+      refuse(session, *commands[i], prepared_of(*commands[i], i), why, ErrorKind::Timeout);
+    }
     return;
   }
   GpuStreams::Use on(main.gpu());  // CUDA's legacy default stream, noting the GPUs used
@@ -130,10 +133,10 @@ void replay_on_default_stream(Session& session, const std::vector<const fb::Comm
     if (i % kMasterLostEvery == 0 && session.master_lost()) return;
     const fb::Command& c = *commands[i];
     if (is_control(c.op_type())) {
-      dispatch(main, c, Prepared{.value = 0, .event = nullptr, .graph = run});
+      dispatch(main, c, Prepared{.value = 0, .event = nullptr, .graph = run, .index = static_cast<uint32_t>(i)});
       continue;
     }
-    Prepared prepared = prepared_of(c);
+    Prepared prepared = prepared_of(c, i);
     const bool collective = c.op_type() == fb::Op::Collective;
     const uint64_t turn = prepared.value;
     dispatch(main, c, std::move(prepared));
@@ -173,23 +176,24 @@ void replay(Session& session, const fb::Command& c) {
     // Asking whether the master is lost reads a clock: once in a while is enough for
     // a replay of tiny ops, which takes microseconds per hundred.
     if (i % kMasterLostEvery == 0 && session.master_lost()) return;
-    schedule(session, holder, *commands[i], run.get());
+    schedule(session, holder, *commands[i], run.get(), static_cast<uint32_t>(i));
   }
 }
 
 void schedule(Session& session, const std::shared_ptr<const Message>& holder, const fb::Command& c,
-              const GraphRun* graph) {
+              const GraphRun* graph, uint32_t index) {
   ExecContext& main = session.streams().default_stream();
   if (c.op_type() == fb::Op::ReplayGraph) {
     replay(session, c);
     return;
   }
   if (is_control(c.op_type())) {
-    dispatch(main, c, Prepared{.value = 0, .event = nullptr, .graph = graph});
+    dispatch(main, c, Prepared{.value = 0, .event = nullptr, .graph = graph, .index = index});
     return;
   }
   Prepared prepared = prepare(session, c);
   prepared.graph = graph;
+  prepared.index = index;
   const bool collective = c.op_type() == fb::Op::Collective;
   const uint64_t turn = prepared.value;
   if (c.stream() == 0) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <map>
 #include <thread>
@@ -27,6 +28,7 @@
 #include "datachannel/wire.h"
 #include "master/session.h"
 #include "protocol/codec.h"
+#include "message_versions.h"
 #include "protocol/framing.h"
 #include "seed_traffic.h"
 #include "worker/worker.h"
@@ -558,10 +560,41 @@ void pipe_seeds(Seeds& seeds) {
 }  // namespace
 }  // namespace thd::fuzz
 
+// thd_fuzz_seed --restamp FILE...: worker_batch inputs (regressions crafted for an
+// older protocol version) rewritten in place with this build's version.
+int restamp(int argc, char** argv) {
+  for (int i = 2; i < argc; ++i) {
+    std::ifstream in(argv[i], std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "thd_fuzz_seed: cannot read %s\n", argv[i]);
+      return 1;
+    }
+    const thd::fuzz::Bytes input((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t restamped = 0;
+    const thd::fuzz::Bytes output = thd::fuzz::restamp_versions(input, &restamped);
+    if (restamped != 0) {
+      std::ofstream out(argv[i], std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(output.data()), static_cast<std::streamsize>(output.size()));
+    }
+    std::printf("%s: %zu version fields set to %u\n", argv[i], restamped, thd::protocol::kVersion);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "--restamp") {
+    try {
+      return restamp(argc, argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "thd_fuzz_seed: %s\n", e.what());
+      return 1;
+    }
+  }
   if (argc != 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fprintf(stderr, "usage: thd_fuzz_seed OUT_DIR\n  writes the seed corpus of every fuzz target into "
-                         "OUT_DIR/<target>/ (tests/fuzz/corpus in the repository)\n");
+                         "OUT_DIR/<target>/ (tests/fuzz/corpus in the repository)\n"
+                         "       thd_fuzz_seed --restamp FILE...\n  sets the protocol version of the Messages "
+                         "in worker_batch inputs to this build's\n");
     return argc == 2 ? 0 : 2;
   }
   try {

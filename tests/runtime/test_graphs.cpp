@@ -103,6 +103,30 @@ TEST_F(Graphs, TensorsCreatedInsideAreMadeAnewByEachReplay) {
   }
 }
 
+// A replay writes a graph's out-of-place results into the storage the previous
+// replay's held, but never storage something else still holds: a view taken
+// outside the graph keeps the values of the replay it was taken after.
+TEST_F(Graphs, AViewTakenOutsideTheGraphKeepsTheReplayItWasTakenAfter) {
+  DistributedTensor x = DistributedTensor::full({8}, 1.0f, kFloat32);
+  DistributedTensor y, z;
+  Graph g = thd::capture([&] {
+    y = x * 2;
+    z = (y + 1).relu();
+  });
+  g.replay();
+  DistributedTensor v = y.view({2, 4});  // eager, between the replays
+  x.fill_(5);
+  g.replay();
+  EXPECT_TRUE(same_tensor(y.get(), filled(10, 8)));
+  EXPECT_TRUE(same_tensor(z.get(), filled(11, 8)));
+  EXPECT_TRUE(same_tensor(v.get().flatten(), filled(2, 8)));
+  x.fill_(-3);
+  g.replay();
+  EXPECT_TRUE(same_tensor(y.get(), filled(-6, 8)));
+  EXPECT_TRUE(same_tensor(z.get(), filled(0, 8)));
+  EXPECT_TRUE(same_tensor(v.get().flatten(), filled(2, 8)));
+}
+
 TEST_F(Graphs, ManyBackToBackReplaysOnBothNodesInOrder) {
   DistributedTensor a, b;
   {

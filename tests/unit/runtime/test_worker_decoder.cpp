@@ -10,6 +10,7 @@
 
 #include <thd/cuda.h>
 #include <thd/datachannel.h>
+#include <thd/memory.h>
 #include <thd/store.h>
 
 #include "datachannel/test_util.h"
@@ -553,6 +554,78 @@ TEST_F(WorkerDecoder, AGraphIsDefinedOnceAndEachReplayRunsItAgain) {
   EXPECT_NE(m->body_as_OpFailed()->message()->str().find("tensor id 1 is not live"), std::string::npos);
   expect_error("graph 9 is not defined on node 0");
   expect_still_serving(104);
+}
+
+// A graph of elementwise ops, constant creations and copies on 256 floats of x
+// (id 1): 2 = x * 3, 3 = 2 + x, 4 = relu(3), 5 = zeros, 6 = 5 - 4, 6 += 1,
+// 7 = 6 as float64, 8 = clone(2).
+std::vector<uint8_t> elementwise_chain() {
+  return graph_bytes([](flatbuffers::FlatBufferBuilder& b) {
+    const fb::Scalar three(fb::ScalarKind::Float, 0, 3.0), one(fb::ScalarKind::Float, 0, 1.0), zero;
+    return std::vector{
+        fb::CreateCommand(b, 901, fb::Op::BinaryScalar, fb::CreateBinaryScalar(b, 2, fb::BinaryOp::Mul, 1, &three).Union()),
+        fb::CreateCommand(b, 902, fb::Op::Binary, fb::CreateBinary(b, 3, fb::BinaryOp::Add, 2, 1).Union()),
+        fb::CreateCommand(b, 903, fb::Op::Unary, fb::CreateUnary(b, 4, fb::UnaryOp::Relu, 3).Union()),
+        fb::CreateCommand(b, 904, fb::Op::Create,
+                          fb::CreateCreate(b, 5, fb::CreateKind::Zeros, fb::DType::Float32,
+                                           b.CreateVector<int64_t>({256}), &zero, &zero, &zero, &zero)
+                              .Union()),
+        fb::CreateCommand(b, 905, fb::Op::Binary, fb::CreateBinary(b, 6, fb::BinaryOp::Sub, 5, 4).Union()),
+        fb::CreateCommand(b, 906, fb::Op::BinaryScalar, fb::CreateBinaryScalar(b, 0, fb::BinaryOp::Add, 6, &one).Union()),
+        fb::CreateCommand(b, 907, fb::Op::Cast, fb::CreateCast(b, 7, 6, fb::DType::Float64).Union()),
+        fb::CreateCommand(b, 908, fb::Op::Unary, fb::CreateUnary(b, 8, fb::UnaryOp::Clone, 2).Union())};
+  });
+}
+
+// The worker runs in this process: its tensor allocations are this process's.
+TEST_F(WorkerDecoder, AGraphsIntermediatesAreAllocatedOnceAndWrittenByEachReplay) {
+  const fb::Scalar two(fb::ScalarKind::Float, 0, 2.0), minus_one(fb::ScalarKind::Float, 0, -1.0), zero;
+  Tensor got = Tensor::zeros({256}, kFloat32);
+  // Waits for everything sent so far: the fetch of tensor `id` comes after it.
+  auto fetch = [&](uint64_t op_id, uint64_t id) {
+    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(op_id);
+    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
+    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+      return std::vector{fb::CreateCommand(b, op_id, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
+    }));
+    r.wait();
+    return got.to_vector<float>();
+  };
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{
+        fb::CreateCommand(b, 1, fb::Op::Create,
+                          fb::CreateCreate(b, 1, fb::CreateKind::Full, fb::DType::Float32, b.CreateVector<int64_t>({256}),
+                                           &two, &zero, &zero, &zero)
+                              .Union()),
+        define_graph(b, 2, 9, elementwise_chain(), {2, 3, 4, 5, 6, 7, 8}), replay_graph(b, 3, 9, 1)};
+  }));
+  EXPECT_EQ(fetch(4, 6), std::vector<float>(256, -7.0f));  // 0 - relu(2 * 3 + 2) + 1
+  const int64_t allocs = memory_stats().num_allocs;
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    std::vector<flatbuffers::Offset<fb::Command>> replays;
+    for (uint64_t i = 0; i < 50; ++i) replays.push_back(replay_graph(b, 10 + i, 9, 2 + i));
+    return replays;
+  }));
+  EXPECT_EQ(fetch(100, 6), std::vector<float>(256, -7.0f));
+  EXPECT_EQ(memory_stats().num_allocs, allocs) << "replays after the first allocated tensors";
+  // An input updated in place between replays: the next replay writes the new values
+  // into the same storage.
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{fb::CreateCommand(b, 101, fb::Op::Fill, fb::CreateFill(b, 1, &minus_one).Union()),
+                       replay_graph(b, 102, 9, 52)};
+  }));
+  EXPECT_EQ(fetch(103, 6), std::vector<float>(256, 1.0f));  // 0 - relu(-3 - 1) + 1
+  EXPECT_EQ(fetch(104, 8), std::vector<float>(256, -3.0f));
+  EXPECT_EQ(memory_stats().num_allocs, allocs);
+  Tensor as_double = Tensor::zeros({256}, kFloat64);
+  Request r = master_->irecv(as_double, 1, {.tag = protocol::kFetchTagBase + 106, .timeout = seconds(5)});
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{
+        fb::CreateCommand(b, 106, fb::Op::Fetch, fb::CreateFetch(b, 7, protocol::kFetchTagBase + 106).Union())};
+  }));
+  r.wait();
+  EXPECT_EQ(as_double.to_vector<double>(), std::vector<double>(256, 1.0));
+  expect_still_serving(105);
 }
 
 TEST_F(WorkerDecoder, RandomlyMutatedGraphsNeverStopTheWorker) {
