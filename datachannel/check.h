@@ -3,6 +3,10 @@
 // "[rank 2, peer 0]".
 #pragma once
 
+#include <exception>
+#include <string>
+#include <utility>
+
 #include "tensor/check.h"
 
 namespace thd::detail {
@@ -12,6 +16,15 @@ inline ErrorContext context_at(std::string op, int rank, int peer, const char* f
   ctx.rank = rank;
   ctx.peer = peer;
   return ctx;
+}
+
+// The error THD_THROW_AT would throw, for failing a request with rather than
+// throwing.
+template <typename E, typename... Args>
+std::exception_ptr error_at(const std::string& op, int rank, int peer, fmt::format_string<Args...> f,
+                            Args&&... args) {
+  return std::make_exception_ptr(
+      E(fmt::format(f, std::forward<Args>(args)...), context_at(op, rank, peer, __FILE__, __LINE__)));
 }
 
 }  // namespace thd::detail

@@ -64,6 +64,7 @@ FACES = {
         "tensor/dispatch.h",  # the switch from a DType to a C++ type (datachannel's reduction kernels)
         "tensor/int_math.h",  # integer arithmetic that wraps like torch's (the same kernels)
         "tensor/op_util.h",  # a tensor op's argument checks, which the master runs before it emits an op
+        "tensor/into.h",  # elementwise ops into an existing tensor: a worker's graph replays reuse storage
         # The CUDA runtime under thd::cuda (streams and their pool, events, the caching
         # allocator's record_stream), which the worker's GPU streams and the NCCL backend drive.
         "tensor/cuda/cuda_check.h",

@@ -41,12 +41,6 @@ inline void copy_bytes(uint8_t* to, const uint8_t* from, size_t n) noexcept {
   std::memcpy(to, from, n);
 }
 
-template <typename E, typename... Args>
-std::exception_ptr make_error(const std::string& op, int rank, int peer, fmt::format_string<Args...> f,
-                              Args&&... args) {
-  return std::make_exception_ptr(
-      E(fmt::format(f, std::forward<Args>(args)...), context_at(op, rank, peer, __FILE__, __LINE__)));
-}
 
 }  // namespace
 
@@ -191,12 +185,12 @@ void PipeEngine::close_pipe() noexcept {
 bool PipeEngine::on_hello(ControlInbox& inbox, size_t bytes) {
   if (proof_.check_hello(inbox.peer, {inbox.buffer.get(), bytes})) return true;
   lose_peer(inbox.peer,
-            make_error<AuthError>(name_ + " backend", rank(), inbox.peer, "{}", proof_.refusal(inbox.peer)));
+            error_at<AuthError>(name_ + " backend", rank(), inbox.peer, "{}", proof_.refusal(inbox.peer)));
   return false;
 }
 
 std::exception_ptr PipeEngine::closed_error(const std::string& op) const {
-  return make_error<ConnectionError>(op, rank(), -1, "channel closed (the {} transport was destroyed)", name_);
+  return error_at<ConnectionError>(op, rank(), -1, "channel closed (the {} transport was destroyed)", name_);
 }
 
 std::exception_ptr PipeEngine::lost_error(int peer, const std::string& op) const { return lost_.error_for(peer, op); }
@@ -210,8 +204,8 @@ void PipeEngine::post_send(std::span<const uint8_t> data, int dst, const Envelop
     return;
   }
   if (dst < 0 || dst >= size() || data.size() > detail::kMaxPayloadBytes) {
-    request->fail(make_error<ValueError>(request->op, rank(), dst, "cannot send {} bytes to rank {} of a world of {}",
-                                         data.size(), dst, size()));
+    request->fail(error_at<ValueError>(request->op, rank(), dst, "cannot send {} bytes to rank {} of a world of {}",
+                                       data.size(), dst, size()));
     return;
   }
   if (native_) {
@@ -325,8 +319,8 @@ void PipeEngine::post_recv(std::span<uint8_t> data, int src, const Envelope& env
     return;
   }
   if (src != kAnySource && (src < 0 || src >= size())) {
-    request->fail(make_error<ValueError>(request->op, rank(), src, "cannot receive from rank {} of a world of {}", src,
-                                         size()));
+    request->fail(error_at<ValueError>(request->op, rank(), src, "cannot receive from rank {} of a world of {}", src,
+                                       size()));
     return;
   }
   if (native_envelope(envelope, src)) {
@@ -432,7 +426,7 @@ void PipeEngine::receive_payload(int peer, uint32_t data_tag, uint64_t bytes,
       // Bounded as the messages a peer leaves waiting are.
       if (bytes > tuning_.unexpected_limit) {
         cut_off_[static_cast<size_t>(peer)] = 1;
-        lose_peer(peer, make_error<ConnectionError>(
+        lose_peer(peer, error_at<ConnectionError>(
                             std::string(name_) + " backend", rank(), peer,
                             "rank {} sent a message of {} bytes that no receive takes, past the limit of {} per peer "
                             "(THD_MAX_UNEXPECTED_BYTES); it was cut off",
@@ -514,8 +508,8 @@ void PipeEngine::on_control(ControlInbox& inbox, std::exception_ptr error, size_
   detail::FrameHeader header;
   size_t header_bytes = 0;
   if (!parse_control(inbox, bytes, &header, &header_bytes, &why)) {
-    lose_peer(peer, make_error<ConnectionError>(std::string(name_) + " backend", rank(), peer,
-                                                "rank {} sent bytes that are not a thd message: {}", peer, why));
+    lose_peer(peer, error_at<ConnectionError>(std::string(name_) + " backend", rank(), peer,
+                                              "rank {} sent bytes that are not a thd message: {}", peer, why));
     return;
   }
   const uint8_t* payload = inbox.buffer.get() + header_bytes;
@@ -538,7 +532,7 @@ void PipeEngine::keep_unexpected(int peer, const detail::FrameHeader& header, co
   size_t& held = unexpected_bytes_[static_cast<size_t>(peer)];
   if (held + charge > tuning_.unexpected_limit) {
     cut_off_[static_cast<size_t>(peer)] = 1;
-    lose_peer(peer, make_error<ConnectionError>(
+    lose_peer(peer, error_at<ConnectionError>(
                         std::string(name_) + " backend", rank(), peer,
                         "rank {} was cut off: it sent {} bytes of messages that no receive has taken, past the limit "
                         "of {} per peer (THD_MAX_UNEXPECTED_BYTES); what it sends from now on is dropped",
@@ -593,9 +587,9 @@ void PipeEngine::on_data(DataRecv& op, std::exception_ptr error, size_t bytes) {
     if (error) {
       op.request->fail(error);
     } else if (bytes != op.expected) {
-      op.request->fail(make_error<ConnectionError>(op.request->op, rank(), op.peer,
-                                                   "rank {} announced {} bytes but sent {}", op.peer, op.expected,
-                                                   bytes));
+      op.request->fail(error_at<ConnectionError>(op.request->op, rank(), op.peer,
+                                                 "rank {} announced {} bytes but sent {}", op.peer, op.expected,
+                                                 bytes));
     } else {
       op.request->complete(op.peer, bytes);
     }
@@ -671,9 +665,9 @@ void PipeEngine::cancel(const std::shared_ptr<RequestState>& request, std::excep
     };
     if (!drive(net::deadline_after(tuning_.withdraw_wait), [&] { return !listed(); }) && peer >= 0 &&
         peer != rank()) {
-      lose_peer(peer, make_error<TimeoutError>(request->op, rank(), peer,
-                                               "a withdrawn receive from rank {} did not finish within {} ms", peer,
-                                               tuning_.withdraw_wait.count()));
+      lose_peer(peer, error_at<TimeoutError>(request->op, rank(), peer,
+                                             "a withdrawn receive from rank {} did not finish within {} ms", peer,
+                                             tuning_.withdraw_wait.count()));
     }
     return;
   }
@@ -689,9 +683,9 @@ void PipeEngine::cancel(const std::shared_ptr<RequestState>& request, std::excep
     const bool borrowed = m.data_part.pending && !request->keeps_memory();
     if (borrowed && !drive(net::deadline_after(tuning_.withdraw_wait),
                                   [&] { return !m.data_part.pending; })) {
-      lose_peer(m.peer, make_error<TimeoutError>(request->op, rank(), m.peer,
-                                                 "a withdrawn send to rank {} did not leave within {} ms", m.peer,
-                                                 tuning_.withdraw_wait.count()));
+      lose_peer(m.peer, error_at<TimeoutError>(request->op, rank(), m.peer,
+                                               "a withdrawn send to rank {} did not leave within {} ms", m.peer,
+                                               tuning_.withdraw_wait.count()));
     }
     it = sends_.find(request.get());
     if (it != sends_.end()) {
@@ -715,9 +709,9 @@ void PipeEngine::cancel(const std::shared_ptr<RequestState>& request, std::excep
     const bool finished =
         drive(net::deadline_after(tuning_.withdraw_wait), [&] { return !data_recvs_.contains(d); });
     if (!finished) {
-      lose_peer(d->peer, make_error<TimeoutError>(request->op, rank(), d->peer,
-                                                  "a withdrawn receive from rank {} did not finish within {} ms",
-                                                  d->peer, tuning_.withdraw_wait.count()));
+      lose_peer(d->peer, error_at<TimeoutError>(request->op, rank(), d->peer,
+                                                "a withdrawn receive from rank {} did not finish within {} ms",
+                                                d->peer, tuning_.withdraw_wait.count()));
     }
     return;
   }

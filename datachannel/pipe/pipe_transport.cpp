@@ -27,12 +27,6 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(net::Clock::now().time_since_epoch()).count();
 }
 
-template <typename E, typename... Args>
-std::exception_ptr make_error(const std::string& op, int rank, int peer, fmt::format_string<Args...> f,
-                              Args&&... args) {
-  return std::make_exception_ptr(
-      E(fmt::format(f, std::forward<Args>(args)...), context_at(op, rank, peer, __FILE__, __LINE__)));
-}
 
 }  // namespace
 
@@ -312,7 +306,7 @@ void PipeTransport::tend_peers(net::Clock::time_point now, bool look_at_processe
     auto round = liveness_.heartbeat_round(now, [&](int p) { return proof_.proved(p) && !peer_error(p); });
     if (round) {
       for (auto& lost : round->lost) {
-        engine_.lose_peer(lost.peer, make_error<PeerLost>(op, rank(), lost.peer, "{}", lost.why));
+        engine_.lose_peer(lost.peer, error_at<PeerLost>(op, rank(), lost.peer, "{}", lost.why));
       }
       for (int p : round->send_to) {
         // One heartbeat in flight per peer: a send the library cannot finish (a dead
@@ -329,7 +323,7 @@ void PipeTransport::tend_peers(net::Clock::time_point now, bool look_at_processe
   }
   if (look_at_processes) {
     for (auto& lost : liveness_.exits(now, /*look=*/true, [&](int p) { return peer_error(p) != nullptr; })) {
-      engine_.lose_peer(lost.peer, make_error<PeerLost>(op, rank(), lost.peer, "{}", lost.why));
+      engine_.lose_peer(lost.peer, error_at<PeerLost>(op, rank(), lost.peer, "{}", lost.why));
     }
     engine_.settle();
   }
