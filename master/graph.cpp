@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "protocol/graph_ops.h"
 #include "tensor/check.h"
 
 namespace thd::master {
@@ -39,28 +40,16 @@ Capture::~Capture() {
 Capture* Capture::active() { return t_capture; }
 
 bool Capture::takes(fb::Op type) {
-  switch (type) {
-    case fb::Op::StreamCreate:
-    case fb::Op::StreamDestroy:
-    case fb::Op::EventDestroy:
-    case fb::Op::DefineGraph:
-    case fb::Op::DropGraph:
+  switch (protocol::in_graph(type)) {
+    case protocol::InGraph::Held:
+      return true;
+    case protocol::InGraph::SentAtOnce:
       return false;
-    case fb::Op::Fetch:
-    case fb::Op::Sync:
-    case fb::Op::EventQuery:
-    case fb::Op::StreamQuery:
-    case fb::Op::StatsQuery:
-    case fb::Op::ClockQuery:
-    case fb::Op::TraceDump:
-    case fb::Op::Upload:
-    case fb::Op::Free:
-    case fb::Op::ReplayGraph:
+    case protocol::InGraph::Refused:
       check_not_capturing(fb::EnumNameOp(type), "a graph cannot hold it");
       return false;
-    default:
-      return true;
   }
+  return false;
 }
 
 uint64_t Capture::record(NodeLink& link, uint32_t stream, fb::Op type, const NodeLink::BuildOp& build) {

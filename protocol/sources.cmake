@@ -2,6 +2,7 @@
 set(THD_PROTOCOL_SOURCES
   protocol/codec.cpp
   protocol/framing.cpp
+  protocol/graph_ops.cpp
 )
 
 # The schema flatc compiles (cmake/ThdProtocolSchema.cmake): with THD_ENABLE_TEST_HOOKS,
