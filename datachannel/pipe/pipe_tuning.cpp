@@ -27,6 +27,16 @@ std::optional<long long> env_number(const net::EnvLookup& env, const char* name,
   return n;
 }
 
+// The on/off variable `name`: "1" on, "0" off, nullopt when it is unset or empty;
+// ValueError naming it otherwise.
+std::optional<bool> env_switch(const net::EnvLookup& env, const char* name) {
+  const auto v = env(name);
+  if (!v || v->empty()) return std::nullopt;
+  THD_CHECK(*v == "0" || *v == "1", ValueError, "DataChannel::create", "{} must be 0 (off) or 1 (on), got '{}'", name,
+            *v);
+  return *v == "1";
+}
+
 }  // namespace
 
 PipeTuning pipe_tuning_from_env(const net::EnvLookup& env) {
@@ -39,7 +49,7 @@ PipeTuning pipe_tuning_from_env(const net::EnvLookup& env) {
     t.heartbeat_timeout = std::chrono::milliseconds(*ms);
     t.heartbeat_interval = std::min(t.heartbeat_interval, t.heartbeat_timeout / 4);
   }
-  if (auto on = env_number(env, "THD_PIPE_NATIVE_MATCHING", 0, 1, "switch positions")) t.native_matching = *on == 1;
+  if (auto on = env_switch(env, "THD_PIPE_NATIVE_MATCHING")) t.native_matching = *on;
   if (auto ns = env_number(env, "THD_PIPE_YIELD_SWITCH_NS", 1, 1000000, "nanoseconds")) {
     t.yield_switch = std::chrono::nanoseconds(*ns);
   }

@@ -938,7 +938,8 @@ TEST(PipeTuning, NativeMatchingIsOnUnlessTheEnvironmentTurnsItOff) {
   EXPECT_TRUE(detail::pipe::pipe_tuning_from_env(env_of("")).native_matching);
   EXPECT_FALSE(detail::pipe::pipe_tuning_from_env(env_of("0")).native_matching);
   EXPECT_TRUE(detail::pipe::pipe_tuning_from_env(env_of("1")).native_matching);
-  EXPECT_THROW((void)detail::pipe::pipe_tuning_from_env(env_of("yes")), ValueError);
+  THD_EXPECT_THROW_MSG((void)detail::pipe::pipe_tuning_from_env(env_of("yes")), ValueError,
+                       "THD_PIPE_NATIVE_MATCHING must be 0 (off) or 1 (on), got 'yes'");
 }
 
 TEST(PipeTuning, LoopbackWorldCountsAsOneHost) {
