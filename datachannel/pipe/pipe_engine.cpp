@@ -237,21 +237,13 @@ void PipeEngine::post_send(std::span<const uint8_t> data, int dst, const Envelop
   }
   // An announced message: its header now, its payload on a data tag of its own.
   Outgoing& m = add_send(request, dst);
-  m.nbytes = data.size();
   uint32_t& next = next_data_tag_[static_cast<size_t>(dst)];
   const uint32_t data_tag = next;
   next = next >= max_data_tag_ ? 1 : next + 1;
   const detail::FrameHeaderBytes header =
       detail::encode_frame_header(envelope, data.size(), detail::FrameKind::ReadyToSend, data_tag);
   m.control.assign(header.begin(), header.end());
-  m.payload = data;
-  // A pipe that cannot tell a dead peer may keep a send to it forever, while the
-  // request must be failed when the peer is found lost: bytes no tensor keeps
-  // alive travel from a copy, so failing the request frees nothing in use.
-  if (heartbeats_ && !request->keeps_memory()) {
-    m.owned.assign(data.begin(), data.end());
-    m.payload = m.owned;
-  }
+  m.set_payload(data, heartbeats_ && !request->keeps_memory());
   m.control_part.pending = true;
   ++transfers_;
   pipe_->send(dst, kControlTag, m.control, &m.control_part);
@@ -780,14 +772,7 @@ bool PipeEngine::send_native_at_once(std::span<const uint8_t> data, int dst, con
 void PipeEngine::send_native(uint64_t tag, std::span<const uint8_t> data, int dst,
                              const std::shared_ptr<RequestState>& request) {
   Outgoing& m = add_send(request, dst);
-  m.nbytes = data.size();
-  m.payload = data;
-  // As an announced payload's (post_send): a pipe that cannot tell a dead peer
-  // sends what no tensor keeps alive from a copy.
-  if (heartbeats_ && !request->keeps_memory()) {
-    m.owned.assign(data.begin(), data.end());
-    m.payload = m.owned;
-  }
+  m.set_payload(data, heartbeats_ && !request->keeps_memory());
   m.data_part.pending = true;
   ++transfers_;
   pipe_->send_tagged(dst, tag, m.payload, &m.data_part);

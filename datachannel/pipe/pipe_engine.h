@@ -177,6 +177,18 @@ class PipeEngine {
     SendPart control_part;
     SendPart data_part;
     int pending() const { return int{control_part.pending} + int{data_part.pending}; }
+    // Sends `data` from the caller's memory, or from a copy when `copy`: a pipe that
+    // cannot tell a dead peer may keep a send to it forever, while the request must
+    // be failed when the peer is found lost, so bytes no tensor keeps alive travel
+    // from a copy and failing the request frees nothing in use.
+    void set_payload(std::span<const uint8_t> data, bool copy) {
+      nbytes = data.size();
+      payload = data;
+      if (copy) {
+        owned.assign(data.begin(), data.end());
+        payload = owned;
+      }
+    }
   };
   // The standing control receive of one peer.
   struct ControlInbox : EngineOp {
