@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,6 +48,23 @@ bool reaches(const std::atomic<int>& done, int count, std::chrono::milliseconds 
   return true;
 }
 
+// Starts on `lane` a task that suspends on `r` until it finishes (waking at least
+// every `slice`), counting `suspended` when it got to its wait and `done` once it
+// ended; `after` runs on the task once its request finished.
+void start_waiting_task(int lane, RequestState& r, std::atomic<int>& suspended, std::atomic<int>& done,
+                        std::function<void()> after = {}, std::chrono::milliseconds slice = 10s) {
+  CollectiveEngine::instance().start(
+      lane,
+      [&r, &suspended, slice, after = std::move(after)] {
+        r.on_finish = CollectiveEngine::finish_lane();
+        ++suspended;
+        while (!CollectiveEngine::await(r, Clock::now() + slice)) {
+        }
+        if (after) after();
+      },
+      [&done] { ++done; });
+}
+
 TEST(CollectiveEngine, SuspendedTasksLetTheOthersOfTheirLaneRunAndResumeInAnyOrder) {
   CollectiveEngine& engine = CollectiveEngine::instance();
   const int lane = engine.pick_lane();
@@ -58,18 +76,10 @@ TEST(CollectiveEngine, SuspendedTasksLetTheOthersOfTheirLaneRunAndResumeInAnyOrd
   std::mutex order_mu;
   std::vector<int> order;
   for (int i = 0; i < kTasks; ++i) {
-    engine.start(
-        lane,
-        [&, i] {
-          RequestState& r = *requests[static_cast<size_t>(i)];
-          r.on_finish = CollectiveEngine::finish_lane();
-          ++suspended;
-          while (!CollectiveEngine::await(r, net::Deadline::max())) {
-          }
-          std::lock_guard lock(order_mu);
-          order.push_back(i);
-        },
-        [&] { ++done; });
+    start_waiting_task(lane, *requests[static_cast<size_t>(i)], suspended, done, [&, i] {
+      std::lock_guard lock(order_mu);
+      order.push_back(i);
+    });
   }
   // Every task got to its wait although none of their requests has finished: one
   // lane holds them all.
@@ -130,15 +140,7 @@ TEST(CollectiveEngine, ALaneWithOnlySuspendedTasksTakesNoCpu) {
   auto r = request();
   std::atomic<int> suspended{0};
   std::atomic<int> done{0};
-  engine.start(
-      engine.pick_lane(),
-      [&] {
-        r->on_finish = CollectiveEngine::finish_lane();
-        ++suspended;
-        while (!CollectiveEngine::await(*r, Clock::now() + 10s)) {
-        }
-      },
-      [&] { ++done; });
+  start_waiting_task(engine.pick_lane(), *r, suspended, done);
   ASSERT_TRUE(reaches(suspended, 1));
   // One lane (THD_COLLECTIVE_THREADS defaults to 1): its thread is the only one so named.
   const double before = thread_cpu_seconds("thd-collectives");
@@ -173,18 +175,7 @@ TEST(CollectiveEngine, ASleepingLaneHasTheTransportItsTasksWaitOnServeThem) {
   for (int i = 0; i < 2; ++i) requests.push_back(std::make_shared<RequestState>("test", net::Deadline::max(), &transport, 0));
   std::atomic<int> suspended{0};
   std::atomic<int> done{0};
-  for (int i = 0; i < 2; ++i) {
-    engine.start(
-        lane,
-        [&, i] {
-          RequestState& r = *requests[static_cast<size_t>(i)];
-          r.on_finish = CollectiveEngine::finish_lane();
-          ++suspended;
-          while (!CollectiveEngine::await(r, net::Deadline::max())) {
-          }
-        },
-        [&] { ++done; });
-  }
+  for (int i = 0; i < 2; ++i) start_waiting_task(lane, *requests[static_cast<size_t>(i)], suspended, done);
   ASSERT_TRUE(reaches(suspended, 2));
   // Asleep with both tasks waiting on the one transport: told once, and not yet
   // told the wait is over.
