@@ -90,7 +90,11 @@ void Request::cancel(std::exception_ptr why) const {
 
 bool Request::test() const {
   if (!state_) return true;
-  if (!state_->finished() && net::Clock::now() >= expiry(*state_)) expire(state_);
+  if (state_->finished()) return true;
+  // A request without a deadline (a watch on a peer) is tested once per command on
+  // a worker's hot path: it reads no clock.
+  const net::Deadline own = expiry(*state_);
+  if (own != net::Deadline::max() && net::Clock::now() >= own) expire(state_);
   return state_->finished();
 }
 
