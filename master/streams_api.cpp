@@ -164,9 +164,9 @@ Session::EventReport Session::query_event(int node, uint64_t event, bool wait, c
   if (status.failed()) {
     const std::string name = status.op_name() ? status.op_name()->str() : "op";
     const std::string text = status.message() ? status.message()->str() : "";
-    r.failure = remote_error(status.node(), status.op_id(), name, text, status.kind());
+    r.failure = remote_error(status.node(), status.op_id(), name, text, status.kind(), status.graph(), status.replay());
     std::lock_guard lock(mu_);
-    mark_raised_locked(status.node(), status.op_id());
+    mark_raised_locked(status.node(), status.op_id(), status.replay());
   }
   return r;
 }

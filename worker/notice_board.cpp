@@ -164,19 +164,30 @@ NoticeBoard::Doorbell NoticeBoard::look(int64_t tag) const noexcept {
   return Doorbell::Silent;
 }
 
+NoticeBoard::Doorbell NoticeBoard::take(int64_t tag) noexcept {
+  if (!encodable(tag)) return Doorbell::Silent;
+  std::atomic<int64_t>& bell = slot(tag).bell;
+  int64_t v = bell.load(std::memory_order_acquire);
+  if (v != tag + 1 && v != -(tag + 1)) return Doorbell::Silent;
+  // Only this tag's bell is cleared; if a ring came meanwhile, it stays for its wait.
+  const Doorbell seen = v == tag + 1 ? Doorbell::Done : Doorbell::ReadNotice;
+  bell.compare_exchange_strong(v, 0, std::memory_order_acq_rel);
+  return seen;
+}
+
 NoticeBoard::Doorbell NoticeBoard::wait_for(int64_t tag, std::chrono::microseconds at_most) noexcept {
   if (!encodable(tag)) return Doorbell::Silent;
   Slot& s = slot(tag);
   s.sleepers.fetch_add(1);
   const uint32_t rings = s.rings.load();
-  Doorbell bell = look(tag);
+  Doorbell bell = take(tag);
   if (bell == Doorbell::Silent) {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(at_most).count();
     const timespec timeout{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
     // Returns at once if a ring came since `rings` was read; shared (not
     // FUTEX_PRIVATE): the ringer is another process.
     ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.rings), FUTEX_WAIT, rings, &timeout, nullptr, 0);
-    bell = look(tag);
+    bell = take(tag);
   }
   s.sleepers.fetch_sub(1);
   return bell;

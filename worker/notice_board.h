@@ -14,10 +14,12 @@
 // clock) still travels in it, and waits between hosts need no board at all.
 //
 // Slot `tag % kSlots` says which wait's record ran: tag + 1 (it ran cleanly) or
-// -(tag + 1) (the notice carries more: read the message); 0 is silent. Tags are unique per wait within a
-// session, so a slot never says "done" for a wait whose record has not run; two
-// waits in flight whose tags share a slot may overwrite each other's doorbell, and
-// the one overwritten then simply waits for its message.
+// -(tag + 1) (the notice carries more: read the message); 0 is silent. Eager waits
+// have tags unique within a session; a graph's replays repeat theirs, and each wait
+// takes its bell (clears the slot) when it goes on, so a slot never says "done" for
+// a wait whose record has not run. Two waits in flight whose tags share a slot may
+// overwrite each other's doorbell, and the one overwritten then simply waits for
+// its message.
 #pragma once
 
 #include <atomic>
@@ -56,8 +58,14 @@ class NoticeBoard {
   // Sets the slot and wakes whoever sleeps on it (wait_for).
   void ring(int64_t tag, Doorbell what) noexcept;
   Doorbell look(int64_t tag) const noexcept;
+  // As look, and clears the slot when it holds `tag`'s bell: the waiter's answer is
+  // taken. A graph's replays repeat a wait with the tag it was captured with, so a
+  // bell left in the slot would answer the next replay's wait before its record ran.
+  // Taking the next replay's ring along with this one's is harmless: that wait then
+  // reads its message instead.
+  Doorbell take(int64_t tag) noexcept;
   // Sleeps until `tag`'s slot is rung (for it or for a tag sharing the slot) or
-  // `at_most` passes, then looks: for a waiter that has polled long enough. A
+  // `at_most` passes, then takes: for a waiter that has polled long enough. A
   // futex on the shared slot, so a ring wakes it without a message.
   Doorbell wait_for(int64_t tag, std::chrono::microseconds at_most) noexcept;
 

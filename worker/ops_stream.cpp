@@ -46,7 +46,8 @@ void send_status(Session& session, uint64_t event, int64_t reply_tag, uint64_t a
   const Poison* p = r.poison.get();
   auto body = fb::CreateEventStatus(b, event, r.generation >= awaited, r.generation > 0, r.time_ns, p != nullptr,
                                     p != nullptr ? p->op_id : 0, text(b, p, false), text(b, p, true),
-                                    p != nullptr ? p->node : -1, protocol::to_fb(kind_of(p)));
+                                    p != nullptr ? p->node : -1, protocol::to_fb(kind_of(p)),
+                                    p != nullptr ? p->graph : 0, p != nullptr ? p->replay : 0);
   b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::EventStatus, body.Union()));
   protocol::send_message(session.channel(), 0, reply_tag, {b.GetBufferPointer(), b.GetSize()}, session.timeout());
 }
@@ -74,7 +75,7 @@ std::optional<Message> await_notice(ExecContext& ctx, int peer, int64_t tag) {
   NoticeBoard::Doorbell bell = NoticeBoard::Doorbell::Silent;
   while (bell == NoticeBoard::Doorbell::Silent && !notice->test() && !session.stopping()) {
     if (std::chrono::steady_clock::now() < spin_end) {
-      bell = board->look(tag);
+      bell = board->take(tag);
       if (bell == NoticeBoard::Doorbell::Silent) std::this_thread::yield();
     } else {
       bell = board->wait_for(tag, kBoardNap);
@@ -84,6 +85,9 @@ std::optional<Message> await_notice(ExecContext& ctx, int peer, int64_t tag) {
     session.keep_late_notice(std::move(notice));
     return std::nullopt;
   }
+  // The message came first: its record rang before sending it, so that bell is in
+  // the slot now, and must not answer this tag's next wait (a graph's next replay).
+  if (bell == NoticeBoard::Doorbell::Silent) board->take(tag);
   return notice->wait_message();
 }
 
@@ -199,7 +203,8 @@ void run(ExecContext& ctx, const fb::EventNotify& op) {
     if (r.clock) clock = b.CreateVector(r.clock->serialize());
     auto body = fb::CreateEventNotice(b, id, p != nullptr, p != nullptr ? p->op_id : 0, text(b, p, false),
                                       text(b, p, true), p != nullptr ? p->node : -1, clock,
-                                      protocol::to_fb(kind_of(p)));
+                                      protocol::to_fb(kind_of(p)), p != nullptr ? p->graph : 0,
+                                      p != nullptr ? p->replay : 0);
     b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::EventNotice, body.Union()));
     try {
       protocol::send_message(session.channel(), peer + 1, tag, {b.GetBufferPointer(), b.GetSize()},
@@ -235,7 +240,7 @@ void run(ExecContext& ctx, const fb::EventWaitRemote& op) {
     ctx.inherit(std::make_shared<const Poison>(
         Poison{notice->op_id(), notice->op_name() != nullptr ? notice->op_name()->str() : "op",
                notice->message() != nullptr ? notice->message()->str() : "", notice->node(),
-               protocol::from_fb(notice->kind())}));
+               protocol::from_fb(notice->kind()), notice->graph(), notice->replay()}));
   }
 }
 

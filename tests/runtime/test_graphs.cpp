@@ -380,6 +380,35 @@ TEST_F(GraphErrors, AFailingOpPoisonsItsOutputsAndNamesTheGraphTheReplayAndTheOp
   EXPECT_TRUE(same_tensor(out.get(), filled(4, 2)));
 }
 
+TEST_F(GraphErrors, AnEventRecordedAfterAFailureNamesTheGraphAndTheReplay) {
+  DistributedTensor a = DistributedTensor::arange(4, kFloat32);  // node 0
+  DistributedTensor index = DistributedTensor::zeros({2}, kInt64);
+  DistributedTensor out, y, z;
+  {
+    NodeScope on(1);
+    y = DistributedTensor::zeros({2}, kFloat32);
+  }
+  Stream side = Stream::create(1);
+  Event done;
+  Graph g = thd::capture([&] {
+    out = a.index_select(0, index).add(1);
+    done.record(current_stream(0));
+    side.wait(done);  // node 1 hears of node 0's failure in the event's notice
+    StreamScope in(side);
+    z = y + 1;
+  });
+  g.replay();
+  done.synchronize();
+  EXPECT_TRUE(same_tensor(z.get(), filled(1, 2)));
+  index.fill_(9);  // out of range: the second replay fails before the record
+  g.replay();
+  // The record's status (a round trip to node 0) ...
+  EXPECT_TRUE(fails_in_replay([&] { done.synchronize(); }, "index_select", g.id(), 2));
+  // ... and node 1's stream, poisoned through the notice, both name it.
+  EXPECT_TRUE(fails_in_replay([&] { (void)z.get(); }, "index_select", g.id(), 2));
+  synchronize();
+}
+
 TEST_F(GraphErrors, AnInputDroppedByTheProgramStaysForTheReplays) {
   DistributedTensor out = DistributedTensor::zeros({4}, kFloat32);
   Graph g;

@@ -44,6 +44,28 @@ TEST(NoticeBoard, ARingOnAPeersMappingIsSeenByTheBoardsOwner) {
   EXPECT_EQ(mine->look(91), Doorbell::Silent);
 }
 
+// A graph's replays repeat a wait's tag: the bell one wait took must not answer
+// the next before its own record rings.
+TEST(NoticeBoard, AWaitTakesItsBellSoTheSameTagsNextWaitFindsTheSlotSilent) {
+  const uint64_t session = fresh_session();
+  auto mine = NoticeBoard::create(session, 1);
+  ASSERT_NE(mine, nullptr);
+  auto theirs = NoticeBoard::open(session, 1);
+  ASSERT_NE(theirs, nullptr);
+  theirs->ring(77, Doorbell::Done);
+  EXPECT_EQ(mine->take(77), Doorbell::Done);
+  EXPECT_EQ(mine->look(77), Doorbell::Silent);
+  EXPECT_EQ(mine->take(77), Doorbell::Silent);
+  theirs->ring(77, Doorbell::ReadNotice);
+  EXPECT_EQ(mine->wait_for(77, std::chrono::microseconds(100)), Doorbell::ReadNotice);
+  EXPECT_EQ(mine->look(77), Doorbell::Silent);
+  // Another tag's bell in the same slot is left for its own wait.
+  const auto other = static_cast<int64_t>(77 + NoticeBoard::kSlots);
+  theirs->ring(other, Doorbell::Done);
+  EXPECT_EQ(mine->take(77), Doorbell::Silent);
+  EXPECT_EQ(mine->take(other), Doorbell::Done);
+}
+
 TEST(NoticeBoard, ATagSharingASlotNeverReadsAsRungForAnother) {
   const uint64_t session = fresh_session();
   auto mine = NoticeBoard::create(session, 0);
