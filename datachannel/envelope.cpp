@@ -18,6 +18,7 @@ std::string_view message_op_name(MessageOp op) {
     case MessageOp::Scatter: return "scatter";
     case MessageOp::AllToAll: return "all_to_all";
     case MessageOp::Barrier: return "barrier";
+    case MessageOp::AllReduceFlagged: return "flagged_all_reduce";
   }
   return "unknown op";
 }
@@ -25,7 +26,8 @@ std::string_view message_op_name(MessageOp op) {
 namespace {
 
 bool reduces(MessageOp op) {
-  return op == MessageOp::Reduce || op == MessageOp::AllReduce || op == MessageOp::ReduceScatter;
+  return op == MessageOp::Reduce || op == MessageOp::AllReduce || op == MessageOp::ReduceScatter ||
+         op == MessageOp::AllReduceFlagged;
 }
 bool rooted(MessageOp op) {
   return op == MessageOp::Broadcast || op == MessageOp::Reduce || op == MessageOp::Gather ||

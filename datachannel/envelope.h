@@ -26,7 +26,9 @@ enum class MessageOp : uint8_t {
   Scatter,
   AllToAll,
   Barrier,
+  AllReduceFlagged,  // runtime_queries.h
 };
+inline constexpr MessageOp kLastMessageOp = MessageOp::AllReduceFlagged;
 std::string_view message_op_name(MessageOp op);
 
 // dtype value for raw-byte messages.

@@ -1,9 +1,13 @@
 // What the runtime above asks a DataChannel when it plans a collective on its
-// workers' tensors, through the channel itself rather than its internal state
-// (datachannel/group_state.h stays the datachannel's own).
+// workers' tensors, and the collective only the runtime runs, through the channel
+// itself rather than its internal state (datachannel/group_state.h stays the
+// datachannel's own).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <exception>
+#include <vector>
 
 #include <thd/datachannel.h>
 
@@ -17,5 +21,28 @@ bool device_collectives_usable(DataChannel& channel, int device);
 // transport has lost it, nullptr while it is healthy: how a listener on any
 // source (whose receive waits on for the other senders) hears of a lost sender.
 std::exception_ptr peer_lost_error(DataChannel& channel, int rank);
+
+// An all_reduce whose members each put a word beside their data, in the same
+// messages: how a runtime tells the other members "I cannot take part" (a poisoned
+// input, a refusal) without an exchange of its own before the collective. Every
+// member sends [word | data] to every other member (one message latency:
+// collectives/direct_all_reduce.cpp) and reduces locally in the order the
+// DataChannel's all_reduce reduces buffers of that size, so the result is the same
+// bits as all_reduce's.
+//
+// Whether flagged_all_reduce takes `count` elements of `dtype` reduced with `op` on
+// `channel`: a group of two or more whose all_reduce would run recursive doubling
+// on them (the size and group size are within its range, no backend collectives
+// of its own, no float32 widening), whose order the flagged form follows. Every
+// member of a group answers alike for the same arguments.
+bool flagged_all_reduce_fits(DataChannel& channel, size_t count, DType dtype, ReduceOp op);
+
+// Every member calls it with the same count, dtype and op (only where
+// flagged_all_reduce_fits says so; ValueError otherwise) and a CPU contiguous
+// tensor. Returns every member's word in group-rank order; when all are 0,
+// `tensor` holds the reduction over every member's tensor, else it is unchanged.
+// Within options.timeout; PeerLost when a member is lost.
+std::vector<int64_t> flagged_all_reduce(DataChannel& channel, Tensor& tensor, ReduceOp op, int64_t word,
+                                        const CollectiveOptions& options);
 
 }  // namespace thd::detail

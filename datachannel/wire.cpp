@@ -66,7 +66,7 @@ bool decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes, Fram
   const auto id = get<uint64_t>(p + 40);
   if (std::memcmp(p, kFrameMagic.data(), 4) != 0) {
     *why = fmt::format("bad frame magic {} (the stream is out of step or not from thd)", hex4(p));
-  } else if (op > static_cast<uint8_t>(MessageOp::Barrier)) {
+  } else if (op > static_cast<uint8_t>(kLastMessageOp)) {
     *why = fmt::format("unknown message op code {}", op);
   } else if (tag < 0) {
     *why = fmt::format("negative tag {}", tag);

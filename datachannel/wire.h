@@ -150,7 +150,7 @@ inline bool read_frame_header(const uint8_t* p, FrameHeader* out) noexcept {
   const uint8_t op = p[36];
   const uint8_t kind_byte = p[39];
   const auto id = le::get<uint64_t>(p + 40);
-  if (std::memcmp(p, kFrameMagic.data(), 4) != 0 || op > static_cast<uint8_t>(MessageOp::Barrier) || tag < 0 ||
+  if (std::memcmp(p, kFrameMagic.data(), 4) != 0 || op > static_cast<uint8_t>(kLastMessageOp) || tag < 0 ||
       payload > kMaxPayloadBytes || kind_byte > static_cast<uint8_t>(FrameKind::Goodbye)) {
     return false;
   }

@@ -12,7 +12,6 @@ namespace thd::worker {
 
 namespace {
 
-constexpr int64_t kClaimWords = 4;
 constexpr GpuId kNoGpu{};
 
 }  // namespace
@@ -29,7 +28,7 @@ std::optional<GpuId> device_path_gpu(const Tensor& t, std::optional<ReduceOp> re
 }
 
 Tensor encode_claim(const MemberClaim& claim) {
-  int64_t words[kClaimWords] = {claim.refused_node, 0, 0, claim.cannot_stage_node};
+  int64_t words[kClaimWords] = {claim.refused_node, 0, 0, claim.cannot_stage_node, claim.fused};
   std::memcpy(&words[1], claim.gpu.data(), claim.gpu.size());
   return Tensor::from_vector(std::vector<int64_t>(words, words + kClaimWords), {kClaimWords});
 }
@@ -45,6 +44,7 @@ std::vector<MemberClaim> decode_claims(const Tensor& rows) {
     claims[m].refused_node = static_cast<int32_t>(row[0]);
     std::memcpy(claims[m].gpu.data(), &row[1], claims[m].gpu.size());
     claims[m].cannot_stage_node = static_cast<int32_t>(row[3]);
+    claims[m].fused = row[4];
   }
   return claims;
 }

@@ -26,6 +26,10 @@ struct MemberClaim {
   // node + 1 when this member lacks the host memory to stage its GPU tensor: it can
   // still take the device path, and fails the collective only if they stage.
   int32_t cannot_stage_node = 0;
+  // In a graph's replay, the all_reduce this member could take part in by the
+  // one-exchange form (worker/graph_collective.h), as one key (fused_key): the
+  // members settle on that form when every member's key is the same and not 0.
+  int64_t fused = 0;
   bool operator==(const MemberClaim&) const = default;
 };
 
@@ -34,8 +38,9 @@ struct MemberClaim {
 // bitwise ones; `reduce` is the collective's reduction, nullopt when it has none).
 std::optional<GpuId> device_path_gpu(const Tensor& t, std::optional<ReduceOp> reduce);
 
-// One member's row of the exchange's all_gather (4 int64) and back; the rows of
-// all members are a [members, 4] int64 tensor.
+// One member's row of the exchange's all_gather (5 int64) and back; the rows of
+// all members are a [members, 5] int64 tensor.
+inline constexpr int64_t kClaimWords = 5;
 Tensor encode_claim(const MemberClaim& claim);
 std::vector<MemberClaim> decode_claims(const Tensor& rows);
 

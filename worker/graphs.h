@@ -16,6 +16,7 @@
 #include <thd/datachannel.h>
 
 #include "protocol/codec.h"
+#include "worker/graph_collective.h"
 #include "worker/handle_table.h"
 
 namespace thd::worker {
@@ -48,6 +49,10 @@ class GraphDef {
   // owns(tensor) for an output of command `index`, kept with its lookups (the
   // same stream-only use): a replay's op asks it without a hash lookup.
   bool owns(size_t index, uint64_t tensor) const;
+  // What the members settled about collective `index` (worker/graph_collective.h).
+  // Only the stream that runs the command uses it, one replay after the other, as
+  // the kept lookups.
+  SettledCollective& settled(size_t index) const { return settled_[index]; }
 
  private:
   // The lookups of one command: the few tensors it names.
@@ -62,6 +67,7 @@ class GraphDef {
     std::array<uint64_t, 2> made_ids{};
   };
   mutable std::vector<Lookups> lookups_;
+  mutable std::vector<SettledCollective> settled_;
 
   uint64_t id_;
   Message message_;

@@ -9,6 +9,8 @@
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/collective_path.h"
+#include "worker/graph_collective.h"
+#include "worker/graphs.h"
 #include "worker/ops.h"
 #include "worker/session.h"
 #include "worker/sizes.h"
@@ -146,6 +148,38 @@ uint64_t accumulation_bytes(fb::CollectiveKind kind, const Tensor& t, ReduceOp r
   return bytes_of(numel, kFloat32);
 }
 
+[[noreturn]] void throw_cannot_take_part(const ExecContext& ctx, int32_t bad) {
+  THD_THROW(ValueError, ctx.op_name(), "node {} cannot take part: its input was poisoned by an earlier failure, "
+            "or it refused the collective (node {}'s error says why)", bad - 1, bad - 1);
+}
+
+// A replay's all_reduce in the form its members settled on (worker/graph_collective.h):
+// one exchange, each member's word beside its data. False when a member's tensor
+// is no longer laid out as settled: every member then drops the settlement, the
+// tensors are as they were, and the full exchange follows.
+bool all_reduce_settled(ExecContext& ctx, DataChannel& group, SettledCollective& settled, const Entry& e,
+                        const std::shared_ptr<const Poison>& poison, const std::optional<std::string>& refused,
+                        ReduceOp reduce, const CollectiveOptions& options) {
+  ReplayWord mine;
+  if (poison || refused) mine.refused_node = ctx.node() + 1;
+  else mine.stale = layout_of(e.tensor) != settled.layout();
+  Tensor& t = const_cast<Tensor&>(e.tensor);
+  // A member that sends no data of its own still sends a message of the settled size.
+  Tensor stand_in;
+  if (mine != ReplayWord{}) stand_in = Tensor::zeros({settled.layout().numel}, settled.layout().dtype);
+  const std::vector<int64_t> words =
+      detail::flagged_all_reduce(group, stand_in.defined() ? stand_in : t, reduce, encode_word(mine), options);
+  const ReplayWord all = combine_words(words);
+  if (poison) throw PoisonedInput{poison};
+  if (refused) THD_THROW(ValueError, ctx.op_name(), "{}", *refused);
+  if (all.refused_node > 0) throw_cannot_take_part(ctx, all.refused_node);
+  if (all.stale) {
+    settled.unsettle();
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void run(ExecContext& ctx, const fb::Collective& op) {
@@ -194,7 +228,8 @@ void run(ExecContext& ctx, const fb::Collective& op) {
   // agreement first. Staging a GPU tensor's bytes through host memory is needed on
   // the host path only: a member that cannot says so, and fails the collective
   // only if the members stage.
-  const bool on_gpu = !e->tensor.device().is_cpu();
+  // A poisoned input may hold no tensor at all.
+  const bool on_gpu = !poison && !e->tensor.device().is_cpu();
   std::optional<std::string> refused;
   std::optional<std::string> cannot_stage;
   if (!poison) {
@@ -224,6 +259,12 @@ void run(ExecContext& ctx, const fb::Collective& op) {
       refused = err.message();
     }
   }
+  // In a graph's replay, an all_reduce its members settled on goes in one exchange.
+  SettledCollective* settled = nullptr;
+  if (const GraphRun* replay = ctx.prepared().graph; replay != nullptr && op.kind() == fb::CollectiveKind::AllReduce) {
+    settled = &replay->graph->settled(ctx.prepared().index);
+    if (settled->fused() && all_reduce_settled(ctx, group, *settled, *e, poison, refused, reduce, options)) return;
+  }
   // The same exchange settles the way the tensors go (worker/collective_path.h):
   // each member offers the GPU its tensor could take part from, if the group's
   // device collectives can run there (a group whose NCCL communicator broke, or
@@ -241,18 +282,17 @@ void run(ExecContext& ctx, const fb::Collective& op) {
     } catch (const Error&) {
       // Its GPU cannot be named: this member stages through host memory, and so do the others.
     }
+    if (settled != nullptr) mine.fused = fused_key(group, layout_of(e->tensor), reduce);
   }
-  Tensor claim_rows = Tensor::empty({group.size(), 4}, kInt64);
+  Tensor claim_rows = Tensor::empty({group.size(), kClaimWords}, kInt64);
   group.all_gather(claim_rows, encode_claim(mine), options);
   const std::vector<MemberClaim> claims = decode_claims(claim_rows);
   if (poison) throw PoisonedInput{poison};
   if (refused) THD_THROW(ValueError, ctx.op_name(), "{}", *refused);
   int32_t bad = 0;
   for (const MemberClaim& c : claims) bad = std::max(bad, c.refused_node);
-  if (bad > 0) {
-    THD_THROW(ValueError, ctx.op_name(), "node {} cannot take part: its input was poisoned by an earlier failure, "
-              "or it refused the collective (node {}'s error says why)", bad - 1, bad - 1);
-  }
+  if (bad > 0) throw_cannot_take_part(ctx, bad);
+  if (settled != nullptr) settled->settle(claims, layout_of(e->tensor));
   const CollectivePath path = choose_path(claims);
   if (path == CollectivePath::Host) {
     if (cannot_stage) THD_THROW(ValueError, ctx.op_name(), "staging through host memory: {}", *cannot_stage);

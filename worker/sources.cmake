@@ -6,6 +6,7 @@ set(THD_WORKER_SOURCES
   worker/events.cpp
   worker/exec_context.cpp
   worker/gpu_streams.cpp
+  worker/graph_collective.cpp
   worker/graphs.cpp
   worker/handle_table.cpp
   worker/ops_create.cpp

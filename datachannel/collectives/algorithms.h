@@ -51,5 +51,11 @@ void linear_gather(Comm& comm, const void* in, void* out, size_t nbytes_per_rank
 void linear_scatter(Comm& comm, const void* in, void* out, size_t nbytes_per_rank, int root);
 void pairwise_all_to_all(Comm& comm, const void* in, void* out, size_t nbytes_per_rank);
 void dissemination_barrier(Comm& comm);
+// Every member's [word | data] to every other one, reduced locally in recursive
+// doubling's order (the same bits as recursive_doubling_all_reduce); `words` gets
+// every member's word in rank order, and `data` changes only when all are 0. No
+// float32 widening: the caller passes a dtype that needs none.
+void flagged_direct_all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int64_t word,
+                               int64_t* words);
 
 }  // namespace thd::detail

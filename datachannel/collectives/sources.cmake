@@ -3,6 +3,7 @@ set(THD_DC_COLLECTIVE_SOURCES
   collectives/binomial_tree_broadcast.cpp
   collectives/binomial_tree_reduce.cpp
   collectives/comm.cpp
+  collectives/direct_all_reduce.cpp
   collectives/dissemination_barrier.cpp
   collectives/float32_accumulation.cpp
   collectives/linear_gather.cpp

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -309,6 +311,135 @@ TEST_F(GraphsAcrossNodes, CollectivesInsideAGraph) {
   }
 }
 
+// Messages the workers sent, summed over the nodes.
+uint64_t worker_messages_sent() {
+  uint64_t sent = 0;
+  for (const NodeStats& s : stats()) sent += s.messages_sent;
+  return sent;
+}
+
+// The workers' messages per call of `step` (what `step` costs beyond whatever a
+// synchronize and a stats round trip cost: those cancel out).
+template <typename F>
+double messages_per_call(F&& step) {
+  auto run = [&](int calls) {
+    synchronize();
+    const uint64_t before = worker_messages_sent();
+    for (int i = 0; i < calls; ++i) step();
+    synchronize();
+    return worker_messages_sent() - before;
+  };
+  const uint64_t few = run(10), many = run(30);
+  return static_cast<double>(many - few) / 20.0;
+}
+
+// Values whose float sums depend on the order of the additions.
+Tensor order_sensitive(int node, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    v[static_cast<size_t>(i)] = std::ldexp(1.0f + 0.37f * static_cast<float>((i * 7 + node * 13) % 11),
+                                           static_cast<int>((i * 5 + node * 3) % 41) - 20);
+  }
+  return Tensor::from_vector(v, {n});
+}
+
+TEST_F(GraphsAcrossNodes, AReplayedAllReduceIsOneExchangeWithTheEagerOnesBits) {
+  constexpr int64_t kN = 256;
+  std::vector<DistributedTensor> sources, eager, replayed;
+  for (int node = 0; node < 3; ++node) {
+    sources.push_back(DistributedTensor::from(order_sensitive(node, kN), node));
+    NodeScope on(node);
+    eager.push_back(DistributedTensor::zeros({kN}, kFloat32));
+    replayed.push_back(DistributedTensor::zeros({kN}, kFloat32));
+  }
+  auto eager_step = [&] {
+    for (int node = 0; node < 3; ++node) {
+      NodeScope on(node);
+      eager[static_cast<size_t>(node)].copy_(sources[static_cast<size_t>(node)]);
+    }
+    all_reduce(eager, ReduceOp::Sum);
+  };
+  Graph g = thd::capture([&] {
+    for (int node = 0; node < 3; ++node) {
+      NodeScope on(node);
+      replayed[static_cast<size_t>(node)].copy_(sources[static_cast<size_t>(node)]);
+    }
+    all_reduce(replayed, ReduceOp::Sum);
+  });
+  for (int r = 0; r < 3; ++r) {
+    eager_step();
+    g.replay();
+    for (int node = 0; node < 3; ++node) {
+      const std::vector<float> want = eager[static_cast<size_t>(node)].get().to_vector<float>();
+      const std::vector<float> got = replayed[static_cast<size_t>(node)].get().to_vector<float>();
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+          << "replay " << r << ", node " << node << ": not the eager all_reduce's bits";
+    }
+  }
+  // Eagerly, the members' claims (a ring all_gather: 2 messages each) and then the
+  // all_reduce (recursive doubling among 3: 4 messages); a replay after the first
+  // sends each member's data and word to each other member once.
+  EXPECT_EQ(messages_per_call(eager_step), 10.0);
+  EXPECT_EQ(messages_per_call([&] { g.replay(); }), 6.0);
+}
+
+TEST_F(GraphsAcrossNodes, APoisonedMemberOfAReplayedAllReducePoisonsEveryOutputAndNobodyWaits) {
+  DistributedTensor values, index;
+  {
+    NodeScope on(1);
+    values = DistributedTensor::arange(8, kFloat32);
+    index = DistributedTensor::zeros({8}, kInt64);
+  }
+  std::vector<DistributedTensor> grads(3);
+  Graph g = thd::capture([&] {
+    for (int node = 0; node < 3; ++node) {
+      NodeScope on(node);
+      grads[static_cast<size_t>(node)] =
+          node == 1 ? values.index_select(0, index) : DistributedTensor::full({8}, 1.0f, kFloat32);
+    }
+    all_reduce(grads, ReduceOp::Sum);
+  });
+  for (int r = 0; r < 3; ++r) g.replay();  // settled after the first
+  EXPECT_TRUE(same_tensor(grads[2].get(), Tensor::full({8}, 2.0f, kFloat32)));
+  {
+    NodeScope on(1);
+    index.fill_(99);  // out of range on node 1: its all_reduce input is poisoned
+  }
+  const auto start = std::chrono::steady_clock::now();
+  g.replay();  // replay 4
+  for (int node : {0, 2}) {
+    try {
+      (void)grads[static_cast<size_t>(node)].get();
+      ADD_FAILURE() << "node " << node << "'s output of the all_reduce is not poisoned";
+    } catch (const RemoteError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("node 1 cannot take part"), std::string::npos) << what;
+      EXPECT_NE(what.find("of graph " + std::to_string(g.id()) + " (replay 4)"), std::string::npos) << what;
+      EXPECT_EQ(e.context().op, "all_reduce") << what;
+    }
+  }
+  try {
+    (void)grads[1].get();
+    ADD_FAILURE() << "node 1's output of the all_reduce is not poisoned";
+  } catch (const RemoteError& e) {
+    EXPECT_EQ(e.context().op, "index_select") << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  try {
+    synchronize();
+  } catch (const RemoteError&) {
+  }
+  {
+    NodeScope on(1);
+    index.fill_(3);
+  }
+  g.replay();
+  for (int node = 0; node < 3; ++node) {
+    EXPECT_TRUE(same_tensor(grads[static_cast<size_t>(node)].get(), Tensor::full({8}, 5.0f, kFloat32)))
+        << "node " << node;
+  }
+}
+
 TEST_F(GraphsAcrossNodes, SideStreamsAndCrossNodeEventsInsideAGraph) {
   Stream side = Stream::create(1);
   DistributedTensor x = DistributedTensor::zeros({1024}, kFloat32);  // node 0
@@ -452,6 +583,41 @@ TEST(GraphFaults, AWorkerLostDuringAReplayFailsItWithWorkerLost) {
   EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(5));
   // Node 0 carries on.
   EXPECT_TRUE(same_tensor((a * 0).get(), Tensor::zeros({4}, kFloat32)));
+  (void)job.stop();
+}
+
+TEST(GraphFaults, AWorkerLostDuringReplayedAllReducesFailsThemWithWorkerLost) {
+  LocalJob job(3);
+  std::vector<DistributedTensor> grads;
+  for (int node = 0; node < 3; ++node) {
+    NodeScope on(node);
+    grads.push_back(DistributedTensor::ones({64}, kFloat32));
+  }
+  Graph g = thd::capture([&] {
+    all_reduce(grads, ReduceOp::Sum);
+    for (int node = 0; node < 3; ++node) {
+      NodeScope on(node);
+      grads[static_cast<size_t>(node)].div_(3);
+    }
+  });
+  for (int r = 0; r < 3; ++r) g.replay();  // settled on the one-exchange form
+  synchronize();
+  for (int r = 0; r < 20; ++r) g.replay();
+  job.kill_worker(2);
+  const auto killed = std::chrono::steady_clock::now();
+  bool lost = false;
+  try {
+    for (int r = 0; r < 1000 && !lost; ++r) {
+      g.replay();
+      if (r % 100 == 99) synchronize();
+    }
+    synchronize();
+  } catch (const WorkerLost& e) {
+    lost = true;
+    EXPECT_EQ(e.context().node, 2) << e.what();
+  }
+  EXPECT_TRUE(lost) << "replays with a dead member raised no WorkerLost";
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(5));
   (void)job.stop();
 }
 

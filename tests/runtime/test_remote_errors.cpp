@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include <thd/distributed.h>
 
@@ -123,6 +125,37 @@ TEST_F(RemoteErrors, PoisonSpreadsToEverythingComputedFromTheFailedOp) {
   DistributedTensor healed = Tensor::zeros({2, 3}).dist_send();
   healed.copy_(bad);
   EXPECT_TRUE(raises_remote_error(healed, "index_select", 0, original));
+}
+
+TEST_F(RemoteErrors, AnAllReduceWhoseMemberWasPoisonedInPlaceFailsOnEveryMemberAtOnce) {
+  // The poisoned target of a failed in-place op holds no tensor: the collective
+  // still tells the other member instead of leaving it waiting.
+  std::vector<DistributedTensor> parts = {DistributedTensor::ones({2, 3}), DistributedTensor::ones({2, 3})};
+  {
+    NodeScope on(1);
+    parts[1] = Tensor::zeros({2, 3}).dist_send(1);
+    parts[1].copy_(kData.dist_send(1).index_select(0, kBadIndex.dist_send(1)));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  all_reduce(parts, ReduceOp::Sum);
+  try {
+    (void)parts[0].get();
+    ADD_FAILURE() << "node 0's all_reduce output is not poisoned";
+  } catch (const RemoteError& e) {
+    EXPECT_EQ(e.context().op, "all_reduce") << e.what();
+    EXPECT_NE(std::string(e.what()).find("node 1 cannot take part"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  try {
+    (void)parts[1].get();
+    ADD_FAILURE() << "node 1's all_reduce output is not poisoned";
+  } catch (const RemoteError& e) {
+    EXPECT_EQ(e.context().op, "index_select") << e.what();
+  }
+  try {
+    synchronize();
+  } catch (const RemoteError&) {
+  }
 }
 
 TEST_F(RemoteErrors, PoisonFollowsACopyToAnotherNode) {

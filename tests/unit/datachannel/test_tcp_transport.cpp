@@ -695,7 +695,7 @@ TEST(TcpTransport, FrameHeadersRoundTripAndBadOnesAreRefused) {
   refused([](auto& b) { b[1] = 'X'; }, "magic");
   refused([](auto& b) { b[15] = 0x80; }, "negative tag");
   refused([](auto& b) { b[23] = 0x01; }, "payload");
-  refused([](auto& b) { b[36] = 10; }, "op code 10");
+  refused([](auto& b) { b[36] = 11; }, "op code 11");  // one past kLastMessageOp
   refused([](auto& b) { b[39] = 9; }, "frame kind 9");
   refused([](auto& b) { b[40] = 1; }, "rendezvous id 1");
 

@@ -42,15 +42,16 @@ TEST(CollectivePath, AnyMemberWithoutAGpuMakesEveryMemberStage) {
 TEST(CollectivePath, ClaimsSurviveTheExchangesEncoding) {
   MemberClaim short_of_host_memory = offers(5);
   short_of_host_memory.cannot_stage_node = 4;
-  const std::vector<MemberClaim> claims = {offers(4), MemberClaim{.refused_node = 2}, offers(9),
-                                           short_of_host_memory};
+  MemberClaim fusable = offers(9);
+  fusable.fused = int64_t{1} << 40;
+  const std::vector<MemberClaim> claims = {offers(4), MemberClaim{.refused_node = 2}, fusable, short_of_host_memory};
   std::vector<Tensor> rows;
   for (const MemberClaim& c : claims) rows.push_back(encode_claim(c));
   const Tensor gathered = stack(rows);
   EXPECT_EQ(decode_claims(gathered), claims);
-  // Only a [members, 4] int64 tensor is a set of claims.
-  EXPECT_THROW(decode_claims(Tensor::zeros({3, 3}, kInt64)), ValueError);
-  EXPECT_THROW(decode_claims(Tensor::zeros({3, 4}, kInt32)), ValueError);
+  // Only a [members, 5] int64 tensor is a set of claims.
+  EXPECT_THROW(decode_claims(Tensor::zeros({3, 4}, kInt64)), ValueError);
+  EXPECT_THROW(decode_claims(Tensor::zeros({3, 5}, kInt32)), ValueError);
 }
 
 TEST(CollectivePath, AMemberShortOfHostMemoryFailsTheCollectiveOnlyIfTheyStage) {
