@@ -114,7 +114,7 @@ void run(fuzz::ByteReader& in) {
         const uint8_t from = in.u8() % 3;
         const int src = from == 0 ? 1 : from == 1 ? kAnySource : 0;
         Envelope e = raw(in.u8(), in.u8(), 0);
-        e.kind.op = static_cast<detail::MessageOp>(in.u8() % 10);
+        e.kind.op = static_cast<detail::MessageOp>(in.u8() % (static_cast<uint8_t>(detail::kLastMessageOp) + 1));
         e.kind.dtype = in.u8();
         e.kind.count = in.u16();
         auto r = std::make_unique<Receive>();
