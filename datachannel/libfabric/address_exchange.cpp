@@ -51,9 +51,8 @@ std::vector<fi_addr_t> exchange_addresses(Store& store, Endpoint& endpoint, int 
                                                   encode(endpoint.provider(), endpoint.name()), timeout);
   std::vector<fi_addr_t> addrs(static_cast<size_t>(world_size), FI_ADDR_NOTAVAIL);
   for (int peer = 0; peer < world_size; ++peer) {
-    // This rank's own address too: tagged messages (native matching) go to it.
-    const Published p = peer == rank ? Published{std::string(endpoint.provider()), endpoint.name()}
-                                     : decode(published[static_cast<size_t>(peer)], rank, peer);
+    if (peer == rank) continue;
+    const Published p = decode(published[static_cast<size_t>(peer)], rank, peer);
     if (p.provider != endpoint.provider()) {
       THD_THROW_AT(ConnectionError, kOp, rank, peer,
                    "rank {} uses libfabric provider '{}' but rank {} uses '{}': set FI_PROVIDER to the same provider "

@@ -20,8 +20,7 @@ std::string address_key(int rank);
 // Publishes this rank's address, waits for every other rank's until `timeout`
 // (TimeoutError naming the ranks missing), checks that each uses this rank's
 // provider (ConnectionError naming both), and inserts them. Returns each rank's
-// fi_addr_t, by rank; this rank's own address is inserted too (tagged messages
-// to itself, docs/backend_libfabric.md).
+// fi_addr_t, by rank (FI_ADDR_NOTAVAIL for this rank).
 std::vector<fi_addr_t> exchange_addresses(Store& store, Endpoint& endpoint, int rank, int world_size,
                                           std::chrono::milliseconds timeout);
 

@@ -215,11 +215,26 @@ pipe::MessagePipe::NativeOrigin FabricPipe::native_origin(uint64_t tag) const {
 
 void FabricPipe::send_tagged(int peer, uint64_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) {
   check_native(peer, op, false, "send");
+  if (peer == rank() && peers_[static_cast<size_t>(peer)] == FI_ADDR_NOTAVAIL) insert_self();
   auto owned = std::make_unique<Op>(Op::Kind::Send, peer, static_cast<uint32_t>(native_->unpack(tag).tag),
                                     const_cast<uint8_t*>(data.data()), data.size(), op);
   owned->tagged = true;
   owned->fabric_tag = tag;
   start(std::move(owned));
+}
+
+void FabricPipe::insert_self() {
+  // Only when a tagged message is first sent to this rank: shm (1.17) endpoints of
+  // one process share their mappings, and one holding its own address as well
+  // crashed on teardown.
+  const std::vector<uint8_t> name = endpoint_.name();
+  fi_addr_t self = FI_ADDR_NOTAVAIL;
+  const int inserted = fi_av_insert(endpoint_.av(), name.data(), 1, &self, 0, nullptr);
+  if (inserted != 1) {
+    THD_THROW_AT(ConnectionError, kOp, rank(), rank(), "libfabric provider '{}' refused this rank's own address (fi_av_insert: {})",
+                 provider(), inserted < 0 ? fi_error_text(inserted) : std::string("not inserted"));
+  }
+  peers_[static_cast<size_t>(rank())] = self;
 }
 
 bool FabricPipe::send_tagged_at_once(int peer, uint64_t tag, std::span<const uint8_t> data) {

@@ -51,7 +51,8 @@ namespace thd::detail::libfabric {
 
 class FabricPipe final : public pipe::MessagePipe {
  public:
-  // `peers`: each rank's address in the endpoint's address vector. Posts the
+  // `peers`: each rank's address in the endpoint's address vector (this rank's
+  // FI_ADDR_NOTAVAIL: inserted at its first tagged self-send). Posts the
   // goodbye receive; ConnectionError when the provider refuses it.
   FabricPipe(int rank, int size, Endpoint endpoint, std::vector<fi_addr_t> peers, TagLayout tags,
              RegistrationPolicy registration);
@@ -112,6 +113,8 @@ class FabricPipe final : public pipe::MessagePipe {
 
   void check_args(int peer, uint32_t tag, pipe::PipeOp* op, std::string_view what) const;
   void check_native(int peer, pipe::PipeOp* op, bool any_allowed, std::string_view what) const;
+  // Puts this rank's own address into the address vector (for tagged self-sends).
+  void insert_self();
   // A peek's answer: nullopt when the provider gave none in time or refused it.
   enum class PeekResult : uint8_t { Found, NoMessage, Failed };
   PeekResult peek(uint64_t tag, uint64_t ignore, Probed* found, std::chrono::milliseconds wait);
