@@ -224,15 +224,16 @@ void FabricPipe::send_tagged(int peer, uint64_t tag, std::span<const uint8_t> da
 }
 
 void FabricPipe::insert_self() {
-  // Only when a tagged message is first sent to this rank: shm (1.17) endpoints of
-  // one process share their mappings, and one holding its own address as well
-  // crashed on teardown.
+  // At the first tagged message to this rank, not at set-up: a pipe that matches
+  // nothing natively (shm) never holds its own address, which the control path
+  // has no use for (PipeTransport delivers self-sends itself).
   const std::vector<uint8_t> name = endpoint_.name();
   fi_addr_t self = FI_ADDR_NOTAVAIL;
   const int inserted = fi_av_insert(endpoint_.av(), name.data(), 1, &self, 0, nullptr);
   if (inserted != 1) {
-    THD_THROW_AT(ConnectionError, kOp, rank(), rank(), "libfabric provider '{}' refused this rank's own address (fi_av_insert: {})",
-                 provider(), inserted < 0 ? fi_error_text(inserted) : std::string("not inserted"));
+    THD_THROW_AT(ConnectionError, kOp, rank(), rank(),
+                 "libfabric provider '{}' refused this rank's own address (fi_av_insert: {})", provider(),
+                 inserted < 0 ? fi_error_text(inserted) : std::string("not inserted"));
   }
   peers_[static_cast<size_t>(rank())] = self;
 }

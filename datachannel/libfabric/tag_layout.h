@@ -33,7 +33,9 @@ class TagLayout {
   // The bits a provider matches on, from its mem_tag_format: the highest set bit
   // bounds them (FI_TAG_GENERIC, 0xaaaa...aaaa, is 64 bits); 0 means it does not
   // say, taken as all 64.
-  static constexpr int usable_bits(uint64_t mem_tag_format) { return mem_tag_format == 0 ? 64 : std::bit_width(mem_tag_format); }
+  static constexpr int usable_bits(uint64_t mem_tag_format) {
+    return mem_tag_format == 0 ? 64 : std::bit_width(mem_tag_format);
+  }
 
   // The layout for a world of `world_size` ranks over `usable` tag bits; nullopt
   // when fewer than kMinTagBits would be left for the pipe's tags.
@@ -60,7 +62,8 @@ class TagLayout {
   }
 
  private:
-  constexpr TagLayout(int usable, int rank_bits, int tag_bits) : usable_(usable), rank_bits_(rank_bits), tag_bits_(tag_bits) {}
+  constexpr TagLayout(int usable, int rank_bits, int tag_bits)
+      : usable_(usable), rank_bits_(rank_bits), tag_bits_(tag_bits) {}
   constexpr uint64_t goodbye_flag() const noexcept { return uint64_t{1} << (usable_ - 1); }
 
   int usable_;
