@@ -992,7 +992,7 @@ TEST_P(LibfabricPipe, TaggedReceivesMatchTheirSenderOrAnyAndLearnTheSendersTag) 
   const auto f32 = static_cast<uint8_t>(DType::Float32);
   const std::vector<uint8_t> from0 = pattern(40, 1), from2 = pattern(24, 2);
   const std::vector<uint8_t> first = pattern(1 << 20, 3), second = pattern(8, 4), piped = pattern(8, 5);
-  std::atomic<bool> rank2_sent{false};
+  std::atomic<bool> rank2_sent{false}, rank1_checked{false};
   world.run([&](int r, MessagePipe& pipe) {
     if (r == 2) {
       TestOp s;
@@ -1003,9 +1003,9 @@ TEST_P(LibfabricPipe, TaggedReceivesMatchTheirSenderOrAnyAndLearnTheSendersTag) 
       return;
     }
     if (r == 0) {
-      // After rank 2's message has reached rank 1 (whose receive from rank 0 is
-      // posted first): it must wait for the receive from rank 2.
-      ASSERT_TRUE(drive_until(pipe, [&] { return rank2_sent.load(); }));
+      // Only once rank 1 has seen its receive from rank 0 (posted first) leave
+      // rank 2's message to the receive from rank 2.
+      ASSERT_TRUE(drive_until(pipe, [&] { return rank1_checked.load(); }));
       std::vector<TestOp> ops(4);
       pipe.send_tagged(1, native_tag_of(pipe, 5, 0), from0, &ops[0]);
       pipe.send(1, 6, piped, &ops[1]);  // a pipe message on the same peer: never taken by a tagged receive
@@ -1024,6 +1024,7 @@ TEST_P(LibfabricPipe, TaggedReceivesMatchTheirSenderOrAnyAndLearnTheSendersTag) 
     ASSERT_TRUE(drive_until(pipe, [&] { return rank2_sent.load(); }));
     drive_until(pipe, [] { return false; }, 50ms);
     EXPECT_FALSE(ops[0].finished()) << "the receive from rank 0 took rank 2's message";
+    rank1_checked = true;
     pipe.recv_tagged(2, want2.tag, want2.mask, in2, &tag2, &ops[1]);
     // From any rank, in the sender's order, eager and rendezvous sizes alike.
     const auto any = pipe.native_match(native_envelope(6), kAnySource);
@@ -1096,7 +1097,9 @@ TEST_P(LibfabricPipe, TaggedMessagesOnOneTagLandInTheirOwnReceives) {
 TEST_P(LibfabricPipe, ATaggedReceiveOfALongerMessageFailsNamingBothLengthsAndStillLearnsItsTag) {
   World world(2, settings());
   THD_SKIP_UNLESS_NATIVE(world);
-  for (size_t sent_size : {size_t{100}, size_t{1} << 20}) {
+  // Eager (into the landing buffer), segmented (rxm's SAR, 16-128 KiB) and
+  // rendezvous sizes.
+  for (size_t sent_size : {size_t{100}, size_t{96} << 10, size_t{1} << 20}) {
     const size_t room = sent_size / 3;
     constexpr size_t kGuard = 4096;
     world.run([&](int r, MessagePipe& pipe) {
