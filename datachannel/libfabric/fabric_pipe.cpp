@@ -44,13 +44,18 @@ constexpr size_t kLandingBytes = size_t{16} << 10;
 // Completions read per fi_cq_read, and the most read in one go.
 constexpr size_t kBatch = 16;
 constexpr int kMaxReadsPerCall = 64;
+// How long a peek waits for the provider's answer: tcp;ofi_rxm gives it inside
+// fi_trecvmsg. The construction's first peek waits less: shm (1.17) takes the
+// peek and never answers, and its pipe should not be slow to make for that.
+constexpr auto kPeekWait = std::chrono::seconds(1);
+constexpr auto kFirstPeekWait = std::chrono::milliseconds(50);
 
 void nap(microseconds us) { std::this_thread::sleep_for(us); }
 
 }  // namespace
 
 struct FabricPipe::Op {
-  enum class Kind : uint8_t { Send, Recv, GoodbyeSend, GoodbyeRecv };
+  enum class Kind : uint8_t { Send, Recv, GoodbyeSend, GoodbyeRecv, Peek };
 
   // The provider's scratch first: the completion's op_context is &context, which
   // is also &context.fi (FI_CONTEXT needs an fi_context there, FI_CONTEXT2 two).
@@ -59,8 +64,8 @@ struct FabricPipe::Op {
     Op* self;
   } context{};
   Kind kind;
-  int peer;
-  uint32_t tag;
+  int peer;  // -1: a tagged receive from any rank
+  uint32_t tag;  // the pipe's tag, or a tagged op's caller's tag (for errors)
   uint8_t* buf;
   size_t len;
   // Where a short receive lands instead of buf (kLandingBytes), else null.
@@ -74,6 +79,15 @@ struct FabricPipe::Op {
   // Its peer was lost while it was posted: what its completion reports if it
   // does not succeed.
   std::exception_ptr fail_with;
+  // A tagged op (send_tagged, recv_tagged): its whole tag and, for a receive, the
+  // bits it ignores and where the message's own tag goes.
+  bool tagged = false;
+  uint64_t fabric_tag = 0;
+  uint64_t ignore = 0;
+  uint64_t* sender_out = nullptr;
+  // A peek's answer, once it came.
+  std::optional<PeekResult> peeked;
+  Probed peek_found;
 
   Op(Kind k, int p, uint32_t t, uint8_t* b, size_t n, pipe::PipeOp* u)
       : kind(k), peer(p), tag(t), buf(b), len(n), user(u) {
@@ -90,11 +104,14 @@ struct FabricPipe::Op {
       case Kind::Send:
         return fmt::format("send of {} bytes to rank {} (tag {})", len, peer, tag);
       case Kind::Recv:
+        if (peer < 0) return fmt::format("receive of up to {} bytes from any rank (tag {})", len, tag);
         return fmt::format("receive of up to {} bytes from rank {} (tag {})", len, peer, tag);
       case Kind::GoodbyeSend:
         return fmt::format("goodbye to rank {}", peer);
       case Kind::GoodbyeRecv:
         return "goodbye receive";
+      case Kind::Peek:
+        return "peek";
     }
     return "op";
   }
@@ -119,6 +136,14 @@ FabricPipe::FabricPipe(int rank, int size, Endpoint endpoint, std::vector<fi_add
                    provider(), provider_hint(""));
     }
   }
+  native_ = NativeLayout::make(tags_);
+  if (native_) {
+    // Native matching needs the provider's peek for receives of any length; one
+    // that refuses it keeps every message on the control path.
+    peek_ = std::make_unique<Op>(Op::Kind::Peek, -1, 0, nullptr, 0, nullptr);
+    Probed unused;
+    peeks_ = peek(native_->pack({}), 0, &unused, kFirstPeekWait) != PeekResult::Failed;
+  }
 }
 
 FabricPipe::~FabricPipe() { close(); }
@@ -137,6 +162,16 @@ void FabricPipe::check_peer_and_tag(int peer, uint32_t tag, std::string_view wha
   if (tag > tags_.max_tag()) {
     THD_THROW_AT(ValueError, kOp, rank(), peer, "{}: tag {} is above the pipe's max_tag {}", what, tag,
                  tags_.max_tag());
+  }
+}
+
+void FabricPipe::check_native(int peer, pipe::PipeOp* op, bool any_allowed, std::string_view what) const {
+  THD_CHECK(op != nullptr, ValueError, kOp, "{}: no PipeOp given", what);
+  THD_CHECK(!ops_.contains(op), ValueError, kOp, "{}: this PipeOp is already pending", what);
+  THD_CHECK(matches_natively(), ValueError, kOp, "{}: libfabric provider '{}' does not match natively here", what,
+            provider());
+  if ((peer < 0 || peer >= size()) && !(any_allowed && peer == -1)) {
+    THD_THROW_AT(ValueError, kOp, rank(), peer, "{}: peer {} is not a rank of this world of {}", what, peer, size());
   }
 }
 
@@ -166,10 +201,112 @@ void FabricPipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::Pip
   start(std::make_unique<Op>(Op::Kind::Recv, peer, tag, data.data(), data.size(), op));
 }
 
+pipe::MessagePipe::NativeMatch FabricPipe::native_match(const Envelope& envelope, int source) const {
+  if (!native_) return {};
+  const NativeLayout::Match m = native_->match(envelope, source);
+  return {m.tag, m.mask};
+}
+
+pipe::MessagePipe::NativeOrigin FabricPipe::native_origin(uint64_t tag) const {
+  if (!native_) return {};
+  const NativeLayout::Fields f = native_->unpack(tag);
+  return {f.sender, f.dtype == NativeLayout::kRawBytesCode ? detail::kRawBytes : static_cast<uint8_t>(f.dtype)};
+}
+
+void FabricPipe::send_tagged(int peer, uint64_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) {
+  check_native(peer, op, false, "send");
+  if (peer == rank() && peers_[static_cast<size_t>(peer)] == FI_ADDR_NOTAVAIL) insert_self();
+  auto owned = std::make_unique<Op>(Op::Kind::Send, peer, static_cast<uint32_t>(native_->unpack(tag).tag),
+                                    const_cast<uint8_t*>(data.data()), data.size(), op);
+  owned->tagged = true;
+  owned->fabric_tag = tag;
+  start(std::move(owned));
+}
+
+void FabricPipe::insert_self() {
+  // At the first tagged message to this rank, not at set-up: a pipe that matches
+  // nothing natively (shm) never holds its own address, which the control path
+  // has no use for (PipeTransport delivers self-sends itself).
+  const std::vector<uint8_t> name = endpoint_.name();
+  fi_addr_t self = FI_ADDR_NOTAVAIL;
+  const int inserted = fi_av_insert(endpoint_.av(), name.data(), 1, &self, 0, nullptr);
+  if (inserted != 1) {
+    THD_THROW_AT(ConnectionError, kOp, rank(), rank(),
+                 "libfabric provider '{}' refused this rank's own address (fi_av_insert: {})", provider(),
+                 inserted < 0 ? fi_error_text(inserted) : std::string("not inserted"));
+  }
+  peers_[static_cast<size_t>(rank())] = self;
+}
+
+bool FabricPipe::send_tagged_at_once(int peer, uint64_t tag, std::span<const uint8_t> data) {
+  if (!matches_natively() || peer < 0 || peer >= size() || peer == rank()) return false;
+  if (data.size() > inject_size_ || peer_errors_[static_cast<size_t>(peer)] || !queue_of(peer).empty()) return false;
+  if (fi_tinject(endpoint_.ep(), data.data(), data.size(), peers_[static_cast<size_t>(peer)], tag) != 0) return false;
+  idle_nap_us_.store(kMinIdleNapUs, std::memory_order_relaxed);
+  return true;
+}
+
+void FabricPipe::recv_tagged(int peer, uint64_t tag, uint64_t mask, std::span<uint8_t> data, uint64_t* sender_tag,
+                             pipe::PipeOp* op) {
+  check_native(peer, op, true, "recv");
+  auto owned = std::make_unique<Op>(Op::Kind::Recv, peer, static_cast<uint32_t>(native_->unpack(tag).tag),
+                                    data.data(), data.size(), op);
+  owned->tagged = true;
+  owned->fabric_tag = tag;
+  owned->ignore = ~mask & usable_mask();
+  owned->sender_out = sender_tag;
+  start(std::move(owned));
+}
+
+std::optional<pipe::MessagePipe::Probed> FabricPipe::probe_tagged(uint64_t tag, uint64_t mask) {
+  if (!matches_natively()) return std::nullopt;
+  Probed found;
+  if (peek(tag, ~mask & usable_mask(), &found, kPeekWait) != PeekResult::Found) return std::nullopt;
+  return found;
+}
+
+FabricPipe::PeekResult FabricPipe::peek(uint64_t tag, uint64_t ignore, Probed* found,
+                                        std::chrono::milliseconds wait) {
+  Op& p = *peek_;
+  p.peeked.reset();
+  fi_msg_tagged msg{};
+  msg.addr = FI_ADDR_UNSPEC;
+  msg.tag = tag;
+  msg.ignore = ignore;
+  msg.context = &p.context;
+  int rc = 0;
+  for (int tries = 1;; ++tries) {
+    rc = static_cast<int>(fi_trecvmsg(endpoint_.ep(), &msg, FI_PEEK | FI_COMPLETION));
+    if (rc != -FI_EAGAIN || tries == kPostTries) break;
+    read_completions();
+  }
+  if (rc == -FI_EAGAIN) return PeekResult::NoMessage;  // busy: the caller looks again later
+  if (rc != 0) return PeekResult::Failed;
+  p.posted = true;
+  // The answer is a completion: FI_ENOMSG (an error entry) or the message's length and tag.
+  const auto deadline = net::Clock::now() + wait;
+  for (int rounds = 0; !p.peeked; ++rounds) {
+    read_completions();
+    if (p.peeked) break;
+    if (net::Clock::now() >= deadline) {
+      // Withdrawn, lest a provider that took it for a receive match a message
+      // with it; it may still answer into this op, which stays until the endpoint closes.
+      (void)fi_cancel(&endpoint_.ep()->fid, &p.context);
+      unanswered_peeks_.push_back(std::move(peek_));
+      peek_ = std::make_unique<Op>(Op::Kind::Peek, -1, 0, nullptr, 0, nullptr);
+      return PeekResult::Failed;
+    }
+    if (rounds > 64) nap(microseconds(5));
+  }
+  if (*p.peeked == PeekResult::Found) *found = p.peek_found;
+  return *p.peeked;
+}
+
 void FabricPipe::start(std::unique_ptr<Op> owned) {
   Op& op = *owned;
   pipe::PipeOp* user = op.user;
-  const std::exception_ptr& lost = peer_errors_[static_cast<size_t>(op.peer)];
+  static const std::exception_ptr kNone;
+  const std::exception_ptr& lost = op.peer >= 0 ? peer_errors_[static_cast<size_t>(op.peer)] : kNone;
   if (lost && op.kind == Op::Kind::Send) {
     user->done(lost, 0);
     return;
@@ -197,7 +334,7 @@ void FabricPipe::start(std::unique_ptr<Op> owned) {
   idle_nap_us_.store(kMinIdleNapUs);
   // Behind ops to the same peer already waiting, to keep its messages in order.
   // Per peer: a peer whose connection is stuck (dead) holds up no one else.
-  std::deque<Op*>& queue = queue_of(op.peer);
+  std::deque<Op*>& queue = queue_for(op);
   if (!queue.empty()) {
     queue.push_back(&op);
     return;
@@ -231,6 +368,7 @@ void FabricPipe::start(std::unique_ptr<Op> owned) {
 void FabricPipe::withdraw_if_lost(Op& op) {
   // A receive from a lost peer may still match what the peer sent before it left
   // (already here, unexpected); anything else it could wait for will never come.
+  if (op.peer < 0) return;  // from any rank: no one peer's loss ends it
   const std::exception_ptr& lost = peer_errors_[static_cast<size_t>(op.peer)];
   if (lost && op.kind == Op::Kind::Recv) {
     op.fail_with = lost;
@@ -243,9 +381,15 @@ int FabricPipe::post(Op& op) noexcept {
   const fi_addr_t peer = op.peer >= 0 ? peers_[static_cast<size_t>(op.peer)] : FI_ADDR_UNSPEC;
   switch (op.kind) {
     case Op::Kind::Send:
-      return static_cast<int>(
-          fi_tsend(ep, op.buf, op.len, op.mr.desc(), peer, tags_.data_tag(rank(), op.tag), &op.context));
+      return static_cast<int>(fi_tsend(ep, op.buf, op.len, op.mr.desc(), peer,
+                                       op.tagged ? op.fabric_tag : tags_.data_tag(rank(), op.tag), &op.context));
     case Op::Kind::Recv:
+      // Tagged receives all name no source (the sender is in the tag): one list
+      // in the provider, matched in posting order whichever peer they are for.
+      if (op.tagged) {
+        return static_cast<int>(fi_trecv(ep, op.target(), op.target_len(), op.mr.desc(), FI_ADDR_UNSPEC,
+                                         op.fabric_tag, op.ignore, &op.context));
+      }
       return static_cast<int>(fi_trecv(ep, op.target(), op.target_len(), op.mr.desc(),
                                        endpoint_.directed_recv() ? peer : FI_ADDR_UNSPEC,
                                        tags_.data_tag(op.peer, op.tag), 0, &op.context));
@@ -254,6 +398,8 @@ int FabricPipe::post(Op& op) noexcept {
     case Op::Kind::GoodbyeRecv:
       return static_cast<int>(
           fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, tags_.goodbye_tag(0), tags_.goodbye_ignore(), &op.context));
+    case Op::Kind::Peek:
+      break;  // peek() posts it
   }
   return -FI_EINVAL;
 }
@@ -298,8 +444,12 @@ void FabricPipe::post_queued() {
 }
 
 std::deque<FabricPipe::Op*>& FabricPipe::queue_of(int peer) {
-  if (queued_.size() < static_cast<size_t>(size())) queued_.resize(static_cast<size_t>(size()));
+  if (queued_.size() <= static_cast<size_t>(size())) queued_.resize(static_cast<size_t>(size()) + 1);
   return queued_[static_cast<size_t>(peer)];
+}
+
+std::deque<FabricPipe::Op*>& FabricPipe::queue_for(const Op& op) {
+  return queue_of(op.kind == Op::Kind::Recv && op.tagged ? size() : op.peer);
 }
 
 int FabricPipe::progress() {
@@ -345,10 +495,12 @@ void FabricPipe::on_completion(const fi_cq_tagged_entry& entry) {
       finish(op, nullptr, op.len);
       return;
     case Op::Kind::Recv:
+      if (op.sender_out != nullptr) *op.sender_out = entry.tag;
       if (!op.landing) {
         finish(op, nullptr, entry.len);
       } else if (entry.len > op.len) {
-        finish(op, too_long(op, entry.len), 0);
+        // A tagged receive's caller names both lengths: it gets the message's.
+        finish(op, too_long(op, entry.len, entry.tag), op.tagged ? entry.len : 0);
       } else {
         if (entry.len > 0) std::memcpy(op.buf, op.landing.get(), entry.len);
         finish(op, nullptr, entry.len);
@@ -368,6 +520,10 @@ void FabricPipe::on_completion(const fi_cq_tagged_entry& entry) {
       if (!closing_ && post(op) == 0) op.posted = true;
       return;
     }
+    case Op::Kind::Peek:
+      op.peek_found = Probed{entry.tag, entry.len};
+      op.peeked = PeekResult::Found;
+      return;
   }
 }
 
@@ -377,6 +533,10 @@ void FabricPipe::on_error(const fi_cq_err_entry& entry) {
   // Positive by the spec; shm (1.17) reports some negated.
   const int code = entry.err < 0 ? -entry.err : entry.err;
   op.posted = false;
+  if (op.kind == Op::Kind::Peek) {
+    op.peeked = code == FI_ENOMSG ? PeekResult::NoMessage : PeekResult::Failed;
+    return;
+  }
   if (op.kind == Op::Kind::GoodbyeSend) return;
   if (op.kind == Op::Kind::GoodbyeRecv) {
     if (!closing_ && code != FI_ECANCELED && post(op) == 0) op.posted = true;
@@ -404,7 +564,8 @@ void FabricPipe::on_error(const fi_cq_err_entry& entry) {
     // is told differently by each: olen the bytes dropped (tcp;ofi_rxm's
     // rendezvous, with len the whole message), or nothing (rxm's eager path, shm).
     const size_t whole = entry.olen > 0 ? op.target_len() + entry.olen : entry.len > op.target_len() ? entry.len : 0;
-    finish(op, too_long(op, whole), 0);
+    if (op.sender_out != nullptr) *op.sender_out = entry.tag;
+    finish(op, too_long(op, whole, entry.tag), op.tagged ? whole : 0);
     return;
   }
   if (op.fail_with) {
@@ -421,14 +582,16 @@ void FabricPipe::on_error(const fi_cq_err_entry& entry) {
   finish(op, std::make_exception_ptr(ConnectionError(text, context_at(kOp, rank(), op.peer, __FILE__, __LINE__))), 0);
 }
 
-std::exception_ptr FabricPipe::too_long(const Op& op, size_t message_bytes) const {
+std::exception_ptr FabricPipe::too_long(const Op& op, size_t message_bytes, uint64_t message_tag) const {
   const std::string sent = message_bytes > 0 ? fmt::format("a message of {} bytes", message_bytes)
                                              : std::string("a message (libfabric does not say how long)");
+  // A tagged receive from any rank learns the sender from the message's tag.
+  const int sender = op.tagged && native_ ? native_->unpack(message_tag).sender : op.peer;
   return std::make_exception_ptr(
       ValueError(fmt::format("{} from rank {} (tag {}) is longer than the receive buffer of {} bytes; the receive "
                              "failed and the message is dropped",
-                             sent, op.peer, op.tag, op.len),
-                 context_at(kOp, rank(), op.peer, __FILE__, __LINE__)));
+                             sent, sender, op.tag, op.len),
+                 context_at(kOp, rank(), sender, __FILE__, __LINE__)));
 }
 
 void FabricPipe::finish(Op& op, std::exception_ptr error, size_t bytes, bool withdrawn) {
@@ -468,7 +631,7 @@ void FabricPipe::lose_peer(int peer, const std::string& why, const Op* completin
     }
     // A queued send fails now; a queued receive is withdrawn once posted (it may
     // match what the peer sent before it left). Ops not yet queued are start()'s.
-    std::deque<Op*>& queue = queue_of(op->peer);
+    std::deque<Op*>& queue = queue_for(*op);
     auto queued = std::find(queue.begin(), queue.end(), op);
     if (queued != queue.end() && op->kind == Op::Kind::Send) {
       queue.erase(queued);
@@ -482,7 +645,7 @@ bool FabricPipe::cancel(pipe::PipeOp* user) {
   if (it == ops_.end()) return false;  // finished (its done() may still be on its way)
   Op& op = *it->second;
   if (!op.posted) {
-    std::deque<Op*>& queue = queue_of(op.peer);
+    std::deque<Op*>& queue = queue_for(op);
     queue.erase(std::find(queue.begin(), queue.end(), &op));
     ops_.erase(it);
     return true;
@@ -627,6 +790,8 @@ void FabricPipe::close() noexcept {
   ops_.clear();
   goodbye_recv_.reset();
   goodbye_sends_.clear();
+  peek_.reset();
+  unanswered_peeks_.clear();
 }
 
 }  // namespace thd::detail::libfabric

@@ -9,6 +9,12 @@
 // short message (fabric_pipe.cpp, kLandingBytes); longer ones are zero-copy. An op the provider refuses with
 // -FI_EAGAIN waits in a queue, in order, and is posted again by progress().
 //
+// Native matching: where the provider's tag bits hold tag_layout.h's NativeLayout
+// beside the pipe's own and it answers a peek (FI_PEEK) at construction,
+// matches_natively() is true and thd's point-to-point messages that fit go
+// through send_tagged/recv_tagged/probe_tagged (fi_tsend, fi_trecv with an ignore
+// mask, fi_trecvmsg with FI_PEEK), matched by the provider itself.
+//
 // Peers: a rank that destroys its pipe sends every peer a goodbye (a reserved tag,
 // tag_layout.h); a send that fails means the path to its peer is gone. Either way
 // the peer is lost: its pending receives are withdrawn with thd::PeerLost, later
@@ -20,11 +26,13 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,7 +51,8 @@ namespace thd::detail::libfabric {
 
 class FabricPipe final : public pipe::MessagePipe {
  public:
-  // `peers`: each rank's address in the endpoint's address vector. Posts the
+  // `peers`: each rank's address in the endpoint's address vector (this rank's
+  // FI_ADDR_NOTAVAIL: inserted at its first tagged self-send). Posts the
   // goodbye receive; ConnectionError when the provider refuses it.
   FabricPipe(int rank, int size, Endpoint endpoint, std::vector<fi_addr_t> peers, TagLayout tags,
              RegistrationPolicy registration);
@@ -73,6 +82,21 @@ class FabricPipe final : public pipe::MessagePipe {
   // error, and shm has no liveness check: PipeTransport's heartbeats do it.
   bool detects_silent_peer_loss() const noexcept override { return false; }
 
+  // ---- messages matched by libfabric itself (message_pipe.h) ----
+  bool matches_natively() const noexcept override { return native_.has_value() && peeks_; }
+  std::optional<uint64_t> native_tag(const Envelope& envelope, int sender) const override {
+    return native_ ? native_->tag_of(envelope, sender) : std::nullopt;
+  }
+  NativeMatch native_match(const Envelope& envelope, int source) const override;
+  NativeOrigin native_origin(uint64_t tag) const override;
+  // To this rank too: the provider delivers to the endpoint's own address.
+  void send_tagged(int peer, uint64_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override;
+  bool send_tagged_at_once(int peer, uint64_t tag, std::span<const uint8_t> data) override;
+  void recv_tagged(int peer, uint64_t tag, uint64_t mask, std::span<uint8_t> data, uint64_t* sender_tag,
+                   pipe::PipeOp* op) override;
+  // fi_trecvmsg with FI_PEEK; waits at most a second for the provider's answer.
+  std::optional<Probed> probe_tagged(uint64_t tag, uint64_t mask) override;
+
   // The provider in use ("tcp;ofi_rxm", "shm").
   std::string_view provider() const noexcept { return endpoint_.provider(); }
 
@@ -88,6 +112,12 @@ class FabricPipe final : public pipe::MessagePipe {
   };
 
   void check_args(int peer, uint32_t tag, pipe::PipeOp* op, std::string_view what) const;
+  void check_native(int peer, pipe::PipeOp* op, bool any_allowed, std::string_view what) const;
+  // Puts this rank's own address into the address vector (for tagged self-sends).
+  void insert_self();
+  // A peek's answer: nullopt when the provider gave none in time or refused it.
+  enum class PeekResult : uint8_t { Found, NoMessage, Failed };
+  PeekResult peek(uint64_t tag, uint64_t ignore, Probed* found, std::chrono::milliseconds wait);
   void check_peer_and_tag(int peer, uint32_t tag, std::string_view what) const;
   void start(std::unique_ptr<Op> op);
   int post(Op& op) noexcept;
@@ -100,7 +130,11 @@ class FabricPipe final : public pipe::MessagePipe {
   void on_completion(const fi_cq_tagged_entry& entry);
   void on_error(const fi_cq_err_entry& entry);
   void finish(Op& op, std::exception_ptr error, size_t bytes, bool withdrawn = false);
-  std::exception_ptr too_long(const Op& op, size_t message_bytes) const;
+  std::exception_ptr too_long(const Op& op, size_t message_bytes, uint64_t message_tag = 0) const;
+  // The tag bits the provider matches on.
+  uint64_t usable_mask() const noexcept {
+    return tags_.usable() >= 64 ? ~uint64_t{0} : (uint64_t{1} << tags_.usable()) - 1;
+  }
   int deliver();
 
   void lose_peer(int peer, const std::string& why, const Op* completing = nullptr);
@@ -118,12 +152,20 @@ class FabricPipe final : public pipe::MessagePipe {
   std::unordered_map<pipe::PipeOp*, std::unique_ptr<Op>> ops_;
   std::vector<std::deque<Op*>> queued_;  // by peer
   std::deque<Op*>& queue_of(int peer);
+  // An op's queue: its peer's, or for every tagged receive one of their own (their
+  // posting order is their matching order, whichever peer they name).
+  std::deque<Op*>& queue_for(const Op& op);
   std::vector<Finished> finished_;
   std::unique_ptr<Op> goodbye_recv_;
   std::vector<std::unique_ptr<Op>> goodbye_sends_;
   std::vector<std::exception_ptr> peer_errors_;
   std::vector<char> departed_;  // by peer: lost by its goodbye, having finished
   bool closing_ = false;
+
+  std::optional<NativeLayout> native_;  // where the provider's tag bits hold it
+  bool peeks_ = false;                  // the provider answered the construction's peek
+  std::unique_ptr<Op> peek_;            // the peek in use
+  std::vector<std::unique_ptr<Op>> unanswered_peeks_;  // kept for the provider until close
 
   // Set by arm() for the next sleep(): 0 block on the completion queue's fd; > 0
   // nap this many microseconds; < 0 no wait object, nap by `busy` and idleness.

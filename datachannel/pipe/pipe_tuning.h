@@ -45,7 +45,7 @@ struct PipeTuning {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds heartbeat_timeout{4000};
   // Point-to-point messages whose envelope fits the pipe's tags are matched by the
-  // library itself, where the pipe can (MessagePipe::matches_natively: ucx);
+  // library itself, where the pipe can (MessagePipe::matches_natively: ucx, libfabric);
   // THD_PIPE_NATIVE_MATCHING=0 sends them as control messages like the rest.
   bool native_matching = true;
 };

@@ -295,6 +295,90 @@ TEST(LibfabricTagLayout, NarrowProvidersGetFewerTagBitsOrNone) {
   EXPECT_FALSE(TagLayout::make(20, 64).has_value());  // 20 - 1 - 6 = 13 < 15
 }
 
+
+// ---- the native layout (thd's point-to-point envelopes in the provider's tag) ----
+
+detail::Envelope native_envelope(int64_t tag, uint8_t dtype = detail::kRawBytes, uint32_t group = 1) {
+  detail::Envelope e;
+  e.context = detail::p2p_context(group);
+  e.tag = tag;
+  e.kind.dtype = dtype;
+  return e;
+}
+
+TEST(LibfabricNativeLayout, FieldsAreSizedFromTheProvidersBitsAndTheWorld) {
+  using detail::libfabric::NativeLayout;
+  const auto wide = NativeLayout::make(*TagLayout::make(64, 4));
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_EQ(wide->tag_bits(), 31);
+  EXPECT_EQ(wide->group_bits(), 24);
+  EXPECT_EQ(wide->sender_bits(), 2);
+  EXPECT_EQ(wide->native_bit(), uint64_t{1} << 62);
+  // A large world takes sender bits from the group.
+  const auto many = NativeLayout::make(*TagLayout::make(64, 1 << 20));
+  ASSERT_TRUE(many.has_value());
+  EXPECT_EQ(many->sender_bits(), 20);
+  EXPECT_EQ(many->tag_bits(), 29);
+  EXPECT_EQ(many->group_bits(), 8);
+  // Narrow providers: fewer tag bits, or no native matching at all (24 bits: the
+  // pipe's 21-bit tags and 2 rank bits reach the native bit, 22).
+  const auto narrow = NativeLayout::make(*TagLayout::make(40, 4));
+  ASSERT_TRUE(narrow.has_value());
+  EXPECT_EQ(narrow->tag_bits(), 23);
+  EXPECT_EQ(narrow->group_bits(), 8);
+  EXPECT_EQ(narrow->native_bit(), uint64_t{1} << 38);
+  EXPECT_FALSE(NativeLayout::make(*TagLayout::make(24, 4)).has_value());
+  // Every layout keeps the pipe's own tags (data and goodbye) clear of the native bit.
+  for (int world : {1, 2, 3, 64, 1 << 20}) {
+    const auto pipe = *TagLayout::make(64, world);
+    const auto native = NativeLayout::make(pipe);
+    ASSERT_TRUE(native.has_value()) << world;
+    EXPECT_EQ(pipe.data_tag(world - 1, UINT32_MAX) & native->native_bit(), 0u) << world;
+    EXPECT_EQ(pipe.goodbye_tag(world - 1) & native->native_bit(), 0u) << world;
+    EXPECT_EQ((native->tag_mask() | native->group_mask() | native->sender_mask() | native->dtype_mask()) &
+                  native->native_bit(),
+              0u);
+  }
+}
+
+TEST(LibfabricNativeLayout, PacksWhatFitsAndRefusesTheRest) {
+  using detail::libfabric::NativeLayout;
+  const auto layout = *NativeLayout::make(*TagLayout::make(64, 3));
+  const auto f32 = static_cast<uint8_t>(DType::Float32);
+  const auto tag = layout.tag_of(native_envelope(1234, f32, 77), 2);
+  ASSERT_TRUE(tag.has_value());
+  const NativeLayout::Fields f = layout.unpack(*tag);
+  EXPECT_EQ(f, (NativeLayout::Fields{static_cast<uint32_t>(DType::Float32), 2, 77, 1234}));
+  EXPECT_EQ(layout.unpack(*layout.tag_of(native_envelope(5), 0)).dtype, NativeLayout::kRawBytesCode);
+  EXPECT_TRUE(layout.tag_of(native_envelope(INT32_MAX), 0).has_value());
+  // Refused, not aliased: a tag or group past its field, a negative tag, a
+  // collective's envelope, a sender past the world's bits.
+  EXPECT_FALSE(layout.tag_of(native_envelope(int64_t{1} << 31), 0).has_value());
+  EXPECT_FALSE(layout.tag_of(native_envelope(-1), 0).has_value());
+  EXPECT_FALSE(layout.tag_of(native_envelope(5, detail::kRawBytes, 1U << 24), 0).has_value());
+  detail::Envelope collective = native_envelope(5);
+  collective.context = detail::collective_context(1);
+  EXPECT_FALSE(layout.tag_of(collective, 0).has_value());
+  detail::Envelope rooted = native_envelope(5);
+  rooted.kind.root = 0;
+  EXPECT_FALSE(layout.tag_of(rooted, 0).has_value());
+  EXPECT_FALSE(layout.tag_of(native_envelope(5), 4).has_value());
+
+  // A receive matches any dtype; from one sender or, from any, every sender.
+  const auto from2 = layout.match(native_envelope(1234, detail::kRawBytes, 77), 2);
+  EXPECT_EQ(*tag & from2.mask, from2.tag & from2.mask);
+  EXPECT_NE(*layout.tag_of(native_envelope(1234, f32, 77), 1) & from2.mask, from2.tag & from2.mask);
+  EXPECT_NE(*layout.tag_of(native_envelope(1235, f32, 77), 2) & from2.mask, from2.tag & from2.mask);
+  EXPECT_NE(*layout.tag_of(native_envelope(1234, f32, 78), 2) & from2.mask, from2.tag & from2.mask);
+  const auto any = layout.match(native_envelope(1234, detail::kRawBytes, 77), kAnySource);
+  for (int sender = 0; sender < 3; ++sender) {
+    EXPECT_EQ(*layout.tag_of(native_envelope(1234, f32, 77), sender) & any.mask, any.tag & any.mask) << sender;
+  }
+  // The pipe's own tags never match a native receive.
+  const auto pipe = *TagLayout::make(64, 3);
+  EXPECT_NE(pipe.data_tag(2, 1234) & any.mask, any.tag & any.mask);
+}
+
 // ---- messages -----------------------------------------------------------------
 
 TEST_P(LibfabricPipe, SendsAndReceivesSmallAndLargeMessages) {
@@ -868,6 +952,263 @@ TEST(LibfabricPipeCrash, KilledPeerNeverLooksLikeASuccessAndTeardownIsBounded) {
   pipe.reset();
   EXPECT_LT(Clock::now() - start, 4s) << "teardown with a send stuck on a dead peer";
   EXPECT_LE(op.calls(), 1);
+}
+
+
+// ---- messages matched by libfabric itself (send_tagged, recv_tagged, probe_tagged) ----
+
+uint64_t native_tag_of(const MessagePipe& pipe, int64_t tag, int sender, uint8_t dtype = detail::kRawBytes) {
+  return *pipe.native_tag(native_envelope(tag, dtype), sender);
+}
+
+#define THD_SKIP_UNLESS_NATIVE(world)                                                                     \
+  if (!(world)[0].matches_natively())                                                                     \
+  GTEST_SKIP() << "libfabric provider '" << GetParam() << "' does not match natively (it answers no FI_PEEK)"
+
+bool all_finished(const std::vector<TestOp>& ops) {
+  return std::all_of(ops.begin(), ops.end(), [](const TestOp& o) { return o.finished(); });
+}
+
+// Native matching needs 64 tag bits (both providers have them) and FI_PEEK:
+// tcp;ofi_rxm answers a peek inside fi_trecvmsg; shm (libfabric 1.17) takes it and
+// never answers, so its pipe keeps every message on the control path.
+TEST_P(LibfabricPipe, MatchesNativelyWhereTheProviderAnswersAPeek) {
+  const auto start = Clock::now();
+  World world(2, settings());
+  EXPECT_LT(Clock::now() - start, 2s) << "making the pipes waited on the peek";
+  const bool expected = GetParam() == "tcp";
+  EXPECT_EQ(world[0].matches_natively(), expected);
+  EXPECT_EQ(world[1].matches_natively(), expected);
+  if (!expected) return;
+  EXPECT_TRUE(world[0].native_tag(native_envelope(5), 1).has_value());
+  detail::Envelope collective = native_envelope(5);
+  collective.context = detail::collective_context(1);
+  EXPECT_FALSE(world[0].native_tag(collective, 1).has_value()) << "collectives stay on the control path";
+}
+
+TEST_P(LibfabricPipe, TaggedReceivesMatchTheirSenderOrAnyAndLearnTheSendersTag) {
+  World world(3, settings());
+  THD_SKIP_UNLESS_NATIVE(world);
+  const auto f32 = static_cast<uint8_t>(DType::Float32);
+  const std::vector<uint8_t> from0 = pattern(40, 1), from2 = pattern(24, 2);
+  const std::vector<uint8_t> first = pattern(1 << 20, 3), second = pattern(8, 4), piped = pattern(8, 5);
+  std::atomic<bool> rank2_sent{false}, rank1_checked{false};
+  world.run([&](int r, MessagePipe& pipe) {
+    if (r == 2) {
+      TestOp s;
+      pipe.send_tagged(1, native_tag_of(pipe, 5, 2, f32), from2, &s);
+      ASSERT_TRUE(drive(pipe, s));
+      expect_ok(s, from2.size(), "rank 2's send");
+      rank2_sent = true;
+      return;
+    }
+    if (r == 0) {
+      // Only once rank 1 has seen its receive from rank 0 (posted first) leave
+      // rank 2's message to the receive from rank 2.
+      ASSERT_TRUE(drive_until(pipe, [&] { return rank1_checked.load(); }));
+      std::vector<TestOp> ops(4);
+      pipe.send_tagged(1, native_tag_of(pipe, 5, 0), from0, &ops[0]);
+      pipe.send(1, 6, piped, &ops[1]);  // a pipe message on the same peer: never taken by a tagged receive
+      pipe.send_tagged(1, native_tag_of(pipe, 6, 0), first, &ops[2]);
+      pipe.send_tagged(1, native_tag_of(pipe, 6, 0), second, &ops[3]);
+      ASSERT_TRUE(drive_until(pipe, [&] { return all_finished(ops); }));
+      for (const TestOp& op : ops) EXPECT_EQ(op.error(), nullptr) << what(op.error());
+      return;
+    }
+    std::vector<uint8_t> in0(64), in2(64), a(1 << 20), b(1 << 20), pipe_in(8);
+    uint64_t tag0 = 0, tag2 = 0, tag_a = 0, tag_b = 0;
+    std::vector<TestOp> ops(5);
+    const auto want0 = pipe.native_match(native_envelope(5), 0);
+    const auto want2 = pipe.native_match(native_envelope(5), 2);
+    pipe.recv_tagged(0, want0.tag, want0.mask, in0, &tag0, &ops[0]);
+    ASSERT_TRUE(drive_until(pipe, [&] { return rank2_sent.load(); }));
+    drive_until(pipe, [] { return false; }, 50ms);
+    EXPECT_FALSE(ops[0].finished()) << "the receive from rank 0 took rank 2's message";
+    rank1_checked = true;
+    pipe.recv_tagged(2, want2.tag, want2.mask, in2, &tag2, &ops[1]);
+    // From any rank, in the sender's order, eager and rendezvous sizes alike.
+    const auto any = pipe.native_match(native_envelope(6), kAnySource);
+    pipe.recv_tagged(-1, any.tag, any.mask, a, &tag_a, &ops[2]);
+    pipe.recv_tagged(-1, any.tag, any.mask, b, &tag_b, &ops[3]);
+    pipe.recv(0, 6, pipe_in, &ops[4]);
+    ASSERT_TRUE(drive_until(pipe, [&] { return all_finished(ops); }));
+    expect_ok(ops[0], from0.size(), "from rank 0");
+    expect_ok(ops[1], from2.size(), "from rank 2");
+    expect_ok(ops[2], first.size(), "the first from any rank");
+    expect_ok(ops[3], second.size(), "the second from any rank");
+    expect_ok(ops[4], piped.size(), "the pipe message");
+    EXPECT_TRUE(std::equal(from0.begin(), from0.end(), in0.begin()));
+    EXPECT_TRUE(std::equal(from2.begin(), from2.end(), in2.begin()));
+    EXPECT_TRUE(a == first);
+    EXPECT_TRUE(std::equal(second.begin(), second.end(), b.begin()));
+    EXPECT_TRUE(pipe_in == piped);
+    EXPECT_EQ(pipe.native_origin(tag0).sender, 0);
+    EXPECT_EQ(pipe.native_origin(tag0).dtype, detail::kRawBytes);
+    EXPECT_EQ(pipe.native_origin(tag2).sender, 2);
+    EXPECT_EQ(pipe.native_origin(tag2).dtype, f32);
+    EXPECT_EQ(pipe.native_origin(tag_a).sender, 0);
+  });
+}
+
+TEST_P(LibfabricPipe, TaggedMessagesOnOneTagLandInTheirOwnReceives) {
+  World world(2, settings());
+  THD_SKIP_UNLESS_NATIVE(world);
+  constexpr int kCount = 120;
+  // Alternating small (eager) and large (rendezvous) sizes.
+  const auto size_of = [](int i) -> size_t {
+    return i % 2 == 1 ? (256 << 10) + static_cast<size_t>(i) : 16 + static_cast<size_t>(i);
+  };
+  std::atomic<bool> half_sent{false};
+  world.run([&](int r, MessagePipe& pipe) {
+    std::vector<std::vector<uint8_t>> bufs(kCount);
+    std::vector<uint64_t> tags(kCount);
+    std::vector<TestOp> ops(kCount);
+    if (r == 0) {
+      for (int i = 0; i < kCount; ++i) {
+        bufs[static_cast<size_t>(i)] = pattern(size_of(i), static_cast<uint32_t>(i));
+        pipe.send_tagged(1, native_tag_of(pipe, 3, 0), bufs[static_cast<size_t>(i)], &ops[static_cast<size_t>(i)]);
+        if (i == kCount / 2 - 1) {
+          // The first half reaches rank 1 (unexpected: the small ones whole, the
+          // large ones announced) before any receive is posted there.
+          drive_until(pipe, [] { return false; }, 200ms);
+          half_sent = true;
+        }
+      }
+    } else {
+      ASSERT_TRUE(drive_until(pipe, [&] { return half_sent.load(); }));
+      const auto want = pipe.native_match(native_envelope(3), 0);
+      for (int i = 0; i < kCount; ++i) {
+        bufs[static_cast<size_t>(i)].resize(size_of(i));
+        pipe.recv_tagged(0, want.tag, want.mask, bufs[static_cast<size_t>(i)], &tags[static_cast<size_t>(i)],
+                         &ops[static_cast<size_t>(i)]);
+      }
+    }
+    ASSERT_TRUE(drive_until(pipe, [&] { return all_finished(ops); }, 30s));
+    for (int i = 0; i < kCount; ++i) {
+      expect_ok(ops[static_cast<size_t>(i)], size_of(i), "message " + std::to_string(i));
+      if (r == 1) {
+        EXPECT_TRUE(bufs[static_cast<size_t>(i)] == pattern(size_of(i), static_cast<uint32_t>(i)))
+            << "message " << i << " landed in another receive";
+      }
+    }
+  });
+}
+
+TEST_P(LibfabricPipe, ATaggedReceiveOfALongerMessageFailsNamingBothLengthsAndStillLearnsItsTag) {
+  World world(2, settings());
+  THD_SKIP_UNLESS_NATIVE(world);
+  // Eager (into the landing buffer), segmented (rxm's SAR, 16-128 KiB) and
+  // rendezvous sizes.
+  for (size_t sent_size : {size_t{100}, size_t{96} << 10, size_t{1} << 20}) {
+    const size_t room = sent_size / 3;
+    constexpr size_t kGuard = 4096;
+    world.run([&](int r, MessagePipe& pipe) {
+      if (r == 0) {
+        const std::vector<uint8_t> out = pattern(sent_size, 6);
+        TestOp sent;
+        pipe.send_tagged(1, native_tag_of(pipe, 7, 0), out, &sent);
+        ASSERT_TRUE(drive(pipe, sent));
+        return;
+      }
+      std::vector<uint8_t> in(room + kGuard, 0xab);
+      const auto want = pipe.native_match(native_envelope(7), 0);
+      uint64_t got = 0;
+      TestOp received;
+      pipe.recv_tagged(0, want.tag, want.mask, std::span<uint8_t>(in.data(), room), &got, &received);
+      ASSERT_TRUE(drive(pipe, received));
+      std::string message;
+      EXPECT_TRUE(holds<ValueError>(received.error(), &message)) << what(received.error());
+      EXPECT_NE(message.find(std::to_string(room)), std::string::npos) << message;
+      EXPECT_NE(message.find(std::to_string(sent_size)), std::string::npos) << message;
+      EXPECT_EQ(received.bytes(), sent_size) << "the caller is told the message's length";
+      EXPECT_EQ(got, native_tag_of(pipe, 7, 0));
+      for (size_t i = room; i < in.size(); ++i) ASSERT_EQ(in[i], 0xab) << "byte " << i << " was written";
+    });
+  }
+}
+
+TEST_P(LibfabricPipe, ProbeTaggedSeesTheNextMessageAndLeavesIt) {
+  World world(2, settings());
+  THD_SKIP_UNLESS_NATIVE(world);
+  for (size_t size : {size_t{300}, size_t{1} << 20}) {
+    std::atomic<bool> taken{false};
+    world.run([&](int r, MessagePipe& pipe) {
+      const std::vector<uint8_t> out = pattern(size, 7);
+      if (r == 0) {
+        TestOp sent;
+        pipe.send_tagged(1, native_tag_of(pipe, 8, 0), out, &sent);
+        ASSERT_TRUE(drive_until(pipe, [&] { return sent.finished() || taken.load(); }));
+        ASSERT_TRUE(drive(pipe, sent));
+        return;
+      }
+      const auto any = pipe.native_match(native_envelope(8), kAnySource);
+      const auto other = pipe.native_match(native_envelope(9), kAnySource);
+      std::optional<MessagePipe::Probed> seen;
+      ASSERT_TRUE(drive_until(pipe, [&] { return (seen = pipe.probe_tagged(any.tag, any.mask)).has_value(); }));
+      EXPECT_EQ(seen->length, out.size());
+      EXPECT_EQ(seen->tag, native_tag_of(pipe, 8, 0));
+      EXPECT_FALSE(pipe.probe_tagged(other.tag, other.mask).has_value()) << "another tag's probe found it";
+      // Still there: seen again, and a receive of exactly its length takes it.
+      ASSERT_TRUE(pipe.probe_tagged(any.tag, any.mask).has_value());
+      std::vector<uint8_t> in(seen->length);
+      uint64_t got = 0;
+      TestOp received;
+      pipe.recv_tagged(0, seen->tag, ~uint64_t{0}, in, &got, &received);
+      ASSERT_TRUE(drive(pipe, received));
+      taken = true;
+      expect_ok(received, out.size(), "the probed message");
+      EXPECT_TRUE(in == out);
+      EXPECT_FALSE(pipe.probe_tagged(any.tag, any.mask).has_value()) << "taken, yet still seen";
+    });
+  }
+}
+
+TEST_P(LibfabricPipe, TaggedSendsReachThisRankItself) {
+  World world(2, settings());
+  THD_SKIP_UNLESS_NATIVE(world);
+  MessagePipe& pipe = world[0];
+  const std::vector<uint8_t> small = pattern(12, 8), large = pattern(1 << 20, 9);
+  std::vector<uint8_t> a(small.size()), b(large.size());
+  uint64_t tag_a = 0, tag_b = 0;
+  std::vector<TestOp> ops(4);
+  pipe.send_tagged(0, native_tag_of(pipe, 4, 0), small, &ops[0]);
+  pipe.send_tagged(0, native_tag_of(pipe, 4, 0), large, &ops[1]);
+  const auto want = pipe.native_match(native_envelope(4), 0);
+  pipe.recv_tagged(0, want.tag, want.mask, a, &tag_a, &ops[2]);
+  pipe.recv_tagged(0, want.tag, want.mask, b, &tag_b, &ops[3]);
+  ASSERT_TRUE(drive_until(pipe, [&] { return all_finished(ops); }));
+  expect_ok(ops[2], small.size(), "the small self-message");
+  expect_ok(ops[3], large.size(), "the large self-message");
+  EXPECT_TRUE(a == small);
+  EXPECT_TRUE(b == large);
+  EXPECT_EQ(pipe.native_origin(tag_b).sender, 0);
+}
+
+TEST_P(LibfabricPipe, ATaggedReceiveFromALostPeerFailsAndOneFromAnyRankIsLeftToItsCaller) {
+  World world(2, settings());
+  THD_SKIP_UNLESS_NATIVE(world);
+  MessagePipe& survivor = world[0];
+  const auto from1 = survivor.native_match(native_envelope(9), 1);
+  const auto any = survivor.native_match(native_envelope(9), kAnySource);
+  std::vector<uint8_t> a(8), b(8);
+  uint64_t tag_a = 0, tag_b = 0;
+  TestOp pending, pending_any;
+  survivor.recv_tagged(1, from1.tag, from1.mask, a, &tag_a, &pending);
+  survivor.recv_tagged(-1, any.tag, any.mask, b, &tag_b, &pending_any);
+  std::thread destroyer([&] { world.owner(1).reset(); });
+  const bool failed = drive(survivor, pending, 10s);
+  destroyer.join();
+  ASSERT_TRUE(failed) << "the tagged receive from the destroyed rank is still pending";
+  ErrorContext ctx;
+  EXPECT_TRUE(holds<PeerLost>(pending.error(), nullptr, &ctx)) << what(pending.error());
+  EXPECT_EQ(ctx.peer, 1);
+  EXPECT_FALSE(pending_any.finished());
+  EXPECT_TRUE(survivor.cancel(&pending_any));
+  // Later tagged ops on the lost peer fail; a send fails at once.
+  TestOp send_after;
+  survivor.send_tagged(1, native_tag_of(survivor, 9, 0), b, &send_after);
+  EXPECT_TRUE(send_after.finished());
+  EXPECT_TRUE(holds<PeerLost>(send_after.error())) << what(send_after.error());
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, LibfabricPipe, ::testing::Values("tcp", "shm"),
