@@ -3,9 +3,10 @@
 // worker's graph replays, docs/graphs.md). Only the flat path takes part: CPU
 // operands, contiguous, of one shape (0-dim ones read as scalars) and already of
 // the op's compute dtype, and `out` contiguous, of that shape and of the result
-// dtype, sharing no memory with them. Each returns true when it wrote `out`, and
-// false, with nothing written, for anything else: the caller then runs the op as
-// usual (which also raises any error the op has).
+// dtype, sharing no storage with them (tensor/into_elementwise.h takes the other
+// cases). Each returns true when it wrote `out`, and false, with nothing written,
+// for anything else: the caller then runs the op as usual (which also raises any
+// error the op has).
 #pragma once
 
 #include <thd/scalar.h>

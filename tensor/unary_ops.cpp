@@ -109,7 +109,7 @@ Tensor& run_inplace(const char* op, Tensor& self) {
 // Op(self) into `out` on the flat path (tensor/into.h).
 template <typename Op>
 bool into(const char* op, const Tensor& out, const Tensor& self) {
-  if (!out.defined() || !self.defined() || !self.device().is_cpu()) return false;
+  if (!out.defined() || !self.defined() || !self.device().is_cpu() || self.shares_storage(out)) return false;
   if constexpr (std::is_same_v<Op, NegOp>) {
     if (self.dtype() == kBool) return false;
   }
