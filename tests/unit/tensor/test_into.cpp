@@ -101,6 +101,22 @@ TEST(Into, BroadcastingArithmeticWritesWhatTheOpMakes) {
   }
 }
 
+TEST(Into, UnaryOpsOfStridedInputsAndOfOtherDtypesWriteWhatTheOpMakes) {
+  using detail::IntoUnary;
+  for (DType dt : {kFloat32, kFloat64, kInt32, kInt64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor a = sample({4, 6}, dt);
+    for (const Tensor& x : {a, a.t(), a.select(1, 2)}) {
+      EXPECT_TRUE(writes([&](const Tensor& o) { return detail::unary_into(IntoUnary::Neg, o, x); }, x.neg()));
+      EXPECT_TRUE(writes([&](const Tensor& o) { return detail::unary_into(IntoUnary::Abs, o, x); }, x.abs()));
+      EXPECT_TRUE(writes([&](const Tensor& o) { return detail::unary_into(IntoUnary::Relu, o, x); }, x.relu()));
+      EXPECT_TRUE(writes([&](const Tensor& o) { return detail::unary_into(IntoUnary::Exp, o, x); }, x.exp()));
+      EXPECT_TRUE(writes([&](const Tensor& o) { return detail::unary_into(IntoUnary::Tanh, o, x); }, x.tanh()));
+      EXPECT_TRUE(writes([&](const Tensor& o) { return detail::unary_into(IntoUnary::Gelu, o, x); }, x.gelu()));
+    }
+  }
+}
+
 TEST(Into, PowOfFloatsWritesWhatTheOpMakesAndIntegersAreLeftToTheOp) {
   for (DType dt : {kFloat32, kFloat64}) {
     const Tensor a = sample({2, 3, 4}, dt).abs(), e = sample({3, 1}, dt, 0.5);
@@ -277,6 +293,9 @@ TEST(Into, OnAGpuTheElementwiseOpsAndProductsWriteWhatTheOpMakes) {
   Tensor mm = Tensor::zeros({6, 4}, kFloat32, gpu);
   ASSERT_TRUE(detail::matmul_into(detail::IntoMatmul::Mm, mm, m1, m2));
   EXPECT_TRUE(same_bytes(mm.to(Device::cpu()), m1.mm(m2).to(Device::cpu())));
+  Tensor e = Tensor::zeros({4, 6}, kFloat32, gpu);
+  ASSERT_TRUE(detail::unary_into(detail::IntoUnary::Exp, e, m1.t().narrow(0, 0, 4).t().t()));
+  EXPECT_TRUE(same_bytes(e.to(Device::cpu()), m1.t().narrow(0, 0, 4).exp().to(Device::cpu())));
   Tensor sum = Tensor::zeros({6}, kFloat32, gpu);
   EXPECT_FALSE(detail::reduce_into(IntoReduce::Sum, sum, m1, {false, {1}}));
 }
