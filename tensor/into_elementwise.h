@@ -1,8 +1,8 @@
 // Elementwise ops written into an existing tensor, beyond the flat path of
 // tensor/into.h: broadcasting operands, operands that are not contiguous or not of
-// the compute dtype, pow, comparisons, where and masked_fill, on the CPU and on a
-// CUDA device. For a caller that keeps a result's storage from one run of an op to
-// the next (a worker's graph replays, docs/graphs.md).
+// the compute dtype, pow, comparisons, clamp, where and masked_fill, on the CPU and
+// on a CUDA device. For a caller that keeps a result's storage from one run of an
+// op to the next (a worker's graph replays, docs/graphs.md).
 //
 // `out` must be contiguous, of the broadcast shape, of the dtype the op's result
 // has, on the operands' device, and share no storage with any operand. Each returns
@@ -10,6 +10,8 @@
 // and false, with nothing written, for anything else: the caller then runs the op
 // as usual (which also raises any error the op has).
 #pragma once
+
+#include <optional>
 
 #include <thd/scalar.h>
 #include <thd/tensor.h>
@@ -32,6 +34,8 @@ bool compare_into(IntoCompare op, const Tensor& out, const Tensor& a, const Tens
 bool compare_into(IntoCompare op, const Tensor& out, const Tensor& a, const Scalar& b);
 // out = cond ? a : b.
 bool where_into(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+// out = a limited to [lo, hi] (either may be absent, not both).
+bool clamp_into(const Tensor& out, const Tensor& a, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi);
 // out = a with the elements where mask is true set to value.
 bool masked_fill_into(const Tensor& out, const Tensor& a, const Tensor& mask, const Scalar& value);
 

@@ -182,6 +182,7 @@ void run(ExecContext& ctx, const fb::Clamp& op) {
     return;
   }
   const Tensor& a = ctx.input(op.a());
+  if (write_kept(ctx, op, a)) return;
   ctx.reserve(computed_bytes(numel_of(a.shape()), a.dtype()));
   ctx.define(op.out(), a.clamp(lo, hi));
 }

@@ -86,6 +86,14 @@ bool write_kept(ExecContext& ctx, const fb::BinaryScalar& op, const Tensor& a) {
   return kept != nullptr && binary_into(*kept, op.op(), a, scalar_of(op.b()));
 }
 
+bool write_kept(ExecContext& ctx, const fb::Clamp& op, const Tensor& a) {
+  const Tensor* kept = ctx.reusable(op.out());
+  if (kept == nullptr) return false;
+  const std::optional<Scalar> lo = op.has_min() ? std::optional(scalar_of(op.min())) : std::nullopt;
+  const std::optional<Scalar> hi = op.has_max() ? std::optional(scalar_of(op.max())) : std::nullopt;
+  return detail::clamp_into(*kept, a, lo, hi);
+}
+
 bool write_kept(ExecContext& ctx, const fb::Where& op, const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Tensor* kept = ctx.reusable(op.out());
   return kept != nullptr && detail::where_into(*kept, cond, a, b);

@@ -1,7 +1,7 @@
 // A graph's replay writing an op's result into the storage the previous replay's
 // result holds (docs/graphs.md, "Memory"), for the ops the tensor library can write
 // into an existing tensor (tensor/into*.h): broadcasting elementwise ops, pow,
-// comparisons, where, masked_fill, matrix products, reductions, softmax and the
+// comparisons, clamp, where, masked_fill, matrix products, reductions, softmax and the
 // random creations. Each returns true when it wrote the kept result, and false when
 // the op is to make a new tensor as usual: outside a replay, when the kept tensor
 // cannot be written (ExecContext::reusable), or when it is not the op's result
@@ -14,6 +14,7 @@ namespace thd::worker {
 
 bool write_kept(ExecContext& ctx, const fb::Binary& op, const Tensor& a, const Tensor& b);
 bool write_kept(ExecContext& ctx, const fb::BinaryScalar& op, const Tensor& a);
+bool write_kept(ExecContext& ctx, const fb::Clamp& op, const Tensor& a);
 bool write_kept(ExecContext& ctx, const fb::Where& op, const Tensor& cond, const Tensor& a, const Tensor& b);
 bool write_kept(ExecContext& ctx, const fb::MaskedFill& op, const Tensor& a, const Tensor& mask);
 bool write_kept(ExecContext& ctx, const fb::Matmul& op, const Tensor& a, const Tensor& b);

@@ -633,10 +633,12 @@ TEST_F(WorkerDecoder, AGraphsIntermediatesAreAllocatedOnceAndWrittenByEachReplay
 // 10 = x @ w, 11 = addmm(bias, x, w, 0.5, 2), 12 = 10 + bias (broadcast),
 // 13 = 12 < 11, 14 = 12 ** 2, 15 = sum(14, dim 1), 16 = softmax(11, 1),
 // 17 = randn [6, 4], 18 = where(13, 16, 17), 19 = bmm(x3, w3) on [2, 6, 5] and
-// [2, 5, 4] (ids 4, 5), 20 = mean(x, all), 21 = masked_fill(16, 13, 0).
+// [2, 5, 4] (ids 4, 5), 20 = mean(x, all), 21 = masked_fill(16, 13, 0),
+// 22 = clamp(12, -1, 1).
 std::vector<uint8_t> products_and_reductions() {
   return graph_bytes([](flatbuffers::FlatBufferBuilder& b) {
     const fb::Scalar half(fb::ScalarKind::Float, 0, 0.5), two(fb::ScalarKind::Float, 0, 2.0), zero;
+    const fb::Scalar one(fb::ScalarKind::Float, 0, 1.0), minus_one(fb::ScalarKind::Float, 0, -1.0);
     return std::vector{
         fb::CreateCommand(b, 901, fb::Op::Matmul, fb::CreateMatmul(b, 10, fb::MatmulKind::Matmul, 1, 2).Union()),
         fb::CreateCommand(b, 902, fb::Op::Addmm, fb::CreateAddmm(b, 11, 3, 1, 2, &half, &two).Union()),
@@ -653,7 +655,8 @@ std::vector<uint8_t> products_and_reductions() {
         fb::CreateCommand(b, 909, fb::Op::Where, fb::CreateWhere(b, 18, 13, 16, 17).Union()),
         fb::CreateCommand(b, 910, fb::Op::Matmul, fb::CreateMatmul(b, 19, fb::MatmulKind::Bmm, 4, 5).Union()),
         fb::CreateCommand(b, 911, fb::Op::Reduce, fb::CreateReduce(b, 20, fb::ReduceKind::Mean, 1, true).Union()),
-        fb::CreateCommand(b, 912, fb::Op::MaskedFill, fb::CreateMaskedFill(b, 21, 16, 13, &zero).Union())};
+        fb::CreateCommand(b, 912, fb::Op::MaskedFill, fb::CreateMaskedFill(b, 21, 16, 13, &zero).Union()),
+        fb::CreateCommand(b, 913, fb::Op::Clamp, fb::CreateClamp(b, 22, 12, true, &minus_one, true, &one).Union())};
   });
 }
 
@@ -683,7 +686,8 @@ TEST_F(WorkerDecoder, ProductsReductionsSoftmaxAndRandomDrawsAreWrittenInPlaceBy
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {
     return std::vector{rand(b, 1, 1, {6, 5}), rand(b, 2, 2, {5, 4}), rand(b, 3, 3, {4}), rand(b, 4, 4, {2, 6, 5}),
                        rand(b, 5, 5, {2, 5, 4}),
-                       define_graph(b, 6, 9, products_and_reductions(), {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}),
+                       define_graph(b, 6, 9, products_and_reductions(),
+                                    {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22}),
                        replay_graph(b, 7, 9, 1)};
   }));
   const Tensor x = fetch(8, 1, {6, 5}, kFloat32), w = fetch(9, 2, {5, 4}, kFloat32), bias = fetch(10, 3, {4}, kFloat32);
@@ -717,7 +721,8 @@ TEST_F(WorkerDecoder, ProductsReductionsSoftmaxAndRandomDrawsAreWrittenInPlaceBy
   EXPECT_TRUE(same(fetch(109, 19, {2, 6, 4}, kFloat32), x3.bmm(w3)));
   EXPECT_TRUE(same(fetch(110, 20, {}, kFloat32), x.mean()));
   EXPECT_TRUE(same(fetch(111, 21, {6, 4}, kFloat32), soft.masked_fill(less, 0)));
-  expect_still_serving(112);
+  EXPECT_TRUE(same(fetch(112, 22, {6, 4}, kFloat32), added.clamp(Scalar(-1.0), Scalar(1.0))));
+  expect_still_serving(113);
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
 

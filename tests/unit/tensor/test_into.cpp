@@ -153,6 +153,21 @@ TEST(Into, ComparisonsWriteBools) {
   }
 }
 
+TEST(Into, Clamp) {
+  for (DType dt : {kFloat32, kInt64, kInt32}) {
+    const Tensor a = sample({3, 4}, dt);
+    for (const Tensor& x : {a, a.t()}) {
+      EXPECT_TRUE(writes([&](const Tensor& o) { return detail::clamp_into(o, x, Scalar(-1), Scalar(2)); },
+                         x.clamp(Scalar(-1), Scalar(2))));
+      EXPECT_TRUE(writes([&](const Tensor& o) { return detail::clamp_into(o, x, std::nullopt, Scalar(1)); },
+                         x.clamp(std::nullopt, Scalar(1))));
+    }
+    // A float bound on integers computes in float32: a result of another dtype.
+    EXPECT_TRUE(writes([&](const Tensor& o) { return detail::clamp_into(o, a, Scalar(0.5), std::nullopt); },
+                       a.clamp(Scalar(0.5), std::nullopt)));
+  }
+}
+
 TEST(Into, WhereAndMaskedFill) {
   const Tensor cond = sample({3, 4}, kFloat32).gt(0);
   for (DType dt : {kFloat32, kInt64}) {
