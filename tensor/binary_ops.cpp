@@ -230,6 +230,7 @@ Tensor& inplace(const char* op, Tensor& self, const Scalar& other) {
 template <typename Op>
 bool into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
   if (!out.defined() || !a.defined() || !b.defined() || !a.device().is_cpu()) return false;
+  if (a.shares_storage(out) || b.shares_storage(out)) return false;
   const DType c = compute_dtype<Op>(result_type(a, b));
   if (!dtype_in(c, allowed_dtypes<Op>())) return false;
   if constexpr (std::is_same_v<Op, SubOp>) {
@@ -243,7 +244,7 @@ bool into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
 
 template <typename Op>
 bool into(const char* op, const Tensor& out, const Tensor& a, const Scalar& b) {
-  if (!out.defined() || !a.defined() || !a.device().is_cpu()) return false;
+  if (!out.defined() || !a.defined() || !a.device().is_cpu() || a.shares_storage(out)) return false;
   const DType c = compute_dtype<Op>(result_type(a, b));
   if (!dtype_in(c, allowed_dtypes<Op>())) return false;
   if constexpr (std::is_same_v<Op, SubOp>) {

@@ -5,6 +5,7 @@
 #include "tensor/cuda/elementwise_kernels.h"
 #include "tensor/elementwise.h"
 #include "tensor/functors/compare.h"
+#include "tensor/into_elementwise.h"
 
 namespace thd {
 namespace {
@@ -74,8 +75,10 @@ DType wrapped_dtype(const Scalar& s) {
   return s.is_floating_point() ? kFloat32 : s.is_integral() ? kInt64 : kBool;
 }
 
+// Into a new tensor, or into *target: self itself for clamp_, a kept result for
+// clamp_into (which has checked that it can be the result).
 Tensor clamp_impl(const char* op, const Tensor& self, const std::optional<Scalar>& lo,
-                  const std::optional<Scalar>& hi, bool in_place) {
+                  const std::optional<Scalar>& hi, const Tensor* target) {
   check_data(self, op);
   THD_CHECK(lo.has_value() || hi.has_value(), ValueError, op,
             "at least one of 'min' or 'max' must not be None");
@@ -83,7 +86,6 @@ Tensor clamp_impl(const char* op, const Tensor& self, const std::optional<Scalar
   DType c = self.dtype();
   if (lo) c = combine_categories(c, wrapped_dtype(*lo));
   if (hi) c = combine_categories(c, wrapped_dtype(*hi));
-  const Tensor* target = in_place ? &self : nullptr;
   if (on_cuda(op, self)) {
     if constexpr (kWithCuda) {
       ElementwisePlan plan = plan_elementwise(op, {self}, c, c, target);
@@ -104,7 +106,7 @@ Tensor clamp_impl(const char* op, const Tensor& self, const std::optional<Scalar
   };
   if (auto flat = plan_flat<1>({&self}, c, c, target)) {
     launch(*flat);
-    return in_place ? self : std::move(flat->out);
+    return target != nullptr ? *target : std::move(flat->out);
   }
   ElementwisePlan plan = plan_elementwise(op, {self}, c, c, target);
   launch(plan);
@@ -127,11 +129,11 @@ Tensor Tensor::ge(const Tensor& o) const { return compare<GeOp>("ge", *this, o);
 Tensor Tensor::ge(Scalar o) const { return compare<GeOp>("ge", *this, o); }
 
 Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {
-  return clamp_impl("clamp", *this, min, max, false);
+  return clamp_impl("clamp", *this, min, max, nullptr);
 }
 
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
-  clamp_impl("clamp_", *this, min, max, true);
+  clamp_impl("clamp_", *this, min, max, this);
   return *this;
 }
 
@@ -175,5 +177,19 @@ Tensor where(const Tensor& cond, Scalar a, Scalar b) {
   }
   return where(cond, detail::scalar_tensor(a, c), detail::scalar_tensor(b, c));
 }
+
+namespace detail {
+
+bool clamp_into(const Tensor& out, const Tensor& a, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
+  if (!a.defined() || (!lo && !hi) || !dtype_in(a.dtype(), kNumericSet)) return false;
+  DType c = a.dtype();
+  if (lo) c = combine_categories(c, wrapped_dtype(*lo));
+  if (hi) c = combine_categories(c, wrapped_dtype(*hi));
+  if (!writable_result(out, a.shape(), c, a.device(), {&a})) return false;
+  clamp_impl("clamp", a, lo, hi, &out);
+  return true;
+}
+
+}  // namespace detail
 
 }  // namespace thd

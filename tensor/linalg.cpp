@@ -23,6 +23,8 @@
 
 #include "tensor/check.h"
 #include "tensor/dispatch.h"
+#include "tensor/into_elementwise.h"
+#include "tensor/into_linalg.h"
 #include "tensor/op_util.h"
 #include "tensor/parallel.h"
 #include "tensor/shape_util.h"
@@ -247,18 +249,28 @@ void integer_product(const Tensor& out, const Tensor& a, Tensor b, const Shape& 
 }
 
 // beta * self + alpha * (a @ b) for a [..., n, k] and b [..., k, m] whose batch dims
-// broadcast to `batch`, as a new contiguous tensor of batch + [n, m]. self may be
-// undefined; it is ignored (NaNs included) when beta is 0, as BLAS does. The caller has
-// validated shapes and dtypes.
+// broadcast to `batch`, as a new contiguous tensor of batch + [n, m], or written into
+// *into (tensor/into_linalg.h) when that is contiguous of that shape and dtype and
+// shares no storage with an operand (an undefined tensor when it is not: nothing was
+// written). self may be undefined; it is ignored (NaNs included) when beta is 0, as
+// BLAS does. The caller has validated shapes and dtypes.
 Tensor product(const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& self,
-               const Scalar& beta, const Scalar& alpha, const char* op) {
+               const Scalar& beta, const Scalar& alpha, const char* op, const Tensor* into = nullptr) {
   const DType dt = a.dtype();
   const bool use_self = self.defined() && beta.to_double() != 0;
+  const Shape shape = with_matrix(batch, a.size(-2), b.size(-1));
+  if (into != nullptr) {
+    const bool reduced = dt == kFloat16 || dt == kBFloat16;
+    if ((reduced && a.device().is_cpu()) || !writable_result(*into, shape, dt, a.device(), {&a, &b, &self})) {
+      return Tensor();
+    }
+  }
+  auto output = [&] { return into != nullptr ? *into : Tensor::empty(shape, dt, a.device()); };
 #if THD_WITH_CUDA
   if (a.device().is_cuda()) {
     // 16-bit floats stay 16-bit: cuBLAS accumulates in float32 and rounds once, which
     // is what the CPU's detour through float32 below does.
-    Tensor out = Tensor::empty(with_matrix(batch, a.size(-2), b.size(-1)), dt, a.device());
+    Tensor out = output();
     if (out.numel() == 0) return out;
     if (use_self) out.copy_(self);
     cuda::matrix_product(out, a, b, batch, use_self, beta, alpha, op);
@@ -271,8 +283,10 @@ Tensor product(const Tensor& a, const Tensor& b, const Shape& batch, const Tenso
                        use_self ? self.to(kFloat32) : Tensor(), beta, alpha, op);
     return r.to(dt);
   }
-  Tensor out = Tensor::empty(with_matrix(batch, a.size(-2), b.size(-1)), dt);
+  Tensor out = output();
   if (out.numel() == 0) return out;
+  // BLAS writes the output itself: with beta = 0 it never reads it, and addmm's
+  // self is copied in first for beta * self.
   if (use_self) out.copy_(self);
   dispatch<kNumericSet>(dt, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -369,113 +383,154 @@ void check_dot_args(const Tensor& a, const Tensor& b, const char* op) {
             shape_str(a.shape()), shape_str(b.shape()));
 }
 
-}  // namespace
-
-Tensor Tensor::matmul(const Tensor& other) const {
+Tensor matmul_impl(const Tensor& self, const Tensor& other, const Tensor* into) {
   const char* op = "matmul";
-  check_data(*this, op, "self");
+  check_data(self, op, "self");
   check_data(other, op, "other");
-  check_same_device(op, {this, &other});
-  THD_CHECK(dim() >= 1 && other.dim() >= 1, ShapeError, op,
+  check_same_device(op, {&self, &other});
+  THD_CHECK(self.dim() >= 1 && other.dim() >= 1, ShapeError, op,
             "both arguments to matmul need to be at least 1D, but they are {}D and {}D "
             "(shapes {} and {})",
-            dim(), other.dim(), shape_str(shape_), shape_str(other.shape()));
-  check_operand_dtypes(*this, other, op);
-  if (dim() == 1 && other.dim() == 1) {
-    check_dot_args(*this, other, op);
-    return dot_product(*this, other, op);
+            self.dim(), other.dim(), shape_str(self.shape()), shape_str(other.shape()));
+  check_operand_dtypes(self, other, op);
+  if (self.dim() == 1 && other.dim() == 1) {
+    check_dot_args(self, other, op);
+    return into != nullptr ? Tensor() : dot_product(self, other, op);
   }
   // A 1-D operand is a matrix with one row (first) or one column (second) whose extra
   // dim is removed from the result.
-  const Tensor a = dim() == 1 ? unsqueeze(0) : *this;
+  const Tensor a = self.dim() == 1 ? self.unsqueeze(0) : self;
   const Tensor b = other.dim() == 1 ? other.unsqueeze(1) : other;
   const int64_t n = a.size(-2), k = a.size(-1), kb = b.size(-2), m = b.size(-1);
   THD_CHECK(k == kb, ShapeError, op, "shapes {} and {} cannot be multiplied ({}x{} and {}x{})",
-            shape_str(shape_), shape_str(other.shape()), n, k, kb, m);
-  const Shape batch = matmul_batch(a, b, *this, other);
+            shape_str(self.shape()), shape_str(other.shape()), n, k, kb, m);
+  const Shape batch = matmul_batch(a, b, self, other);
   Shape result_shape = batch;
-  if (dim() > 1) result_shape.push_back(n);
+  if (self.dim() > 1) result_shape.push_back(n);
   if (other.dim() > 1) result_shape.push_back(m);
+  // The kept result is the product's output seen with the product's shape.
+  if (into != nullptr && (!into->is_contiguous() || into->shape() != result_shape)) return Tensor();
+  auto kept_as = [&](const Shape& shape) { return into->view(shape); };
   if (b.dim() == 2 && a.dim() > 2) {
     // [..., n, k] @ [k, m] is one [rows, k] @ [k, m] GEMM when a's leading dims fold.
     int64_t rows = 1;
     for (int64_t i = 0; i + 1 < a.dim(); ++i) rows *= a.shape()[i];
     if (auto st = view_strides(a.shape(), a.strides(), {rows, k})) {
       Tensor flat(a.storage(), a.dtype(), {rows, k}, std::move(*st), a.storage_offset());
+      if (into != nullptr) {
+        const Tensor out = kept_as({rows, m});
+        return product(flat, b, {}, Tensor(), 0, 1, op, &out).defined() ? *into : Tensor();
+      }
       return product(flat, b, {}, Tensor(), 0, 1, op).view(result_shape);
     }
   }
+  if (into != nullptr) {
+    const Tensor out = kept_as(with_matrix(batch, n, m));
+    return product(a, b, batch, Tensor(), 0, 1, op, &out).defined() ? *into : Tensor();
+  }
   return product(a, b, batch, Tensor(), 0, 1, op).view(result_shape);
 }
+
+Tensor mm_impl(const Tensor& self, const Tensor& other, const Tensor* into) {
+  const char* op = "mm";
+  check_data(self, op, "self");
+  check_data(other, op, "mat2");
+  check_same_device(op, {&self, &other});
+  THD_CHECK(self.dim() == 2 && other.dim() == 2, ShapeError, op,
+            "expected 2-D tensors, but got shapes {} and {} (matmul takes 1-D and batched "
+            "operands)",
+            shape_str(self.shape()), shape_str(other.shape()));
+  check_operand_dtypes(self, other, op);
+  THD_CHECK(self.shape()[1] == other.shape()[0], ShapeError, op,
+            "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", self.shape()[0], self.shape()[1],
+            other.shape()[0], other.shape()[1]);
+  return product(self, other, {}, Tensor(), 0, 1, op, into);
+}
+
+Tensor bmm_impl(const Tensor& self, const Tensor& other, const Tensor* into) {
+  const char* op = "bmm";
+  check_data(self, op, "self");
+  check_data(other, op, "mat2");
+  check_same_device(op, {&self, &other});
+  THD_CHECK(self.dim() == 3 && other.dim() == 3, ShapeError, op,
+            "expected 3-D tensors, but got shapes {} and {}", shape_str(self.shape()),
+            shape_str(other.shape()));
+  check_operand_dtypes(self, other, op);
+  THD_CHECK(self.shape()[0] == other.shape()[0] && self.shape()[2] == other.shape()[1], ShapeError, op,
+            "batch1 and batch2 shapes cannot be multiplied ({} and {}): expected batch2 of "
+            "shape [{}, {}, *]",
+            shape_str(self.shape()), shape_str(other.shape()), self.shape()[0], self.shape()[2]);
+  return product(self, other, {self.shape()[0]}, Tensor(), 0, 1, op, into);
+}
+
+Tensor addmm_impl(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                  const Scalar& alpha, const Tensor* into) {
+  const char* op = "addmm";
+  check_data(self, op, "self");
+  check_data(mat1, op, "mat1");
+  check_data(mat2, op, "mat2");
+  check_same_device(op, {&self, &mat1, &mat2});
+  THD_CHECK(mat1.dim() == 2 && mat2.dim() == 2, ShapeError, op,
+            "mat1 and mat2 must be 2-D, but got shapes {} and {}", shape_str(mat1.shape()),
+            shape_str(mat2.shape()));
+  check_operand_dtypes(mat1, mat2, op);
+  THD_CHECK(self.dtype() == mat1.dtype(), TypeError, op,
+            "self and mat2 must have the same dtype, but got {} and {}", self.dtype(), mat2.dtype());
+  const int64_t n = mat1.size(0), k = mat1.size(1), m = mat2.size(1);
+  THD_CHECK(k == mat2.size(0), ShapeError, op,
+            "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", n, k, mat2.size(0), m);
+  const Shape result{n, m};
+  bool fits = self.dim() <= 2;
+  for (int64_t i = 0; fits && i < self.dim(); ++i) {
+    const int64_t want = result[2 - self.dim() + i];
+    fits = self.shape()[i] == want || self.shape()[i] == 1;
+  }
+  THD_CHECK(fits, ShapeError, op, "self of shape {} does not broadcast to the result's shape {}",
+            shape_str(self.shape()), shape_str(result));
+  if (!is_floating_point(self.dtype())) {
+    THD_CHECK(!beta.is_floating_point() && !alpha.is_floating_point(), TypeError, op,
+              "for integral input tensors, beta ({}) and alpha ({}) must not be floating "
+              "point numbers",
+              beta.to_double(), alpha.to_double());
+  }
+  return product(mat1, mat2, {}, self, beta, alpha, op, into);
+}
+
+}  // namespace
+
+Tensor Tensor::matmul(const Tensor& other) const { return matmul_impl(*this, other, nullptr); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_data(a, "matmul", "self");
   return a.matmul(b);
 }
 
-Tensor Tensor::mm(const Tensor& other) const {
-  const char* op = "mm";
-  check_data(*this, op, "self");
-  check_data(other, op, "mat2");
-  check_same_device(op, {this, &other});
-  THD_CHECK(dim() == 2 && other.dim() == 2, ShapeError, op,
-            "expected 2-D tensors, but got shapes {} and {} (matmul takes 1-D and batched "
-            "operands)",
-            shape_str(shape_), shape_str(other.shape()));
-  check_operand_dtypes(*this, other, op);
-  THD_CHECK(shape_[1] == other.shape()[0], ShapeError, op,
-            "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", shape_[0], shape_[1],
-            other.shape()[0], other.shape()[1]);
-  return product(*this, other, {}, Tensor(), 0, 1, op);
-}
-
-Tensor Tensor::bmm(const Tensor& other) const {
-  const char* op = "bmm";
-  check_data(*this, op, "self");
-  check_data(other, op, "mat2");
-  check_same_device(op, {this, &other});
-  THD_CHECK(dim() == 3 && other.dim() == 3, ShapeError, op,
-            "expected 3-D tensors, but got shapes {} and {}", shape_str(shape_),
-            shape_str(other.shape()));
-  check_operand_dtypes(*this, other, op);
-  THD_CHECK(shape_[0] == other.shape()[0] && shape_[2] == other.shape()[1], ShapeError, op,
-            "batch1 and batch2 shapes cannot be multiplied ({} and {}): expected batch2 of "
-            "shape [{}, {}, *]",
-            shape_str(shape_), shape_str(other.shape()), shape_[0], shape_[2]);
-  return product(*this, other, {shape_[0]}, Tensor(), 0, 1, op);
-}
+Tensor Tensor::mm(const Tensor& other) const { return mm_impl(*this, other, nullptr); }
+Tensor Tensor::bmm(const Tensor& other) const { return bmm_impl(*this, other, nullptr); }
 
 Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha) const {
-  const char* op = "addmm";
-  check_data(*this, op, "self");
-  check_data(mat1, op, "mat1");
-  check_data(mat2, op, "mat2");
-  check_same_device(op, {this, &mat1, &mat2});
-  THD_CHECK(mat1.dim() == 2 && mat2.dim() == 2, ShapeError, op,
-            "mat1 and mat2 must be 2-D, but got shapes {} and {}", shape_str(mat1.shape()),
-            shape_str(mat2.shape()));
-  check_operand_dtypes(mat1, mat2, op);
-  THD_CHECK(dtype_ == mat1.dtype(), TypeError, op,
-            "self and mat2 must have the same dtype, but got {} and {}", dtype_, mat2.dtype());
-  const int64_t n = mat1.size(0), k = mat1.size(1), m = mat2.size(1);
-  THD_CHECK(k == mat2.size(0), ShapeError, op,
-            "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", n, k, mat2.size(0), m);
-  const Shape result{n, m};
-  bool fits = dim() <= 2;
-  for (int64_t i = 0; fits && i < dim(); ++i) {
-    const int64_t want = result[2 - dim() + i];
-    fits = shape_[i] == want || shape_[i] == 1;
-  }
-  THD_CHECK(fits, ShapeError, op, "self of shape {} does not broadcast to the result's shape {}",
-            shape_str(shape_), shape_str(result));
-  if (!is_floating_point(dtype_)) {
-    THD_CHECK(!beta.is_floating_point() && !alpha.is_floating_point(), TypeError, op,
-              "for integral input tensors, beta ({}) and alpha ({}) must not be floating "
-              "point numbers",
-              beta.to_double(), alpha.to_double());
-  }
-  return product(mat1, mat2, {}, *this, beta, alpha, op);
+  return addmm_impl(*this, mat1, mat2, beta, alpha, nullptr);
 }
+
+namespace detail {
+
+bool matmul_into(IntoMatmul kind, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!out.defined() || !a.defined() || !b.defined()) return false;
+  switch (kind) {
+    case IntoMatmul::Matmul: return matmul_impl(a, b, &out).defined();
+    case IntoMatmul::Mm: return mm_impl(a, b, &out).defined();
+    case IntoMatmul::Bmm: return bmm_impl(a, b, &out).defined();
+  }
+  return false;
+}
+
+bool addmm_into(const Tensor& out, const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                const Scalar& alpha) {
+  if (!out.defined() || !self.defined() || !mat1.defined() || !mat2.defined()) return false;
+  return addmm_impl(self, mat1, mat2, beta, alpha, &out).defined();
+}
+
+}  // namespace detail
 
 Tensor Tensor::dot(const Tensor& other) const {
   check_data(*this, "dot", "self");

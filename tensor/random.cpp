@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "tensor/check.h"
+#include "tensor/into_random.h"
 #include "tensor/loops.h"
 #include "tensor/op_util.h"
 #include "tensor/philox.h"
@@ -82,9 +83,12 @@ T uniform_from(const PhiloxBlock& blk, int lane) {
 
 }  // namespace
 
-Tensor Tensor::rand(const Shape& shape, DType dtype, Generator* gen) {
-  Tensor t = empty(shape, dtype);
-  dispatch<kFloatingSet>(dtype, "rand", [&](auto tag) {
+namespace {
+
+// The draws of rand, randn and randint into t, a contiguous CPU tensor with elements
+// of t's dtype: the generator advances by the blocks t's elements take, whoever made t.
+void fill_rand(Tensor& t, Generator* gen) {
+  dispatch<kFloatingSet>(t.dtype(), "rand", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, double>) {
       fill_random<T, 2>(t, gen, [](int64_t lane, const PhiloxBlock& b) {
@@ -96,12 +100,10 @@ Tensor Tensor::rand(const Shape& shape, DType dtype, Generator* gen) {
       });
     }
   });
-  return t;
 }
 
-Tensor Tensor::randn(const Shape& shape, DType dtype, Generator* gen) {
-  Tensor t = empty(shape, dtype);
-  dispatch<kFloatingSet>(dtype, "randn", [&](auto tag) {
+void fill_randn(Tensor& t, Generator* gen) {
+  dispatch<kFloatingSet>(t.dtype(), "randn", [&](auto tag) {
     using T = typename decltype(tag)::type;
     // Box-Muller: one block gives two 53-bit uniforms and so a pair of normals; the
     // two elements of a pair each recompute it (cheaper than sharing across threads).
@@ -113,10 +115,9 @@ Tensor Tensor::randn(const Shape& shape, DType dtype, Generator* gen) {
       return convert<T>(lane == 0 ? r * std::cos(theta) : r * std::sin(theta));
     });
   });
-  return t;
 }
 
-Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Generator* gen) {
+void check_randint(int64_t low, int64_t high, DType dtype) {
   THD_CHECK(low < high, ValueError, "randint",
             "expected 'low' to be less than 'high', but got low={} >= high={}", low, high);
   // Every value in [low, high) must be representable in dtype.
@@ -129,9 +130,11 @@ Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, DType dtyp
   });
   THD_CHECK(static_cast<double>(low) >= lo && static_cast<double>(high - 1) <= hi, ValueError,
             "randint", "the range [{}, {}) does not fit in dtype {}", low, high, dtype);
-  Tensor t = empty(shape, dtype);
+}
+
+void fill_randint(Tensor& t, int64_t low, int64_t high, Generator* gen) {
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
-  dispatch_all(dtype, "randint", [&](auto tag) {
+  dispatch_all(t.dtype(), "randint", [&](auto tag) {
     using T = typename decltype(tag)::type;
     fill_random<T, 2>(t, gen, [&](int64_t lane, const PhiloxBlock& b) {
       const uint64_t x = join64(b[2 * lane], b[2 * lane + 1]);
@@ -139,7 +142,60 @@ Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, DType dtyp
       return convert<T>(v);
     });
   });
+}
+
+// Whether the draws can go into `out`: contiguous, with elements, of `shape` and
+// `dtype`, on the CPU.
+bool drawable(const Tensor& out, const Shape& shape, DType dtype) {
+  return out.defined() && out.device().is_cpu() && out.dtype() == dtype && out.is_contiguous() &&
+         out.numel() > 0 && !out.is_meta() && out.shape() == shape;
+}
+
+}  // namespace
+
+Tensor Tensor::rand(const Shape& shape, DType dtype, Generator* gen) {
+  Tensor t = empty(shape, dtype);
+  fill_rand(t, gen);
   return t;
 }
+
+Tensor Tensor::randn(const Shape& shape, DType dtype, Generator* gen) {
+  Tensor t = empty(shape, dtype);
+  fill_randn(t, gen);
+  return t;
+}
+
+Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Generator* gen) {
+  check_randint(low, high, dtype);
+  Tensor t = empty(shape, dtype);
+  fill_randint(t, low, high, gen);
+  return t;
+}
+
+namespace detail {
+
+bool rand_into(const Tensor& out, const Shape& shape, DType dtype, Generator* gen) {
+  if (!drawable(out, shape, dtype) || !is_floating_point(dtype)) return false;
+  Tensor t = out;
+  fill_rand(t, gen);
+  return true;
+}
+
+bool randn_into(const Tensor& out, const Shape& shape, DType dtype, Generator* gen) {
+  if (!drawable(out, shape, dtype) || !is_floating_point(dtype)) return false;
+  Tensor t = out;
+  fill_randn(t, gen);
+  return true;
+}
+
+bool randint_into(const Tensor& out, int64_t low, int64_t high, const Shape& shape, DType dtype, Generator* gen) {
+  if (!drawable(out, shape, dtype)) return false;
+  check_randint(low, high, dtype);
+  Tensor t = out;
+  fill_randint(t, low, high, gen);
+  return true;
+}
+
+}  // namespace detail
 
 }  // namespace thd

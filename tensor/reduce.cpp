@@ -9,6 +9,8 @@
 #include <thd/config.h>
 
 #include "tensor/check.h"
+#include "tensor/into_elementwise.h"
+#include "tensor/into_reduce.h"
 #include "tensor/cuda/reduce.h"
 #include "tensor/dispatch.h"
 #include "tensor/op_util.h"
@@ -491,10 +493,15 @@ void check_nonempty(const Tensor& t, const ReduceSpec& s, const char* op, const 
   }
 }
 
+// Into a new tensor, or into *into (tensor/into_reduce.h) when that can be the
+// result: an undefined tensor, with nothing written, when it cannot.
 template <typename Op>
-Tensor run_reduce(const Tensor& in, const ReduceSpec& s, const Op& op) {
+Tensor run_reduce(const Tensor& in, const ReduceSpec& s, const Tensor* into, const Op& op) {
   using Out = typename Op::out_t;
-  Tensor out = Tensor::empty(s.out_shape, dtype_of_v<Out>);
+  if (into != nullptr && !writable_result(*into, s.out_shape, dtype_of_v<Out>, Device::cpu(), {&in})) {
+    return Tensor();
+  }
+  Tensor out = into != nullptr ? *into : Tensor::empty(s.out_shape, dtype_of_v<Out>);
   reduce_kernel(make_reduce_geometry(in, s.mask), op, out.data<Out>());
   return out;
 }
@@ -522,51 +529,52 @@ constexpr const char* kMeanDtypeMsg =
     "could not infer output dtype. Input dtype must be either a floating point or complex "
     "dtype";
 
-Tensor sum_impl(const Tensor& t, const Dims* dims, bool keepdim) {
+Tensor sum_impl(const Tensor& t, const Dims* dims, bool keepdim, const Tensor* into = nullptr) {
   ReduceSpec s = reduce_spec(t, dims, keepdim, "sum");
-  if (!t.device().is_cpu()) return reduce_on_device(t, s, cuda::ReduceKind::Sum, "sum");
+  if (!t.device().is_cpu()) return into != nullptr ? Tensor() : reduce_on_device(t, s, cuda::ReduceKind::Sum, "sum");
   return dispatch_all(t.dtype(), "sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Out = sum_out_t<T>;
-    return run_reduce(t, s, sum_op<T, Out>(MapId{}, ProjCast<Out>{}));
+    return run_reduce(t, s, into, sum_op<T, Out>(MapId{}, ProjCast<Out>{}));
   });
 }
 
-Tensor mean_impl(const Tensor& t, const Dims* dims, bool keepdim) {
+Tensor mean_impl(const Tensor& t, const Dims* dims, bool keepdim, const Tensor* into = nullptr) {
   ReduceSpec s = reduce_spec(t, dims, keepdim, "mean");
   check_floating(t, "mean", kMeanDtypeMsg);
-  if (!t.device().is_cpu()) return reduce_on_device(t, s, cuda::ReduceKind::Mean, "mean");
+  if (!t.device().is_cpu()) return into != nullptr ? Tensor() : reduce_on_device(t, s, cuda::ReduceKind::Mean, "mean");
   return dispatch<kFloatingSet>(t.dtype(), "mean", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return run_reduce(t, s, sum_op<T, T>(MapId{}, ProjDiv<T>{static_cast<double>(s.n_red)}));
+    return run_reduce(t, s, into, sum_op<T, T>(MapId{}, ProjDiv<T>{static_cast<double>(s.n_red)}));
   });
 }
 
-Tensor prod_impl(const Tensor& t, const Dims* dims, bool keepdim) {
+Tensor prod_impl(const Tensor& t, const Dims* dims, bool keepdim, const Tensor* into = nullptr) {
   ReduceSpec s = reduce_spec(t, dims, keepdim, "prod");
-  if (!t.device().is_cpu()) return reduce_on_device(t, s, cuda::ReduceKind::Prod, "prod");
+  if (!t.device().is_cpu()) return into != nullptr ? Tensor() : reduce_on_device(t, s, cuda::ReduceKind::Prod, "prod");
   return dispatch_all(t.dtype(), "prod", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return run_reduce(t, s, ProdOp<T>{});
+    return run_reduce(t, s, into, ProdOp<T>{});
   });
 }
 
 template <bool IsMax>
-Tensor minmax_impl(const Tensor& t, const Dims* dims, bool keepdim) {
+Tensor minmax_impl(const Tensor& t, const Dims* dims, bool keepdim, const Tensor* into = nullptr) {
   const char* op = IsMax ? "max" : "min";
   ReduceSpec s = reduce_spec(t, dims, keepdim, op);
   check_nonempty(t, s, op, op);
   if (!t.device().is_cpu()) {
+    if (into != nullptr) return Tensor();
     return reduce_on_device(t, s, IsMax ? cuda::ReduceKind::Max : cuda::ReduceKind::Min, op);
   }
   return dispatch_all(t.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return run_reduce(t, s, MinMaxOp<T, IsMax>{});
+    return run_reduce(t, s, into, MinMaxOp<T, IsMax>{});
   });
 }
 
 template <bool IsMax>
-Tensor arg_impl(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
+Tensor arg_impl(const Tensor& t, std::optional<int64_t> dim, bool keepdim, const Tensor* into = nullptr) {
   const char* op = IsMax ? "argmax" : "argmin";
   check_data(t, op);
   Tensor in = t;
@@ -593,54 +601,57 @@ Tensor arg_impl(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
     }
   }
   if (!t.device().is_cpu()) {
+    if (into != nullptr) return Tensor();
     return reduce_on_device(in, s, IsMax ? cuda::ReduceKind::ArgMax : cuda::ReduceKind::ArgMin,
                             op);
   }
   return dispatch<kNumericSet>(t.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return run_reduce(in, s, ArgOp<T, IsMax>{});
+    return run_reduce(in, s, into, ArgOp<T, IsMax>{});
   });
 }
 
 template <bool IsAny>
-Tensor anyall_impl(const Tensor& t, const Dims* dims, bool keepdim) {
+Tensor anyall_impl(const Tensor& t, const Dims* dims, bool keepdim, const Tensor* into = nullptr) {
   const char* op = IsAny ? "any" : "all";
   ReduceSpec s = reduce_spec(t, dims, keepdim, op);
   if (!t.device().is_cpu()) {
+    if (into != nullptr) return Tensor();
     return reduce_on_device(t, s, IsAny ? cuda::ReduceKind::Any : cuda::ReduceKind::All, op);
   }
   return dispatch_all(t.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return run_reduce(t, s, AnyAllOp<T, IsAny>{});
+    return run_reduce(t, s, into, AnyAllOp<T, IsAny>{});
   });
 }
 
-Tensor norm_impl(const Tensor& t, double p, const Dims* dims, bool keepdim) {
+Tensor norm_impl(const Tensor& t, double p, const Dims* dims, bool keepdim, const Tensor* into = nullptr) {
   ReduceSpec s = reduce_spec(t, dims, keepdim, "norm");
   check_floating(t, "norm", "Expected a floating point tensor as input");
   if (std::isinf(p)) {
     check_nonempty(t, s, "norm", p > 0 ? "the inf norm" : "the -inf norm");
   }
-  if (!t.device().is_cpu()) return reduce_on_device(t, s, cuda::ReduceKind::Norm, "norm", p);
+  if (!t.device().is_cpu()) return into != nullptr ? Tensor() : reduce_on_device(t, s, cuda::ReduceKind::Norm, "norm", p);
   return dispatch<kFloatingSet>(t.dtype(), "norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (std::isinf(p)) {
-      return p > 0 ? run_reduce(t, s, MinMaxOp<T, true, true>{})
-                   : run_reduce(t, s, MinMaxOp<T, false, true>{});
+      return p > 0 ? run_reduce(t, s, into, MinMaxOp<T, true, true>{})
+                   : run_reduce(t, s, into, MinMaxOp<T, false, true>{});
     }
-    if (p == 0) return run_reduce(t, s, sum_op<T, T>(MapNonZero{}, ProjCast<T>{}));
-    if (p == 1) return run_reduce(t, s, sum_op<T, T>(MapAbs{}, ProjCast<T>{}));
-    if (p == 2) return run_reduce(t, s, sum_op<T, T>(MapSquare{}, ProjSqrt<T>{}));
-    return run_reduce(t, s, sum_op<T, T>(MapPowAbs{p}, ProjRoot<T>{1.0 / p}));
+    if (p == 0) return run_reduce(t, s, into, sum_op<T, T>(MapNonZero{}, ProjCast<T>{}));
+    if (p == 1) return run_reduce(t, s, into, sum_op<T, T>(MapAbs{}, ProjCast<T>{}));
+    if (p == 2) return run_reduce(t, s, into, sum_op<T, T>(MapSquare{}, ProjSqrt<T>{}));
+    return run_reduce(t, s, into, sum_op<T, T>(MapPowAbs{p}, ProjRoot<T>{1.0 / p}));
   });
 }
 
 Tensor var_impl(const Tensor& t, const Dims* dims, int64_t correction, bool keepdim,
-                bool take_sqrt) {
+                bool take_sqrt, const Tensor* into = nullptr) {
   const char* op = take_sqrt ? "std" : "var";
   ReduceSpec s = reduce_spec(t, dims, keepdim, op);
   check_floating(t, op, "std and var only support floating point and complex dtypes");
   if (!t.device().is_cpu()) {
+    if (into != nullptr) return Tensor();
     return reduce_on_device(t, s, take_sqrt ? cuda::ReduceKind::Std : cuda::ReduceKind::Var, op,
                             2.0, correction);
   }
@@ -649,8 +660,9 @@ Tensor var_impl(const Tensor& t, const Dims* dims, int64_t correction, bool keep
     const ReduceGeometry g = make_reduce_geometry(t, s.mask);
     const auto n = static_cast<double>(s.n_red);
     std::vector<double> mean(static_cast<size_t>(g.n_out));
+    if (into != nullptr && !writable_result(*into, s.out_shape, t.dtype(), Device::cpu(), {&t})) return Tensor();
     reduce_kernel(g, sum_op<T, double>(MapId{}, ProjDiv<double>{n}), mean.data());
-    Tensor out = Tensor::empty(s.out_shape, t.dtype());
+    Tensor out = into != nullptr ? *into : Tensor::empty(s.out_shape, t.dtype());
     reduce_kernel(g, VarOp<T>(mean.data(), n, static_cast<double>(correction), take_sqrt),
                   out.data<T>());
     return out;
@@ -705,5 +717,39 @@ Tensor Tensor::all() const { return anyall_impl<false>(*this, nullptr, false); }
 Tensor Tensor::all(const Dims& dims, bool keepdim) const {
   return anyall_impl<false>(*this, &dims, keepdim);
 }
+
+namespace detail {
+
+// The same calls as the Tensor methods above, one for one, with `out` to write.
+bool reduce_into(IntoReduce kind, const Tensor& out, const Tensor& a, const ReduceArgs& r) {
+  if (!out.defined() || !a.defined() || !a.device().is_cpu()) return false;
+  const Dims* dims = r.all_dims ? nullptr : &r.dims;
+  const bool keep = !r.all_dims && r.keepdim;
+  if (!r.all_dims && r.dims.empty() && (kind == IntoReduce::Argmax || kind == IntoReduce::Argmin)) return false;
+  const int64_t dim = r.all_dims ? 0 : r.dims[0];
+  const Dims none;
+  Tensor written;
+  switch (kind) {
+    case IntoReduce::Sum: written = sum_impl(a, dims, keep, &out); break;
+    case IntoReduce::Mean: written = mean_impl(a, dims, keep, &out); break;
+    case IntoReduce::Prod: written = prod_impl(a, dims, keep, &out); break;
+    case IntoReduce::Max: written = minmax_impl<true>(a, dims, keep, &out); break;
+    case IntoReduce::Min: written = minmax_impl<false>(a, dims, keep, &out); break;
+    case IntoReduce::Any: written = anyall_impl<true>(a, dims, keep, &out); break;
+    case IntoReduce::All: written = anyall_impl<false>(a, dims, keep, &out); break;
+    case IntoReduce::Argmax:
+      written = r.all_dims ? arg_impl<true>(a, std::nullopt, false, &out) : arg_impl<true>(a, dim, keep, &out);
+      break;
+    case IntoReduce::Argmin:
+      written = r.all_dims ? arg_impl<false>(a, std::nullopt, false, &out) : arg_impl<false>(a, dim, keep, &out);
+      break;
+    case IntoReduce::Norm: written = norm_impl(a, r.p, dims, keep, &out); break;
+    case IntoReduce::Var: written = var_impl(a, r.all_dims ? &none : dims, r.correction, keep, false, &out); break;
+    case IntoReduce::Std: written = var_impl(a, r.all_dims ? &none : dims, r.correction, keep, true, &out); break;
+  }
+  return written.defined();
+}
+
+}  // namespace detail
 
 }  // namespace thd

@@ -11,6 +11,8 @@
 #include "tensor/check.h"
 #include "tensor/cuda/softmax.h"
 #include "tensor/dispatch.h"
+#include "tensor/into_elementwise.h"
+#include "tensor/into_softmax.h"
 #include "tensor/op_util.h"
 #include "tensor/parallel.h"
 #include "tensor/shape_util.h"
@@ -106,22 +108,29 @@ void softmax_kernel(const T* in, T* out, int64_t outer, int64_t n, int64_t inner
   });
 }
 
+// Into a new tensor, or into *into (tensor/into_softmax.h) when that can be the
+// result: an undefined tensor, with nothing written, when it cannot.
 template <bool Log>
-Tensor softmax_impl(const Tensor& self, int64_t dim_in) {
+Tensor softmax_impl(const Tensor& self, int64_t dim_in, const Tensor* into = nullptr) {
   const char* op = Log ? "log_softmax" : "softmax";
   check_data(self, op);
   const int64_t d = wrap_dim(dim_in, self.dim(), op, true);
   if (!self.device().is_cpu()) {
+    if (into != nullptr) return Tensor();
 #if THD_WITH_CUDA
     return cuda::softmax(self, d, Log);
 #else
     check_cpu_kernel(op, self);  // no CUDA tensor exists in a build without CUDA
 #endif
   }
+  if (into != nullptr &&
+      (!is_floating_point(self.dtype()) || !writable_result(*into, self.shape(), self.dtype(), Device::cpu(), {&self}))) {
+    return Tensor();
+  }
   return dispatch<kFloatingSet>(self.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Tensor x = self.contiguous();
-    Tensor out = Tensor::empty(self.shape(), self.dtype());
+    Tensor out = into != nullptr ? *into : Tensor::empty(self.shape(), self.dtype());
     if (out.numel() == 0) return out;
     int64_t outer = 1, n = 1, inner = 1;
     for (int64_t i = 0; i < self.dim(); ++i) {
@@ -136,5 +145,14 @@ Tensor softmax_impl(const Tensor& self, int64_t dim_in) {
 
 Tensor Tensor::softmax(int64_t dim) const { return softmax_impl<false>(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return softmax_impl<true>(*this, dim); }
+
+namespace detail {
+
+bool softmax_into(const Tensor& out, const Tensor& a, int64_t dim, bool log) {
+  if (!out.defined() || !a.defined()) return false;
+  return (log ? softmax_impl<true>(a, dim, &out) : softmax_impl<false>(a, dim, &out)).defined();
+}
+
+}  // namespace detail
 
 }  // namespace thd

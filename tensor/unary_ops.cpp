@@ -5,6 +5,7 @@
 #include "tensor/elementwise.h"
 #include "tensor/functors/unary.h"
 #include "tensor/into.h"
+#include "tensor/into_elementwise.h"
 
 namespace thd {
 namespace {
@@ -106,18 +107,28 @@ Tensor& run_inplace(const char* op, Tensor& self) {
   return self;
 }
 
-// Op(self) into `out` on the flat path (tensor/into.h).
+// Op(self) into `out` (tensor/into.h): the flat path, the general one for strided
+// inputs and inputs of another dtype, or the CUDA kernel.
 template <typename Op>
 bool into(const char* op, const Tensor& out, const Tensor& self) {
-  if (!out.defined() || !self.defined() || !self.device().is_cpu()) return false;
+  if (!out.defined() || !self.defined()) return false;
   if constexpr (std::is_same_v<Op, NegOp>) {
     if (self.dtype() == kBool) return false;
   }
   const DType c = compute_dtype<Op>(self.dtype());
   if (!dtype_in(c, functors::unary_dtypes_v<Op>)) return false;
-  auto flat = plan_flat<1>({&self}, c, c, &out);
-  if (!flat) return false;
-  launch<Op>(op, c, *flat);
+  if (!writable_result(out, self.shape(), c, self.device(), {&self})) return false;
+  if (on_cuda(op, self)) {
+    if constexpr (kWithCuda) {
+      run_cuda<Op>(op, self, c, &out);
+      return true;
+    }
+  }
+  if (auto flat = plan_flat<1>({&self}, c, c, &out)) {
+    launch<Op>(op, c, *flat);
+    return true;
+  }
+  launch<Op>(op, c, plan_elementwise(op, {self}, c, c, &out));
   return true;
 }
 

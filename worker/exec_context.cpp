@@ -80,7 +80,7 @@ const Tensor* ExecContext::reusable(uint64_t id) {
   if (prepared_.graph == nullptr || inherited_ || session_.check() != nullptr) return nullptr;
   if (!prepared_.graph->graph->owns(prepared_.index, id)) return nullptr;
   const Entry* e = find(id);
-  if (e == nullptr || e->poison || !e->tensor.defined() || e->tensor.storage().use_count() != 1) return nullptr;
+  if (e == nullptr || e->poison || !e->tensor.defined()) return nullptr;
   return &e->tensor;
 }
 

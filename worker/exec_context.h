@@ -76,11 +76,12 @@ class ExecContext {
   const Tensor& input(uint64_t id);
   // In a replay of a graph that owns `id` (declared with fresh()): the tensor the
   // previous replay left there, when the op may write its new result into it
-  // instead of making a new one (docs/graphs.md, "Memory"): defined, not poisoned,
-  // and its storage held by nothing else (no view of it, no transfer in flight), so
-  // writing it changes no value anything else reads. Null otherwise, and while the
-  // stream carries an inherited failure or the hazard checker is on (it follows each
-  // definition): the op then makes and defines its result as usual.
+  // instead of making a new one (docs/graphs.md, "Memory"): defined and not
+  // poisoned. Views of it see the new values, as views of the graph's tensor; the op
+  // writes it only when it shares no storage with the op's inputs (tensor/into*.h).
+  // Null otherwise, and while the stream carries an inherited failure or the hazard
+  // checker is on (it follows each definition): the op then makes and defines its
+  // result as usual.
   const Tensor* reusable(uint64_t id);
   // The op's new tensor `id` (PoisonedInput while the stream carries a failure).
   void define(uint64_t id, Tensor tensor);

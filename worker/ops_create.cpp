@@ -4,6 +4,7 @@
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "worker/ops.h"
+#include "worker/replay_into.h"
 #include "worker/session.h"
 #include "worker/sizes.h"
 
@@ -125,7 +126,7 @@ bool create_into(ExecContext& ctx, const fb::Create& op) {
 
 void run(ExecContext& ctx, const fb::Create& op) {
   ctx.fresh(op.out());
-  if (create_into(ctx, op)) return;
+  if (create_into(ctx, op) || write_kept(ctx, op)) return;
   ctx.define(op.out(), create(ctx, op));
 }
 

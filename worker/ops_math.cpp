@@ -8,6 +8,7 @@
 #include "tensor/check.h"
 #include "tensor/into.h"
 #include "worker/ops.h"
+#include "worker/replay_into.h"
 #include "worker/sizes.h"
 
 namespace thd::worker {
@@ -98,20 +99,8 @@ uint64_t computed_bytes(uint64_t numel, DType dtype) {
   return saturating_mul(numel, std::max<size_t>(element_size(dtype), 4));
 }
 
-// The ops a graph's replay can write into the previous replay's result
+// The unary ops a graph's replay can write into the previous replay's result
 // (tensor/into.h); nullopt for the others.
-std::optional<detail::IntoBinary> into_of(fb::BinaryOp op) {
-  switch (op) {
-    case fb::BinaryOp::Add: return detail::IntoBinary::Add;
-    case fb::BinaryOp::Sub: return detail::IntoBinary::Sub;
-    case fb::BinaryOp::Mul: return detail::IntoBinary::Mul;
-    case fb::BinaryOp::Div: return detail::IntoBinary::Div;
-    case fb::BinaryOp::Maximum: return detail::IntoBinary::Maximum;
-    case fb::BinaryOp::Minimum: return detail::IntoBinary::Minimum;
-    default: return std::nullopt;
-  }
-}
-
 std::optional<detail::IntoUnary> into_of(fb::UnaryOp op) {
   switch (op) {
     case fb::UnaryOp::Neg: return detail::IntoUnary::Neg;
@@ -130,24 +119,13 @@ std::optional<detail::IntoUnary> into_of(fb::UnaryOp op) {
   }
 }
 
-// In a graph's replay: `out` written with `a op b` in the storage the previous
-// replay's result holds (no allocation, no size arithmetic); false when the op
-// makes a new tensor instead.
-template <typename B>
-bool write_into(ExecContext& ctx, uint64_t out, fb::BinaryOp op, const Tensor& a, const B& b) {
-  const Tensor* kept = ctx.reusable(out);
-  if (kept == nullptr) return false;
-  const auto kind = into_of(op);
-  return kind.has_value() && detail::binary_into(*kind, *kept, a, b);
-}
-
 // In a graph's replay: a copy of `a` (as `dtype`) written into the storage the
 // previous replay's result holds, when it has the very shape, dtype and device;
 // false when the op makes a new tensor instead.
 bool copy_into(ExecContext& ctx, uint64_t out, const Tensor& a, DType dtype) {
   const Tensor* kept = ctx.reusable(out);
   if (kept == nullptr || kept->dtype() != dtype || kept->device() != a.device() || !kept->is_contiguous() ||
-      kept->shape() != a.shape()) {
+      kept->shape() != a.shape() || kept->shares_storage(a)) {
     return false;
   }
   const_cast<Tensor&>(*kept).copy_(a);
@@ -177,7 +155,7 @@ void run(ExecContext& ctx, const fb::Binary& op) {
   const Tensor& b = ctx.input(op.b());
   if (op.out() == 0) return protocol::call_(op.op(), target(ctx, op.a()), b);
   const Tensor& a = ctx.input(op.a());
-  if (write_into(ctx, op.out(), op.op(), a, b)) return;
+  if (write_kept(ctx, op, a, b)) return;
   ctx.reserve(computed_bytes(broadcast_numel({a.shape(), b.shape()}), result_type(a, b)));
   ctx.define(op.out(), protocol::call(op.op(), a, b));
 }
@@ -190,7 +168,7 @@ void run(ExecContext& ctx, const fb::BinaryScalar& op) {
     return protocol::call_(op.op(), target(ctx, op.a()), b);
   }
   const Tensor& a = ctx.input(op.a());
-  if (!op.reverse() && write_into(ctx, op.out(), op.op(), a, b)) return;
+  if (write_kept(ctx, op, a)) return;
   ctx.reserve(computed_bytes(numel_of(a.shape()), result_type(a, b)));
   ctx.define(op.out(), op.reverse() ? protocol::call_reversed(op.op(), b, a) : protocol::call(op.op(), a, b));
 }
@@ -204,6 +182,7 @@ void run(ExecContext& ctx, const fb::Clamp& op) {
     return;
   }
   const Tensor& a = ctx.input(op.a());
+  if (write_kept(ctx, op, a)) return;
   ctx.reserve(computed_bytes(numel_of(a.shape()), a.dtype()));
   ctx.define(op.out(), a.clamp(lo, hi));
 }
@@ -249,6 +228,7 @@ void run(ExecContext& ctx, const fb::ToDevice& op) {
 void run(ExecContext& ctx, const fb::Reduce& op) {
   ctx.fresh(op.out());
   const Tensor& a = ctx.input(op.a());
+  if (write_kept(ctx, op, a)) return;
   ctx.reserve(reduction_bytes(op, a));
   ctx.define(op.out(), reduce(op, a));
 }
@@ -256,6 +236,7 @@ void run(ExecContext& ctx, const fb::Reduce& op) {
 void run(ExecContext& ctx, const fb::Softmax& op) {
   ctx.fresh(op.out());
   const Tensor& a = ctx.input(op.a());
+  if (write_kept(ctx, op, a)) return;
   ctx.reserve(saturating_mul(computed_bytes(numel_of(a.shape()), a.dtype()), 2));
   ctx.define(op.out(), op.log() ? a.log_softmax(op.dim()) : a.softmax(op.dim()));
 }
@@ -264,6 +245,7 @@ void run(ExecContext& ctx, const fb::Matmul& op) {
   ctx.fresh(op.out());
   const Tensor& a = ctx.input(op.a());
   const Tensor& b = ctx.input(op.b());
+  if (write_kept(ctx, op, a, b)) return;
   const uint64_t numel = op.kind() == fb::MatmulKind::Outer ? saturating_mul(numel_of(a.shape()), numel_of(b.shape()))
                                                             : matmul_numel(a.shape(), b.shape());
   ctx.reserve(computed_bytes(numel, result_type(a, b)));
@@ -275,6 +257,7 @@ void run(ExecContext& ctx, const fb::Addmm& op) {
   const Tensor& self = ctx.input(op.self());
   const Tensor& mat1 = ctx.input(op.mat1());
   const Tensor& mat2 = ctx.input(op.mat2());
+  if (write_kept(ctx, op, self, mat1, mat2)) return;
   ctx.reserve(computed_bytes(saturating_add(matmul_numel(mat1.shape(), mat2.shape()), numel_of(self.shape())),
                              result_type(mat1, mat2)));
   ctx.define(op.out(), self.addmm(mat1, mat2, scalar_of(op.beta()), scalar_of(op.alpha())));

@@ -1,6 +1,7 @@
 // Views, indexing, joining, splitting and sorting.
 #include "tensor/check.h"
 #include "worker/ops.h"
+#include "worker/replay_into.h"
 #include "worker/sizes.h"
 
 namespace thd::worker {
@@ -87,6 +88,7 @@ void run(ExecContext& ctx, const fb::MaskedFill& op) {
     return;
   }
   const Tensor& a = ctx.input(op.a());
+  if (write_kept(ctx, op, a, mask)) return;
   ctx.reserve(bytes_of(broadcast_numel({a.shape(), mask.shape()}), a.dtype()));
   ctx.define(op.out(), a.masked_fill(mask, scalar_of(op.value())));
 }
@@ -100,6 +102,7 @@ void run(ExecContext& ctx, const fb::Where& op) {
   }
   const Tensor& a = ctx.input(op.a());
   const Tensor& b = ctx.input(op.b());
+  if (write_kept(ctx, op, cond, a, b)) return;
   ctx.reserve(bytes_of(broadcast_numel({cond.shape(), a.shape(), b.shape()}), result_type(a, b)));
   ctx.define(op.out(), where(cond, a, b));
 }

@@ -18,6 +18,7 @@ set(THD_WORKER_SOURCES
   worker/ops_transfer.cpp
   worker/pool.cpp
   worker/progress_reporter.cpp
+  worker/replay_into.cpp
   worker/session.cpp
   worker/sizes.cpp
   worker/stream_check.cpp

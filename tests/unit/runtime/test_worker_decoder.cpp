@@ -628,6 +628,104 @@ TEST_F(WorkerDecoder, AGraphsIntermediatesAreAllocatedOnceAndWrittenByEachReplay
   expect_still_serving(105);
 }
 
+// A graph of the ops that write their results in place beyond the flat
+// elementwise ones, on x [6, 5] (id 1), w [5, 4] (id 2) and bias [4] (id 3):
+// 10 = x @ w, 11 = addmm(bias, x, w, 0.5, 2), 12 = 10 + bias (broadcast),
+// 13 = 12 < 11, 14 = 12 ** 2, 15 = sum(14, dim 1), 16 = softmax(11, 1),
+// 17 = randn [6, 4], 18 = where(13, 16, 17), 19 = bmm(x3, w3) on [2, 6, 5] and
+// [2, 5, 4] (ids 4, 5), 20 = mean(x, all), 21 = masked_fill(16, 13, 0),
+// 22 = clamp(12, -1, 1).
+std::vector<uint8_t> products_and_reductions() {
+  return graph_bytes([](flatbuffers::FlatBufferBuilder& b) {
+    const fb::Scalar half(fb::ScalarKind::Float, 0, 0.5), two(fb::ScalarKind::Float, 0, 2.0), zero;
+    const fb::Scalar one(fb::ScalarKind::Float, 0, 1.0), minus_one(fb::ScalarKind::Float, 0, -1.0);
+    return std::vector{
+        fb::CreateCommand(b, 901, fb::Op::Matmul, fb::CreateMatmul(b, 10, fb::MatmulKind::Matmul, 1, 2).Union()),
+        fb::CreateCommand(b, 902, fb::Op::Addmm, fb::CreateAddmm(b, 11, 3, 1, 2, &half, &two).Union()),
+        fb::CreateCommand(b, 903, fb::Op::Binary, fb::CreateBinary(b, 12, fb::BinaryOp::Add, 10, 3).Union()),
+        fb::CreateCommand(b, 904, fb::Op::Binary, fb::CreateBinary(b, 13, fb::BinaryOp::Lt, 12, 11).Union()),
+        fb::CreateCommand(b, 905, fb::Op::BinaryScalar, fb::CreateBinaryScalar(b, 14, fb::BinaryOp::Pow, 12, &two).Union()),
+        fb::CreateCommand(b, 906, fb::Op::Reduce,
+                          fb::CreateReduce(b, 15, fb::ReduceKind::Sum, 14, false, b.CreateVector<int64_t>({1})).Union()),
+        fb::CreateCommand(b, 907, fb::Op::Softmax, fb::CreateSoftmax(b, 16, 11, 1, false).Union()),
+        fb::CreateCommand(b, 908, fb::Op::Create,
+                          fb::CreateCreate(b, 17, fb::CreateKind::Randn, fb::DType::Float32,
+                                           b.CreateVector<int64_t>({6, 4}), &zero, &zero, &zero, &zero)
+                              .Union()),
+        fb::CreateCommand(b, 909, fb::Op::Where, fb::CreateWhere(b, 18, 13, 16, 17).Union()),
+        fb::CreateCommand(b, 910, fb::Op::Matmul, fb::CreateMatmul(b, 19, fb::MatmulKind::Bmm, 4, 5).Union()),
+        fb::CreateCommand(b, 911, fb::Op::Reduce, fb::CreateReduce(b, 20, fb::ReduceKind::Mean, 1, true).Union()),
+        fb::CreateCommand(b, 912, fb::Op::MaskedFill, fb::CreateMaskedFill(b, 21, 16, 13, &zero).Union()),
+        fb::CreateCommand(b, 913, fb::Op::Clamp, fb::CreateClamp(b, 22, 12, true, &minus_one, true, &one).Union())};
+  });
+}
+
+// The worker runs in this process: its tensor allocations are this process's.
+TEST_F(WorkerDecoder, ProductsReductionsSoftmaxAndRandomDrawsAreWrittenInPlaceByEachReplay) {
+  const fb::Scalar zero;
+  auto rand = [&](flatbuffers::FlatBufferBuilder& b, uint64_t op_id, uint64_t id, std::vector<int64_t> shape) {
+    return fb::CreateCommand(b, op_id, fb::Op::Create,
+                             fb::CreateCreate(b, id, fb::CreateKind::Rand, fb::DType::Float32,
+                                              b.CreateVector<int64_t>(shape), &zero, &zero, &zero, &zero)
+                                 .Union());
+  };
+  // Waits for everything sent so far: the fetch of tensor `id` comes after it.
+  auto fetch_into = [&](uint64_t op_id, uint64_t id, Tensor& got) {
+    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(op_id);
+    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
+    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+      return std::vector{fb::CreateCommand(b, op_id, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
+    }));
+    r.wait();
+  };
+  auto fetch = [&](uint64_t op_id, uint64_t id, const Shape& shape, DType dtype) {
+    Tensor got = Tensor::zeros(shape, dtype);
+    fetch_into(op_id, id, got);
+    return got;
+  };
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{rand(b, 1, 1, {6, 5}), rand(b, 2, 2, {5, 4}), rand(b, 3, 3, {4}), rand(b, 4, 4, {2, 6, 5}),
+                       rand(b, 5, 5, {2, 5, 4}),
+                       define_graph(b, 6, 9, products_and_reductions(),
+                                    {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22}),
+                       replay_graph(b, 7, 9, 1)};
+  }));
+  const Tensor x = fetch(8, 1, {6, 5}, kFloat32), w = fetch(9, 2, {5, 4}, kFloat32), bias = fetch(10, 3, {4}, kFloat32);
+  const Tensor x3 = fetch(11, 4, {2, 6, 5}, kFloat32), w3 = fetch(12, 5, {2, 5, 4}, kFloat32);
+  const Tensor first_noise = fetch(13, 17, {6, 4}, kFloat32);
+  Tensor noise = Tensor::zeros({6, 4}, kFloat32);
+  const int64_t allocs = memory_stats().num_allocs;
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    std::vector<flatbuffers::Offset<fb::Command>> replays;
+    for (uint64_t i = 0; i < 20; ++i) replays.push_back(replay_graph(b, 20 + i, 9, 2 + i));
+    return replays;
+  }));
+  fetch_into(100, 17, noise);
+  EXPECT_EQ(memory_stats().num_allocs, allocs) << "replays after the first allocated tensors";
+  EXPECT_NE(std::memcmp(noise.data_ptr(), first_noise.data_ptr(), noise.nbytes()), 0) << "each replay draws anew";
+  // What the same ops make here, from the same inputs and the latest draws.
+  const Tensor mm = x.matmul(w), am = bias.addmm(x, w, 0.5, 2.0), added = mm + bias, less = added.lt(am);
+  const Tensor soft = am.softmax(1);
+  auto same = [](const Tensor& got, const Tensor& expected) {
+    return got.shape() == expected.shape() && got.dtype() == expected.dtype() &&
+           std::memcmp(got.data_ptr(), expected.contiguous().data_ptr(), got.nbytes()) == 0;
+  };
+  EXPECT_TRUE(same(fetch(101, 10, {6, 4}, kFloat32), mm));
+  EXPECT_TRUE(same(fetch(102, 11, {6, 4}, kFloat32), am));
+  EXPECT_TRUE(same(fetch(103, 12, {6, 4}, kFloat32), added));
+  EXPECT_TRUE(same(fetch(104, 13, {6, 4}, kBool), less));
+  EXPECT_TRUE(same(fetch(105, 14, {6, 4}, kFloat32), added.pow(2)));
+  EXPECT_TRUE(same(fetch(106, 15, {6}, kFloat32), added.pow(2).sum({1})));
+  EXPECT_TRUE(same(fetch(107, 16, {6, 4}, kFloat32), soft));
+  EXPECT_TRUE(same(fetch(108, 18, {6, 4}, kFloat32), where(less, soft, noise)));
+  EXPECT_TRUE(same(fetch(109, 19, {2, 6, 4}, kFloat32), x3.bmm(w3)));
+  EXPECT_TRUE(same(fetch(110, 20, {}, kFloat32), x.mean()));
+  EXPECT_TRUE(same(fetch(111, 21, {6, 4}, kFloat32), soft.masked_fill(less, 0)));
+  EXPECT_TRUE(same(fetch(112, 22, {6, 4}, kFloat32), added.clamp(Scalar(-1.0), Scalar(1.0))));
+  expect_still_serving(113);
+  EXPECT_TRUE(worker_error_.empty()) << worker_error_;
+}
+
 TEST_F(WorkerDecoder, RandomlyMutatedGraphsNeverStopTheWorker) {
   const fb::Scalar two(fb::ScalarKind::Float, 0, 2.0), zero;
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {

@@ -1,0 +1,162 @@
+#include "worker/replay_into.h"
+
+#include <optional>
+
+#include "tensor/into.h"
+#include "tensor/into_elementwise.h"
+#include "tensor/into_linalg.h"
+#include "tensor/into_random.h"
+#include "tensor/into_reduce.h"
+#include "tensor/into_softmax.h"
+
+namespace thd::worker {
+
+namespace {
+
+using detail::IntoBinary;
+using detail::IntoCompare;
+
+Scalar scalar_of(const fb::Scalar* s) { return protocol::from_fb(s != nullptr ? *s : fb::Scalar()); }
+
+std::optional<IntoBinary> arithmetic_of(fb::BinaryOp op) {
+  switch (op) {
+    case fb::BinaryOp::Add: return IntoBinary::Add;
+    case fb::BinaryOp::Sub: return IntoBinary::Sub;
+    case fb::BinaryOp::Mul: return IntoBinary::Mul;
+    case fb::BinaryOp::Div: return IntoBinary::Div;
+    case fb::BinaryOp::Maximum: return IntoBinary::Maximum;
+    case fb::BinaryOp::Minimum: return IntoBinary::Minimum;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<IntoCompare> comparison_of(fb::BinaryOp op) {
+  switch (op) {
+    case fb::BinaryOp::Eq: return IntoCompare::Eq;
+    case fb::BinaryOp::Ne: return IntoCompare::Ne;
+    case fb::BinaryOp::Lt: return IntoCompare::Lt;
+    case fb::BinaryOp::Le: return IntoCompare::Le;
+    case fb::BinaryOp::Gt: return IntoCompare::Gt;
+    case fb::BinaryOp::Ge: return IntoCompare::Ge;
+    default: return std::nullopt;
+  }
+}
+
+// a op b into `out`, b a tensor or a number.
+template <typename B>
+bool binary_into(const Tensor& out, fb::BinaryOp op, const Tensor& a, const B& b) {
+  if (op == fb::BinaryOp::Pow) return detail::pow_into(out, a, b);
+  if (const auto kind = arithmetic_of(op)) {
+    // The flat path first: the common case, with the fewest checks.
+    return detail::binary_into(*kind, out, a, b) || detail::broadcast_into(*kind, out, a, b);
+  }
+  if (const auto kind = comparison_of(op)) return detail::compare_into(*kind, out, a, b);
+  return false;
+}
+
+std::optional<detail::IntoReduce> reduction_of(fb::ReduceKind kind) {
+  using detail::IntoReduce;
+  switch (kind) {
+    case fb::ReduceKind::Sum: return IntoReduce::Sum;
+    case fb::ReduceKind::Mean: return IntoReduce::Mean;
+    case fb::ReduceKind::Prod: return IntoReduce::Prod;
+    case fb::ReduceKind::Max: return IntoReduce::Max;
+    case fb::ReduceKind::Min: return IntoReduce::Min;
+    case fb::ReduceKind::Any: return IntoReduce::Any;
+    case fb::ReduceKind::All: return IntoReduce::All;
+    case fb::ReduceKind::Argmax: return IntoReduce::Argmax;
+    case fb::ReduceKind::Argmin: return IntoReduce::Argmin;
+    case fb::ReduceKind::Norm: return IntoReduce::Norm;
+    case fb::ReduceKind::Var: return IntoReduce::Var;
+    case fb::ReduceKind::Std: return IntoReduce::Std;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool write_kept(ExecContext& ctx, const fb::Binary& op, const Tensor& a, const Tensor& b) {
+  const Tensor* kept = ctx.reusable(op.out());
+  return kept != nullptr && binary_into(*kept, op.op(), a, b);
+}
+
+bool write_kept(ExecContext& ctx, const fb::BinaryScalar& op, const Tensor& a) {
+  if (op.reverse()) return false;
+  const Tensor* kept = ctx.reusable(op.out());
+  return kept != nullptr && binary_into(*kept, op.op(), a, scalar_of(op.b()));
+}
+
+bool write_kept(ExecContext& ctx, const fb::Clamp& op, const Tensor& a) {
+  const Tensor* kept = ctx.reusable(op.out());
+  if (kept == nullptr) return false;
+  const std::optional<Scalar> lo = op.has_min() ? std::optional(scalar_of(op.min())) : std::nullopt;
+  const std::optional<Scalar> hi = op.has_max() ? std::optional(scalar_of(op.max())) : std::nullopt;
+  return detail::clamp_into(*kept, a, lo, hi);
+}
+
+bool write_kept(ExecContext& ctx, const fb::Where& op, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const Tensor* kept = ctx.reusable(op.out());
+  return kept != nullptr && detail::where_into(*kept, cond, a, b);
+}
+
+bool write_kept(ExecContext& ctx, const fb::MaskedFill& op, const Tensor& a, const Tensor& mask) {
+  const Tensor* kept = ctx.reusable(op.out());
+  return kept != nullptr && detail::masked_fill_into(*kept, a, mask, scalar_of(op.value()));
+}
+
+bool write_kept(ExecContext& ctx, const fb::Matmul& op, const Tensor& a, const Tensor& b) {
+  const Tensor* kept = ctx.reusable(op.out());
+  if (kept == nullptr) return false;
+  switch (op.kind()) {
+    case fb::MatmulKind::Matmul: return detail::matmul_into(detail::IntoMatmul::Matmul, *kept, a, b);
+    case fb::MatmulKind::Mm: return detail::matmul_into(detail::IntoMatmul::Mm, *kept, a, b);
+    case fb::MatmulKind::Bmm: return detail::matmul_into(detail::IntoMatmul::Bmm, *kept, a, b);
+    default: return false;
+  }
+}
+
+bool write_kept(ExecContext& ctx, const fb::Addmm& op, const Tensor& self, const Tensor& mat1, const Tensor& mat2) {
+  const Tensor* kept = ctx.reusable(op.out());
+  return kept != nullptr &&
+         detail::addmm_into(*kept, self, mat1, mat2, scalar_of(op.beta()), scalar_of(op.alpha()));
+}
+
+bool write_kept(ExecContext& ctx, const fb::Reduce& op, const Tensor& a) {
+  const Tensor* kept = ctx.reusable(op.out());
+  const auto kind = reduction_of(op.kind());
+  if (kept == nullptr || !kind) return false;
+  detail::ReduceArgs args;
+  args.all_dims = op.all_dims();
+  args.dims = protocol::scalars_of(op.dims());
+  args.keepdim = op.keepdim();
+  args.p = op.p();
+  args.correction = op.correction();
+  return detail::reduce_into(*kind, *kept, a, args);
+}
+
+bool write_kept(ExecContext& ctx, const fb::Softmax& op, const Tensor& a) {
+  const Tensor* kept = ctx.reusable(op.out());
+  return kept != nullptr && detail::softmax_into(*kept, a, op.dim(), op.log());
+}
+
+bool write_kept(ExecContext& ctx, const fb::Create& op) {
+  switch (op.kind()) {
+    case fb::CreateKind::Rand:
+    case fb::CreateKind::Randn:
+    case fb::CreateKind::Randint: break;
+    default: return false;
+  }
+  const Tensor* kept = ctx.reusable(op.out());
+  if (kept == nullptr || !protocol::from_fb(op.device()).is_cpu()) return false;
+  const Shape shape = protocol::shape_from_fb(op.shape(), "create");
+  const DType dtype = protocol::from_fb(op.dtype());
+  switch (op.kind()) {
+    case fb::CreateKind::Rand: return detail::rand_into(*kept, shape, dtype, &ctx.generator());
+    case fb::CreateKind::Randn: return detail::randn_into(*kept, shape, dtype, &ctx.generator());
+    default:
+      return detail::randint_into(*kept, scalar_of(op.start()).to_int64(), scalar_of(op.end()).to_int64(), shape,
+                                  dtype, &ctx.generator());
+  }
+}
+
+}  // namespace thd::worker
