@@ -19,6 +19,9 @@
 // tag_layout.h); a send that fails means the path to its peer is gone. Either way
 // the peer is lost: its pending receives are withdrawn with thd::PeerLost, later
 // sends to it fail at once, later receives get only what it sent before leaving.
+// On shm, whose endpoints reach in-process peers through their memory, a closed
+// pipe's endpoint stays open until its in-process peers have closed
+// (in_process_peers.h).
 //
 // Threading: as message_pipe.h says; sleep() and interrupt() touch only atomics,
 // the eventfd and the completion queue's fd, never libfabric, so FI_THREAD_DOMAIN
