@@ -39,6 +39,13 @@ std::shared_ptr<Lifeline> Lifeline::find(std::span<const uint8_t> name) {
   return it == r.by_name.end() ? nullptr : it->second.lock();
 }
 
+size_t Lifeline::enrolled() {
+  Registry& r = registry();
+  const std::lock_guard lock(r.mutex);
+  return static_cast<size_t>(
+      std::count_if(r.by_name.begin(), r.by_name.end(), [](const auto& kv) { return !kv.second.expired(); }));
+}
+
 void Lifeline::park(Remains remains) { parked_ = std::make_unique<Remains>(std::move(remains)); }
 
 Lifeline::~Lifeline() {

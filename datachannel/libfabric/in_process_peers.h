@@ -11,6 +11,7 @@
 // when no pipe in this process that has it as a peer remains.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -42,6 +43,8 @@ class Lifeline {
   // The lifeline of the endpoint of this process at `name`, or null when none is
   // (a peer in another process, or one already gone).
   static std::shared_ptr<Lifeline> find(std::span<const uint8_t> name);
+  // How many endpoints of this process are enrolled (open or parked).
+  static size_t enrolled();
 
   explicit Lifeline(std::vector<uint8_t> name) : name_(std::move(name)) {}
   // Closes the parked endpoint (the endpoint first: after it the provider touches

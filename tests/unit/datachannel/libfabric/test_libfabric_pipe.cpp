@@ -909,7 +909,11 @@ TEST_P(LibfabricPipe, SendsToAClosedPeerOfThisProcessTouchNothingFreed) {
   if (!detail::libfabric::shares_in_process_peers(GetParam())) {
     GTEST_SKIP() << "libfabric provider '" << GetParam() << "' does not reach in-process peers through their memory";
   }
-  World world(2, settings());
+  using detail::libfabric::Lifeline;
+  const size_t enrolled_before = Lifeline::enrolled();
+  auto world_owner = std::make_unique<World>(2, settings());
+  World& world = *world_owner;
+  EXPECT_EQ(Lifeline::enrolled(), enrolled_before + 2);
   {
     // The first message between two ranks needs both sides' progress.
     TestOp s, r;
@@ -936,6 +940,10 @@ TEST_P(LibfabricPipe, SendsToAClosedPeerOfThisProcessTouchNothingFreed) {
   TestOp after;
   survivor.send(1, 4, small, &after);
   EXPECT_TRUE(after.finished() && holds<PeerLost>(after.error())) << what(after.error());
+  // Rank 1's endpoint, parked, closes with the last pipe that had it as a peer.
+  EXPECT_EQ(Lifeline::enrolled(), enrolled_before + 2);
+  world_owner.reset();
+  EXPECT_EQ(Lifeline::enrolled(), enrolled_before) << "a parked endpoint outlived every pipe of its world";
 }
 
 // A large message into a shorter receive hangs shm (1.17) inside fi_cq_read: its
