@@ -46,10 +46,12 @@ Published decode(const std::vector<uint8_t>& value, int rank, int peer) {
 std::string address_key(int rank) { return fmt::format("libfabric/addr/{}", rank); }
 
 std::vector<fi_addr_t> exchange_addresses(Store& store, Endpoint& endpoint, int rank, int world_size,
-                                          std::chrono::milliseconds timeout) {
+                                          std::chrono::milliseconds timeout,
+                                          std::vector<std::vector<uint8_t>>* names) {
   const auto published = pipe::exchange_addresses(store, "libfabric", rank, world_size,
                                                   encode(endpoint.provider(), endpoint.name()), timeout);
   std::vector<fi_addr_t> addrs(static_cast<size_t>(world_size), FI_ADDR_NOTAVAIL);
+  if (names != nullptr) names->assign(static_cast<size_t>(world_size), {});
   for (int peer = 0; peer < world_size; ++peer) {
     if (peer == rank) continue;
     const Published p = decode(published[static_cast<size_t>(peer)], rank, peer);
@@ -67,6 +69,7 @@ std::vector<fi_addr_t> exchange_addresses(Store& store, Endpoint& endpoint, int 
                    peer, inserted < 0 ? fi_error_text(inserted) : std::string("not inserted"));
     }
     addrs[static_cast<size_t>(peer)] = addr;
+    if (names != nullptr) (*names)[static_cast<size_t>(peer)] = p.name;
   }
   return addrs;
 }

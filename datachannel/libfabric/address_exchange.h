@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
 #include <rdma/fabric.h>
@@ -20,8 +21,10 @@ std::string address_key(int rank);
 // Publishes this rank's address, waits for every other rank's until `timeout`
 // (TimeoutError naming the ranks missing), checks that each uses this rank's
 // provider (ConnectionError naming both), and inserts them. Returns each rank's
-// fi_addr_t, by rank (FI_ADDR_NOTAVAIL for this rank).
+// fi_addr_t, by rank (FI_ADDR_NOTAVAIL for this rank), and, where `names` is
+// given, each peer's fi_getname bytes there (empty for this rank).
 std::vector<fi_addr_t> exchange_addresses(Store& store, Endpoint& endpoint, int rank, int world_size,
-                                          std::chrono::milliseconds timeout);
+                                          std::chrono::milliseconds timeout,
+                                          std::vector<std::vector<uint8_t>>* names = nullptr);
 
 }  // namespace thd::detail::libfabric

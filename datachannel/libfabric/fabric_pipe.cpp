@@ -52,6 +52,10 @@ constexpr auto kFirstPeekWait = std::chrono::milliseconds(50);
 
 void nap(microseconds us) { std::this_thread::sleep_for(us); }
 
+// shm (1.17) truncating a message above its inject size into a shorter receive
+// spins forever inside fi_cq_read (docs/backend_libfabric.md, Limitations).
+bool truncation_hangs(std::string_view provider) noexcept { return provider == "shm"; }
+
 }  // namespace
 
 struct FabricPipe::Op {
@@ -118,7 +122,8 @@ struct FabricPipe::Op {
 };
 
 FabricPipe::FabricPipe(int rank, int size, Endpoint endpoint, std::vector<fi_addr_t> peers, TagLayout tags,
-                       RegistrationPolicy registration)
+                       RegistrationPolicy registration, std::shared_ptr<Lifeline> lifeline,
+                       std::vector<std::shared_ptr<Lifeline>> in_process_peers)
     : MessagePipe(rank, size),
       endpoint_(std::move(endpoint)),
       peers_(std::move(peers)),
@@ -126,6 +131,9 @@ FabricPipe::FabricPipe(int rank, int size, Endpoint endpoint, std::vector<fi_add
       registration_(registration),
       max_msg_size_(endpoint_.info().ep_attr->max_msg_size),
       inject_size_(endpoint_.info().tx_attr->inject_size),
+      truncates_safely_(!truncation_hangs(endpoint_.provider())),
+      lifeline_(std::move(lifeline)),
+      in_process_peers_(std::move(in_process_peers)),
       peer_errors_(static_cast<size_t>(size)),
       departed_(static_cast<size_t>(size), 0),
       idle_nap_us_(kMinIdleNapUs) {
@@ -784,14 +792,31 @@ void FabricPipe::close() noexcept {
     // Teardown goes on regardless: closing the endpoint below ends every op.
   }
   finished_.clear();
-  // After this the provider touches no op's buffer or context, so they may go
-  // (their registrations before the domain, which closes with endpoint_).
-  endpoint_.close_endpoint();
+  if (lifeline_) {
+    // In-process peers may still reach this endpoint's memory (a goodbye, a late
+    // send): it stays open, with every op the provider may still touch, until the
+    // last of them has closed too (in_process_peers.h).
+    Lifeline::Remains remains{std::move(endpoint_), {}};
+    for (auto& [user, op] : ops_) remains.ops.emplace_back(std::move(op));
+    if (goodbye_recv_) remains.ops.emplace_back(std::move(goodbye_recv_));
+    for (auto& bye : goodbye_sends_) remains.ops.emplace_back(std::move(bye));
+    if (peek_) remains.ops.emplace_back(std::move(peek_));
+    for (auto& p : unanswered_peeks_) remains.ops.emplace_back(std::move(p));
+    lifeline_->park(std::move(remains));
+  } else {
+    // After this the provider touches no op's buffer or context, so they may go
+    // (their registrations before the domain, which closes with endpoint_).
+    endpoint_.close_endpoint();
+  }
   ops_.clear();
   goodbye_recv_.reset();
   goodbye_sends_.clear();
   peek_.reset();
   unanswered_peeks_.clear();
+  // Letting go of the peers' endpoints (and this one's) closes those no pipe of
+  // this process needs any more.
+  in_process_peers_.clear();
+  lifeline_.reset();
 }
 
 }  // namespace thd::detail::libfabric

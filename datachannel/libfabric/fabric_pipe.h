@@ -19,6 +19,9 @@
 // tag_layout.h); a send that fails means the path to its peer is gone. Either way
 // the peer is lost: its pending receives are withdrawn with thd::PeerLost, later
 // sends to it fail at once, later receives get only what it sent before leaving.
+// On shm, whose endpoints reach in-process peers through their memory, a closed
+// pipe's endpoint stays open until its in-process peers have closed
+// (in_process_peers.h).
 //
 // Threading: as message_pipe.h says; sleep() and interrupt() touch only atomics,
 // the eventfd and the completion queue's fd, never libfabric, so FI_THREAD_DOMAIN
@@ -42,6 +45,7 @@
 #include <rdma/fi_eq.h>
 
 #include "datachannel/libfabric/endpoint.h"
+#include "datachannel/libfabric/in_process_peers.h"
 #include "datachannel/libfabric/memory_region.h"
 #include "datachannel/libfabric/sleeper.h"
 #include "datachannel/libfabric/tag_layout.h"
@@ -53,9 +57,13 @@ class FabricPipe final : public pipe::MessagePipe {
  public:
   // `peers`: each rank's address in the endpoint's address vector (this rank's
   // FI_ADDR_NOTAVAIL: inserted at its first tagged self-send). Posts the
-  // goodbye receive; ConnectionError when the provider refuses it.
+  // goodbye receive; ConnectionError when the provider refuses it. `lifeline`:
+  // where the endpoint is parked when the pipe closes, and `in_process_peers`
+  // the peers' lifelines this pipe keeps open until it closes (both only where
+  // the provider shares in-process peers' memory: in_process_peers.h).
   FabricPipe(int rank, int size, Endpoint endpoint, std::vector<fi_addr_t> peers, TagLayout tags,
-             RegistrationPolicy registration);
+             RegistrationPolicy registration, std::shared_ptr<Lifeline> lifeline = nullptr,
+             std::vector<std::shared_ptr<Lifeline>> in_process_peers = {});
   // Lets sends in flight finish, says goodbye to every peer, withdraws every
   // receive, waits for all of it at most kCloseWait, closes the endpoint. Calls no
   // done(): what had not completed is simply over.
@@ -67,6 +75,9 @@ class FabricPipe final : public pipe::MessagePipe {
   void send(int peer, uint32_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override;
   void recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) override;
   bool cancel(pipe::PipeOp* op) override;
+  // shm (1.17) spins forever truncating a message above its inject size, so its
+  // pipe is not handed a receive shorter than a large message (message_pipe.h).
+  bool truncates_safely() const noexcept override { return truncates_safely_; }
   // fi_tinject: up to the provider's inject_size, when no send to the peer waits
   // in this pipe's queue (which it would overtake).
   bool send_at_once(int peer, uint32_t tag, std::span<const uint8_t> data) override;
@@ -147,6 +158,9 @@ class FabricPipe final : public pipe::MessagePipe {
   uint64_t next_key_ = 1;
   size_t max_msg_size_;
   size_t inject_size_;  // the provider's fi_inject limit; 0: none
+  bool truncates_safely_;
+  std::shared_ptr<Lifeline> lifeline_;
+  std::vector<std::shared_ptr<Lifeline>> in_process_peers_;
   Sleeper sleeper_;
 
   std::unordered_map<pipe::PipeOp*, std::unique_ptr<Op>> ops_;

@@ -6,6 +6,7 @@
 #include "datachannel/libfabric/endpoint.h"
 #include "datachannel/libfabric/fabric_pipe.h"
 #include "datachannel/libfabric/fi_error.h"
+#include "datachannel/libfabric/in_process_peers.h"
 #include "datachannel/libfabric/tag_layout.h"
 
 namespace thd::detail::libfabric {
@@ -39,10 +40,21 @@ std::unique_ptr<pipe::MessagePipe> make_pipe(const DataChannelOptions& options, 
   registration.provider_keys = (endpoint.info().domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
   registration.bind_to_endpoint = (endpoint.info().domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
 
+  // Enrolled before the address is published: an in-process peer that reads it
+  // finds the lifeline (in_process_peers.h).
+  std::shared_ptr<Lifeline> lifeline =
+      shares_in_process_peers(endpoint.provider()) ? Lifeline::enroll(endpoint.name()) : nullptr;
+  std::vector<std::vector<uint8_t>> names;
   std::vector<fi_addr_t> peers =
-      exchange_addresses(*options.store, endpoint, options.rank, options.world_size, options.timeout);
+      exchange_addresses(*options.store, endpoint, options.rank, options.world_size, options.timeout, &names);
+  std::vector<std::shared_ptr<Lifeline>> in_process;
+  if (lifeline) {
+    for (const auto& name : names) {
+      if (auto peer = name.empty() ? nullptr : Lifeline::find(name)) in_process.push_back(std::move(peer));
+    }
+  }
   return std::make_unique<FabricPipe>(options.rank, options.world_size, std::move(endpoint), std::move(peers), *tags,
-                                      registration);
+                                      registration, std::move(lifeline), std::move(in_process));
 }
 
 }  // namespace thd::detail::libfabric

@@ -27,6 +27,7 @@
 #include <thd/store.h>
 
 #include "datachannel/libfabric/endpoint.h"
+#include "datachannel/libfabric/in_process_peers.h"
 #include "datachannel/libfabric/libfabric_pipe.h"
 #include "datachannel/libfabric/tag_layout.h"
 #include "datachannel/pipe/pipe_test_util.h"
@@ -897,6 +898,60 @@ TEST_P(LibfabricPipe, DestroyedPeerFailsPendingAndLaterOpsWithPeerLost) {
   survivor.recv(0, 2, buf, &recv_after);
   ASSERT_TRUE(drive(survivor, recv_after, 2s));
   EXPECT_TRUE(holds<PeerLost>(recv_after.error())) << what(recv_after.error());
+}
+
+// shm reaches an endpoint of the same process through that endpoint's own memory.
+// A rank that sends to a peer thread whose pipe has just closed (its goodbye not
+// read yet) must touch nothing freed: the closed endpoint stays open until no
+// pipe of this process has it as a peer (in_process_peers.h), so the sends end
+// (delivered to an endpoint nobody reads, or PeerLost) and the process lives on.
+TEST_P(LibfabricPipe, SendsToAClosedPeerOfThisProcessTouchNothingFreed) {
+  if (!detail::libfabric::shares_in_process_peers(GetParam())) {
+    GTEST_SKIP() << "libfabric provider '" << GetParam() << "' does not reach in-process peers through their memory";
+  }
+  using detail::libfabric::Lifeline;
+  const size_t enrolled_before = Lifeline::enrolled();
+  auto world_owner = std::make_unique<World>(2, settings());
+  World& world = *world_owner;
+  EXPECT_EQ(Lifeline::enrolled(), enrolled_before + 2);
+  {
+    // The first message between two ranks needs both sides' progress.
+    TestOp s, r;
+    std::vector<uint8_t> got(16);
+    world[1].recv(0, 1, got, &r);
+    world[0].send(1, 1, pattern(16, 1), &s);
+    ASSERT_TRUE(drive_until(world[0], [&] {
+      world[1].progress();
+      return s.finished() && r.finished();
+    }));
+    expect_ok(s, 16, "first message");
+  }
+  world.owner(1).reset();  // rank 0 reads nothing meanwhile: it has not seen the goodbye
+  MessagePipe& survivor = world[0];
+  EXPECT_EQ(survivor.peer_error(1), nullptr);
+  const std::vector<uint8_t> small = pattern(64, 2);
+  EXPECT_TRUE(survivor.send_at_once(1, 2, small));
+  TestOp s;
+  survivor.send(1, 3, small, &s);
+  ASSERT_TRUE(drive(survivor, s, 5s)) << "a send to a closed in-process peer never ended";
+  EXPECT_TRUE(s.error() == nullptr || holds<PeerLost>(s.error())) << what(s.error());
+  // The goodbye is read in the end, and the peer is lost from then on.
+  ASSERT_TRUE(drive_until(survivor, [&] { return survivor.peer_error(1) != nullptr; }, 5s));
+  TestOp after;
+  survivor.send(1, 4, small, &after);
+  EXPECT_TRUE(after.finished() && holds<PeerLost>(after.error())) << what(after.error());
+  // Rank 1's endpoint, parked, closes with the last pipe that had it as a peer.
+  EXPECT_EQ(Lifeline::enrolled(), enrolled_before + 2);
+  world_owner.reset();
+  EXPECT_EQ(Lifeline::enrolled(), enrolled_before) << "a parked endpoint outlived every pipe of its world";
+}
+
+// A large message into a shorter receive hangs shm (1.17) inside fi_cq_read: its
+// pipe says so, and PipeEngine then never posts one (it receives a payload it
+// discards whole).
+TEST_P(LibfabricPipe, SaysWhetherItTruncatesLargeMessagesSafely) {
+  World world(1, settings());
+  EXPECT_EQ(world[0].truncates_safely(), GetParam() != "shm");
 }
 
 // A peer whose process dies says no goodbye, and tcp;ofi_rxm (libfabric 1.17) does
