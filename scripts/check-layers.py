@@ -64,7 +64,13 @@ FACES = {
         "tensor/dispatch.h",  # the switch from a DType to a C++ type (datachannel's reduction kernels)
         "tensor/int_math.h",  # integer arithmetic that wraps like torch's (the same kernels)
         "tensor/op_util.h",  # a tensor op's argument checks, which the master runs before it emits an op
-        "tensor/into.h",  # elementwise ops into an existing tensor: a worker's graph replays reuse storage
+        # Ops written into an existing tensor: a worker's graph replays reuse storage.
+        "tensor/into.h",
+        "tensor/into_elementwise.h",
+        "tensor/into_linalg.h",
+        "tensor/into_random.h",
+        "tensor/into_reduce.h",
+        "tensor/into_softmax.h",
         # The CUDA runtime under thd::cuda (streams and their pool, events, the caching
         # allocator's record_stream), which the worker's GPU streams and the NCCL backend drive.
         "tensor/cuda/cuda_check.h",
