@@ -8,6 +8,7 @@
 #include "tensor/elementwise.h"
 #include "tensor/functors/binary.h"
 #include "tensor/into.h"
+#include "tensor/into_binary_ops.h"
 
 namespace thd {
 namespace {
@@ -306,27 +307,14 @@ Tensor& operator/=(Tensor& a, Scalar b) { return a.div_(b); }
 namespace detail {
 
 bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  switch (op) {
-    case IntoBinary::Add: return into<AddOp>("add", out, a, b);
-    case IntoBinary::Sub: return into<SubOp>("sub", out, a, b);
-    case IntoBinary::Mul: return into<MulOp>("mul", out, a, b);
-    case IntoBinary::Div: return into<DivOp>("div", out, a, b);
-    case IntoBinary::Maximum: return into<MaximumOp>("maximum", out, a, b);
-    case IntoBinary::Minimum: return into<MinimumOp>("minimum", out, a, b);
-  }
-  return false;
+  return with_into_binary(op, [&]<typename Op>(Op, const char* name) { return into<Op>(name, out, a, b); });
 }
 
 bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar& b) {
-  switch (op) {
-    case IntoBinary::Add: return into<AddOp>("add", out, a, b);
-    case IntoBinary::Sub: return into<SubOp>("sub", out, a, b);
-    case IntoBinary::Mul: return into<MulOp>("mul", out, a, b);
-    case IntoBinary::Div: return into<DivOp>("div", out, a, b);
-    case IntoBinary::Maximum:
-    case IntoBinary::Minimum: return false;
-  }
-  return false;
+  return with_into_binary(op, [&]<typename Op>(Op, const char* name) {
+    if constexpr (kIntoTakesScalar<Op>) return into<Op>(name, out, a, b);
+    else return false;
+  });
 }
 
 }  // namespace detail

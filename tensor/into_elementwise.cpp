@@ -8,6 +8,7 @@
 #include "tensor/elementwise.h"
 #include "tensor/functors/binary.h"
 #include "tensor/functors/compare.h"
+#include "tensor/into_binary_ops.h"
 
 namespace thd::detail {
 
@@ -197,27 +198,14 @@ bool writable_result(const Tensor& out, const Shape& shape, DType dtype, Device 
 }
 
 bool broadcast_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  switch (op) {
-    case IntoBinary::Add: return arith_into<AddOp>("add", out, a, b);
-    case IntoBinary::Sub: return arith_into<SubOp>("sub", out, a, b);
-    case IntoBinary::Mul: return arith_into<MulOp>("mul", out, a, b);
-    case IntoBinary::Div: return arith_into<DivOp>("div", out, a, b);
-    case IntoBinary::Maximum: return arith_into<MaximumOp>("maximum", out, a, b);
-    case IntoBinary::Minimum: return arith_into<MinimumOp>("minimum", out, a, b);
-  }
-  return false;
+  return with_into_binary(op, [&]<typename Op>(Op, const char* name) { return arith_into<Op>(name, out, a, b); });
 }
 
 bool broadcast_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar& b) {
-  switch (op) {
-    case IntoBinary::Add: return arith_into<AddOp>("add", out, a, b);
-    case IntoBinary::Sub: return arith_into<SubOp>("sub", out, a, b);
-    case IntoBinary::Mul: return arith_into<MulOp>("mul", out, a, b);
-    case IntoBinary::Div: return arith_into<DivOp>("div", out, a, b);
-    case IntoBinary::Maximum:
-    case IntoBinary::Minimum: return false;
-  }
-  return false;
+  return with_into_binary(op, [&]<typename Op>(Op, const char* name) {
+    if constexpr (kIntoTakesScalar<Op>) return arith_into<Op>(name, out, a, b);
+    else return false;
+  });
 }
 
 bool pow_into(const Tensor& out, const Tensor& a, const Tensor& b) { return arith_into<PowOp>("pow", out, a, b); }
