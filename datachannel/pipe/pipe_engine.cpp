@@ -650,10 +650,13 @@ void PipeEngine::cancel(const std::shared_ptr<RequestState>& request, std::excep
     // outlive this call (recv_blocking's lives on its caller's stack).
     r.request.reset();
     const NativeRecv* pending = &r;
+    const uint64_t serial = r.serial;
     const int peer = r.source;
+    // The node outlives its receive (spare_native_) and may serve a later one.
     auto listed = [&] {
-      return std::any_of(native_recvs_.begin(), native_recvs_.end(),
-                         [&](const std::unique_ptr<NativeRecv>& n) { return n.get() == pending; });
+      return std::any_of(native_recvs_.begin(), native_recvs_.end(), [&](const std::unique_ptr<NativeRecv>& n) {
+        return n.get() == pending && n->serial == serial;
+      });
     };
     if (!drive(net::deadline_after(tuning_.withdraw_wait), [&] { return !listed(); }) && peer >= 0 &&
         peer != rank()) {
@@ -781,18 +784,29 @@ void PipeEngine::send_native(uint64_t tag, std::span<const uint8_t> data, int ds
 
 void PipeEngine::post_native_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
                                   const std::shared_ptr<RequestState>& request) {
-  auto owned = std::make_unique<NativeRecv>(this);
-  NativeRecv& r = *owned;
+  if (spare_native_.empty()) {
+    native_recvs_.push_back(std::make_unique<NativeRecv>(this));
+  } else {
+    native_recvs_.splice(native_recvs_.end(), spare_native_, spare_native_.begin());
+  }
+  NativeRecv& r = *native_recvs_.back();
+  r.self = std::prev(native_recvs_.end());
+  r.serial = ++native_serial_;
   r.request = request;
   r.data = data;
   r.source = src;
   r.envelope = envelope;
   r.match = pipe_->native_match(envelope, src);
-  native_recvs_.push_back(std::move(owned));
-  r.self = std::prev(native_recvs_.end());
+  r.posted = false;
+  r.sender_tag = 0;
+  ++native_waiting_;
   // Held back behind any receive of any length that could take the same messages:
   // the library would otherwise give this one the message that receive is owed.
-  ++native_waiting_;
+  // With none held back, a receive of known length goes to the library at once.
+  if (native_waiting_ == 1 && !request->any_length) {
+    post_native(r);
+    return;
+  }
   advance_native();
 }
 
@@ -890,7 +904,13 @@ void PipeEngine::on_native(NativeRecv& r, std::exception_ptr error, size_t bytes
 
 void PipeEngine::erase_native(NativeRecv& r) {
   if (!r.posted) --native_waiting_;
-  native_recvs_.erase(r.self);
+  r.request.reset();
+  r.data = {};
+  if (r.discarding) {
+    std::vector<uint8_t>().swap(r.discard);
+    r.discarding = false;
+  }
+  spare_native_.splice(spare_native_.begin(), native_recvs_, r.self);
 }
 
 }  // namespace thd::detail::pipe

@@ -225,6 +225,9 @@ class PipeEngine {
     // any length): the message goes here and is dropped.
     std::vector<uint8_t> discard;
     bool discarding = false;
+    // Which posting the node serves: nodes are reused (spare_native_), and a
+    // cancel() waiting for a matched receive must not mistake the next one for it.
+    uint64_t serial = 0;
     std::list<std::unique_ptr<NativeRecv>>::iterator self;
   };
   using SendMap = std::unordered_map<const RequestState*, std::unique_ptr<Outgoing>>;
@@ -310,6 +313,10 @@ class PipeEngine {
   const bool native_;
   std::list<std::unique_ptr<NativeRecv>> native_recvs_;  // in posting order
   size_t native_waiting_ = 0;                           // of them not posted yet
+  // Finished receives' list nodes, spliced back into native_recvs_ by the next
+  // post: a receive costs no allocation here.
+  std::list<std::unique_ptr<NativeRecv>> spare_native_;
+  uint64_t native_serial_ = 0;
 
   bool closing_ = false;
   bool stopped_ = false;
