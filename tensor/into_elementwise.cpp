@@ -14,11 +14,7 @@ namespace thd::detail {
 
 namespace {
 
-using functors::AddOp;
 using functors::DivOp;
-using functors::MaximumOp;
-using functors::MinimumOp;
-using functors::MulOp;
 using functors::PowOp;
 using functors::SubOp;
 

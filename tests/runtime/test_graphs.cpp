@@ -615,6 +615,26 @@ TEST_F(GraphErrors, AnInputDroppedByTheProgramStaysForTheReplays) {
   EXPECT_TRUE(same_tensor(out.get(), filled(6)));
 }
 
+// Kills `node`'s worker while replays of `g` are in flight, then replays on: within
+// 5 s one fails with WorkerLost naming the node.
+void kill_then_expect_replays_lost(LocalJob& job, Graph& g, int node) {
+  job.kill_worker(node);
+  const auto killed = std::chrono::steady_clock::now();
+  bool lost = false;
+  try {
+    for (int r = 0; r < 1000 && !lost; ++r) {
+      g.replay();
+      if (r % 100 == 99) synchronize();
+    }
+    synchronize();
+  } catch (const WorkerLost& e) {
+    lost = true;
+    EXPECT_EQ(e.context().node, node) << e.what();
+  }
+  EXPECT_TRUE(lost) << "replays with node " << node << " dead raised no WorkerLost";
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(5));
+}
+
 TEST(GraphFaults, AWorkerLostDuringAReplayFailsItWithWorkerLost) {
   LocalJob job(2);
   DistributedTensor a = DistributedTensor::zeros({4}, kFloat32);
@@ -630,21 +650,7 @@ TEST(GraphFaults, AWorkerLostDuringAReplayFailsItWithWorkerLost) {
   g.replay();
   synchronize();
   for (int r = 0; r < 20; ++r) g.replay();  // in flight when node 1 dies
-  job.kill_worker(1);
-  const auto killed = std::chrono::steady_clock::now();
-  bool lost = false;
-  try {
-    for (int r = 0; r < 1000 && !lost; ++r) {
-      g.replay();
-      if (r % 100 == 99) synchronize();
-    }
-    synchronize();
-  } catch (const WorkerLost& e) {
-    lost = true;
-    EXPECT_EQ(e.context().node, 1) << e.what();
-  }
-  EXPECT_TRUE(lost) << "replays on a dead node raised no WorkerLost";
-  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(5));
+  kill_then_expect_replays_lost(job, g, 1);
   // Node 0 carries on.
   EXPECT_TRUE(same_tensor((a * 0).get(), Tensor::zeros({4}, kFloat32)));
   (void)job.stop();
@@ -667,21 +673,7 @@ TEST(GraphFaults, AWorkerLostDuringReplayedAllReducesFailsThemWithWorkerLost) {
   for (int r = 0; r < 3; ++r) g.replay();  // settled on the one-exchange form
   synchronize();
   for (int r = 0; r < 20; ++r) g.replay();
-  job.kill_worker(2);
-  const auto killed = std::chrono::steady_clock::now();
-  bool lost = false;
-  try {
-    for (int r = 0; r < 1000 && !lost; ++r) {
-      g.replay();
-      if (r % 100 == 99) synchronize();
-    }
-    synchronize();
-  } catch (const WorkerLost& e) {
-    lost = true;
-    EXPECT_EQ(e.context().node, 2) << e.what();
-  }
-  EXPECT_TRUE(lost) << "replays with a dead member raised no WorkerLost";
-  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(5));
+  kill_then_expect_replays_lost(job, g, 2);
   (void)job.stop();
 }
 
