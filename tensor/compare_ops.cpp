@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "tensor/check.h"
+#include "tensor/compare_kernel.h"
 #include "tensor/cuda/elementwise_kernels.h"
 #include "tensor/elementwise.h"
 #include "tensor/functors/compare.h"
@@ -19,22 +20,14 @@ using functors::LeOp;
 using functors::LtOp;
 using functors::NeOp;
 
-template <typename Op, typename Plan>
-void launch(const char* op, DType compute, const Plan& plan) {
-  dispatch_all(compute, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    binary_kernel<bool, T>(plan, Op{});
-  });
-}
-
 template <typename Op>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, DType compute) {
   if (auto flat = plan_flat<2>({&a, &b}, compute, kBool)) {
-    launch<Op>(op, compute, *flat);
+    launch_compare<Op>(op, compute, *flat);
     return std::move(flat->out);
   }
   ElementwisePlan plan = plan_elementwise(op, {a, b}, compute, kBool);
-  launch<Op>(op, compute, plan);
+  launch_compare<Op>(op, compute, plan);
   return plan.out;
 }
 

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "tensor/check.h"
+#include "tensor/compare_kernel.h"
 #include "tensor/cuda/elementwise_kernels.h"
 #include "tensor/elementwise.h"
 #include "tensor/functors/binary.h"
@@ -105,14 +106,6 @@ bool arith_into(const char* op, const Tensor& out, const Tensor& a, const Scalar
   }
   launch_arith<Op>(op, *c, plan_elementwise(op, {a, scalar_tensor(b, *c)}, *c, *c, &out));
   return true;
-}
-
-template <typename Op, typename Plan>
-void launch_compare(const char* op, DType c, const Plan& plan) {
-  dispatch_all(c, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    binary_kernel<bool, T>(plan, Op{});
-  });
 }
 
 template <typename Op>
