@@ -168,6 +168,11 @@ void GraphState::reset() {
     reset_done = true;
     dropped_owned.swap(owned);
     dropped_used.swap(used);
+    // The graph's tensors are made by its replays: without one there is nothing on
+    // the nodes to free.
+    if (replays.load() == 0) {
+      for (const auto& h : dropped_owned) h->never_made.store(true);
+    }
   }
   if (auto s = session.lock()) {
     for (int node : nodes) {

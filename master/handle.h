@@ -31,8 +31,8 @@ struct Handle {
   const int node;
   const Device device;
   const Tensor meta;  // meta.device() == device
-  // Never made on its node (created in a graph capture that was discarded): its
-  // release sends no Free.
+  // Never made on its node (created in a graph capture that was discarded, or by a
+  // graph reset before its first replay): its release sends no Free.
   std::atomic<bool> never_made{false};
 };
 

@@ -58,8 +58,7 @@ const Entry* ExecContext::find(uint64_t id) const {
 const Tensor& ExecContext::input(uint64_t id) {
   const Entry* e = find(id);
   if (e == nullptr) {
-    THD_THROW(ValueError, op_name(), "tensor id {} is not live on node {} (never created, or already freed)", id,
-              node());
+    THD_THROW(ValueError, op_name(), "{}", session_.graphs().not_live(id, node()));
   }
   if (auto p = poison_of(e)) throw PoisonedInput{std::move(p)};
   if (!op_device_known_) {

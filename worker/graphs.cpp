@@ -112,4 +112,16 @@ GraphTable::Found GraphTable::find(uint64_t id) const {
 
 bool GraphTable::erase(uint64_t id) { return graphs_.erase(id) != 0; }
 
+std::string GraphTable::not_live(uint64_t id, int node) const {
+  for (const auto& [graph_id, graph] : graphs_) {
+    // A graph's tensors enter the table in its first replay, and stay.
+    if (graph != nullptr && graph->owns(id)) {
+      return fmt::format("tensor id {} is made by graph {}, which has not been replayed on node {} yet: a graph's "
+                         "tensors hold values only from its first replay on (Graph::replay)",
+                         id, graph_id, node);
+    }
+  }
+  return fmt::format("tensor id {} is not live on node {} (never created, or already freed)", id, node);
+}
+
 }  // namespace thd::worker

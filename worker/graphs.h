@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -106,6 +107,9 @@ class GraphTable {
   // False when the id was not defined.
   bool erase(uint64_t id);
   size_t size() const { return graphs_.size(); }
+  // Why tensor `id` is not in node `node`'s handle table, for an error message: made
+  // by a graph that has not run yet, or never created or already freed.
+  std::string not_live(uint64_t id, int node) const;
 
  private:
   void check_new(uint64_t id) const;

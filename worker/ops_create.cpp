@@ -175,8 +175,7 @@ void run(ExecContext& ctx, const fb::Fetch& op) {
     const Poison* p = poison ? poison.get() : &unknown;
     if (p == &unknown) {
       unknown = Poison{ctx.op_id(), "get",
-                       tagged ? fmt::format("tensor id {} is not live on node {} (never created, or already freed)",
-                                            op.src(), ctx.node())
+                       tagged ? ctx.session().graphs().not_live(op.src(), ctx.node())
                               : fmt::format("fetch tag {} is outside the fetch range", op.fetch_tag()),
                        ctx.node(), ErrorKind::Value};
     }

@@ -69,8 +69,7 @@ void run(ExecContext& ctx, const fb::SendTo& op) {
   const Entry* e = ctx.table().find(op.src());
   if (e == nullptr) {
     const Poison unknown{ctx.op_id(), ctx.op_name(),
-                         fmt::format("tensor id {} is not live on node {} (never created, or already freed)",
-                                     op.src(), ctx.node()),
+                         ctx.session().graphs().not_live(op.src(), ctx.node()),
                          ctx.node(), ErrorKind::Value};
     send_status(ctx, op, &unknown);
     ctx.input(op.src());  // reports the unknown id as this op's failure

@@ -282,6 +282,39 @@ TEST_F(Graphs, MemoryIsTheGraphsOwnTensorsOnceAndResetFreesIt) {
   EXPECT_THROW(g.replay(), ValueError);
 }
 
+TEST_F(Graphs, AGraphNeverReplayedMadeNothingAndItsTensorsSaySo) {
+  const std::vector<uint64_t> baseline = live_after_sync();
+  DistributedTensor x = DistributedTensor::ones({4}, kFloat32);
+  DistributedTensor y;
+  Graph g = thd::capture([&] {
+    DistributedTensor t = x * 2;  // dropped by the program inside the capture
+    y = t + 1;
+  });
+  // Before any replay the graph's tensors hold nothing: an error that says so, not
+  // "never created".
+  try {
+    (void)y.get();
+    FAIL() << "a graph's tensor was read before the graph's first replay";
+  } catch (const RemoteError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("made by graph " + std::to_string(g.id())), std::string::npos) << what;
+    EXPECT_NE(what.find("has not been replayed"), std::string::npos) << what;
+  }
+  // A graph reset (or dropped) before its first replay frees nothing on the node:
+  // the program goes on, and no free fails.
+  g.reset();
+  y = DistributedTensor();
+  x.add_(1);
+  EXPECT_TRUE(same_tensor(x.get(), filled(2)));
+  std::vector<uint64_t> expected = baseline;
+  expected[0] += 1;
+  EXPECT_EQ(live_after_sync(), expected);
+  {
+    Graph dropped = thd::capture([&] { (void)(x * 3); });
+  }
+  EXPECT_EQ(live_after_sync(), expected);
+}
+
 TEST_F(Graphs, ACaptureEndedOnAnotherThreadEndsOnItsOwn) {
   DistributedTensor x = DistributedTensor::zeros({4}, kFloat32);
   auto discarded = std::make_unique<GraphCapture>();
