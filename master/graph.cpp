@@ -211,25 +211,25 @@ size_t GraphState::memory_bytes(int node) const {
 
 namespace thd {
 
-namespace {
-
-master::GraphState& state_of(const std::shared_ptr<master::GraphState>& s, const char* op) {
-  if (!s) THD_THROW(ValueError, op, "the graph is empty (default-constructed): capture one with thd::capture");
-  return *s;
+master::GraphState& Graph::state(const char* op) const {
+  if (!state_) {
+    if (reset_id_ != 0) THD_THROW(ValueError, op, "graph {} was reset: capture it again", reset_id_);
+    THD_THROW(ValueError, op, "the graph is empty (default-constructed): capture one with thd::capture");
+  }
+  return *state_;
 }
 
-}  // namespace
-
-void Graph::replay() { state_of(state_, "Graph::replay").replay(); }
-uint64_t Graph::id() const { return state_of(state_, "Graph::id").id; }
-uint64_t Graph::replays() const { return state_of(state_, "Graph::replays").replays.load(); }
-std::vector<int> Graph::nodes() const { return state_of(state_, "Graph::nodes").nodes; }
-size_t Graph::num_ops() const { return state_of(state_, "Graph::num_ops").num_ops; }
-size_t Graph::memory_bytes(int node) const { return state_of(state_, "Graph::memory_bytes").memory_bytes(node); }
+void Graph::replay() { state("Graph::replay").replay(); }
+uint64_t Graph::id() const { return state("Graph::id").id; }
+uint64_t Graph::replays() const { return state("Graph::replays").replays.load(); }
+std::vector<int> Graph::nodes() const { return state("Graph::nodes").nodes; }
+size_t Graph::num_ops() const { return state("Graph::num_ops").num_ops; }
+size_t Graph::memory_bytes(int node) const { return state("Graph::memory_bytes").memory_bytes(node); }
 
 void Graph::reset() {
   if (!state_) return;
   state_->reset();
+  reset_id_ = state_->id;
   state_.reset();
 }
 

@@ -60,7 +60,10 @@ class Graph {
   void reset();
 
  private:
+  master::GraphState& state(const char* op) const;
+
   std::shared_ptr<master::GraphState> state_;
+  uint64_t reset_id_ = 0;  // the id this graph had before reset(), for the error of a later use
 };
 
 // Captures what this thread issues between its construction and end() (RAII).

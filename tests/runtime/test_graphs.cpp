@@ -302,7 +302,15 @@ TEST_F(Graphs, AGraphNeverReplayedMadeNothingAndItsTensorsSaySo) {
   }
   // A graph reset (or dropped) before its first replay frees nothing on the node:
   // the program goes on, and no free fails.
+  const uint64_t id = g.id();
   g.reset();
+  try {
+    g.replay();
+    FAIL() << "a reset graph replayed";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("graph " + std::to_string(id) + " was reset"), std::string::npos)
+        << e.what();
+  }
   y = DistributedTensor();
   x.add_(1);
   EXPECT_TRUE(same_tensor(x.get(), filled(2)));
