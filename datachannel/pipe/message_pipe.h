@@ -115,6 +115,16 @@ class MessagePipe {
   // True when the peer's loss was its goodbye (it closed its pipe having finished),
   // not a failure; see Transport::peer_departed.
   virtual bool peer_departed(int /*peer*/) const { return false; }
+  // The transport found `peer` lost by its own means (the process watch, a
+  // heartbeat timeout, a refused token proof, a cut-off): the pipe lets go of it as
+  // if the library had reported it lost. Its pending sends and receives with it
+  // end with done() and thd::PeerLost by the next progress() (a send to a dead
+  // peer may otherwise stay in the library's hands until the library's own
+  // detection, and a receive the library matches by tag never ends), and later
+  // ops with it fail at once, except a receive of a message already here. `why`
+  // is the reason as a sentence. Pipes whose library cannot let go of a peer
+  // ignore it.
+  virtual void peer_lost(int /*peer*/, std::string_view /*why*/) {}
   // Whether the library notices a peer that dies without a word (a killed process)
   // by itself. When it does not (libfabric's tcp and shm providers), PipeTransport
   // sends heartbeats and declares a silent peer lost.

@@ -615,8 +615,9 @@ void PipeEngine::lose_peer(int peer, std::exception_ptr why) {
   // Transfers the library may never finish with a peer that is gone. A send whose
   // bytes a tensor keeps alive, or that the control message carries, fails now (the
   // library lets go of it later or never, harmlessly); a payload receive fails now
-  // if the library withdraws it. Those left point into the caller's memory, and
-  // wait for the library or their deadline.
+  // if the library withdraws it. Those left point into the caller's memory: the
+  // pipe is told below, and ends them with the peer's loss (a pipe that cannot
+  // leaves them to the library's own detection or their deadline).
   for (auto& [req, m] : sends_) {
     if (m->peer != peer || m->request->finished()) continue;
     if (!m->data_part.pending || m->request->keeps_memory() || !m->owned.empty()) {
@@ -632,6 +633,11 @@ void PipeEngine::lose_peer(int peer, std::exception_ptr why) {
     --transfers_;
     data_recvs_.erase(d);
   }
+  // A loss the library did not report (the process watch, heartbeats, a refused
+  // proof) must reach it too: the library would otherwise keep a send to a dead
+  // process in flight until its own detection, if ever (UCX's shared-memory
+  // keepalive), and with it the caller waiting on that send.
+  pipe_->peer_lost(peer, text);
 }
 
 void PipeEngine::cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why, const Drive& drive) {
@@ -800,6 +806,15 @@ void PipeEngine::post_native_recv(std::span<uint8_t> data, int src, const Envelo
   r.posted = false;
   r.sender_tag = 0;
   ++native_waiting_;
+  // A lost peer sends nothing more: a receive from it takes a message that came
+  // before it went, or fails now (the library matches by tag, and would let the
+  // receive wait for its deadline).
+  if (src != kAnySource && src != rank() && lost_.any() && peer_error(src) &&
+      !pipe_->probe_tagged(r.match.tag, r.match.mask)) {
+    request->fail(lost_error(src, request->op));
+    erase_native(r);
+    return;
+  }
   // Held back behind any receive of any length that could take the same messages:
   // the library would otherwise give this one the message that receive is owed.
   // With none held back, a receive of known length goes to the library at once.

@@ -589,6 +589,11 @@ void UcxMessagePipe::settle_lost_peers() {
   }
 }
 
+void UcxMessagePipe::peer_lost(int peer, std::string_view why) {
+  check_peer(peer, "peer_lost");
+  lose_peer(peer, std::string(why));
+}
+
 std::exception_ptr UcxMessagePipe::peer_error(int peer) const {
   if (peer < 0 || peer >= size()) return nullptr;
   return peers_[static_cast<size_t>(peer)].error;

@@ -97,6 +97,9 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   void interrupt() noexcept override;
   std::exception_ptr peer_error(int peer) const override;
   bool peer_departed(int peer) const override;
+  // Loses the peer as an endpoint error does: its endpoint is closed with
+  // UCP_EP_CLOSE_FLAG_FORCE and its receives are cancelled at the next progress().
+  void peer_lost(int peer, std::string_view why) override;
 
   // ---- messages matched by UCX itself (message_pipe.h), in tag_layout.h's native
   // layout: for worlds whose every rank fits its sender field ----

@@ -861,6 +861,43 @@ TEST(PipeTransportNative, CancelWithdrawsAPostedAndAHeldBackReceive) {
   EXPECT_EQ(got, data);
 }
 
+TEST(PipeTransportNative, AReceiveFromAPeerLostByItsProcessTakesWhatItSentAndOtherwiseFailsAtOnce) {
+  // The memory pipe, like UCX, matches tagged receives by tag alone and is not
+  // told of a loss the process watch finds: the transport itself must end a
+  // receive posted for the lost peer, or it would wait for its deadline.
+  StandInProcess rank1_process;
+  MemoryFabric fabric(2, /*detects_silent_loss=*/true, /*native=*/true);
+  auto store = std::make_shared<HashStore>(std::chrono::milliseconds(5000));
+  std::vector<std::unique_ptr<PipeTransport>> t(2);
+  std::vector<std::thread> makers;
+  for (int r = 0; r < 2; ++r) {
+    makers.emplace_back([&, r] {
+      detail::pipe::PipeAuth auth = auth_for(store);
+      if (r == 1) auth.identity = rank1_process.identity();
+      t[static_cast<size_t>(r)] = std::make_unique<PipeTransport>(fabric.make_pipe(r), std::move(auth));
+    });
+  }
+  for (auto& m : makers) m.join();
+  const auto parting = pattern(8, 3);
+  ASSERT_TRUE(wait_ok(*t[1], *isend(*t[1], parting, 0, 4)));
+  rank1_process.kill();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (t[0]->peer_error(1) == nullptr && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_NE(t[0]->peer_error(1), nullptr) << "the stand-in's death was not noticed";
+  std::vector<uint8_t> kept(8), none(8);
+  auto taken = irecv(*t[0], kept, 1, 4);
+  const auto posted = std::chrono::steady_clock::now();
+  auto nothing = irecv(*t[0], none, 1, 5);
+  ASSERT_TRUE(wait_ok(*t[0], *taken));
+  EXPECT_EQ(kept, parting);
+  const auto e = wait_error(*t[0], *nothing, std::chrono::seconds(3));
+  EXPECT_TRUE(holds<PeerLost>(e)) << what(e);
+  EXPECT_LT(std::chrono::steady_clock::now() - posted, std::chrono::milliseconds(500));
+  EXPECT_GT(fabric.pipe(0).tagged_calls(), 0) << "the messages did not take the native path";
+}
+
 TEST(PipeTuning, MoreRanksThanCoresYieldWhileSpinning) {
   ScopedEnv spin("THD_PIPE_SPIN_US", nullptr);
   DataChannelOptions o;
