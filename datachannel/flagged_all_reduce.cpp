@@ -1,6 +1,8 @@
 #include "datachannel/runtime_queries.h"
 
+#include <cstdlib>
 #include <memory>
+#include <string_view>
 
 #include "datachannel/channel_access.h"
 #include "datachannel/channel_util.h"
@@ -28,8 +30,22 @@ bool flagged_all_reduce_fits(DataChannel& channel, size_t count, DType dtype, Re
   return choose_all_reduce(count * element_size(dtype), count, g.size()) == AllReduceAlgorithm::RecursiveDoubling;
 }
 
+bool flagged_all_reduce_prefers_rooted(DataChannel& channel) {
+  GroupState& g = state_of(channel);
+  if (g.size() < 3) return false;  // two members: the same two messages either way, one latency direct
+  const char* form = std::getenv("THD_FLAGGED_ALL_REDUCE");
+  const std::string_view choice = form != nullptr ? form : "auto";
+  if (choice == "direct") return false;
+  if (choice == "rooted") return true;
+  if (choice != "auto") {
+    THD_THROW_AT(ValueError, kOp, g.world_rank(), -1, "THD_FLAGGED_ALL_REDUCE must be auto, direct or rooted, not '{}'",
+                 choice);
+  }
+  return g.transport && g.transport->oversubscribed();
+}
+
 std::vector<int64_t> flagged_all_reduce(DataChannel& channel, Tensor& tensor, ReduceOp op, int64_t word,
-                                        const CollectiveOptions& options) {
+                                        const CollectiveOptions& options, bool rooted) {
   GroupState& g = state_of(channel);
   check_member(g, kOp);
   check_tensor(g, tensor, kOp, "the tensor", true);
@@ -43,11 +59,20 @@ std::vector<int64_t> flagged_all_reduce(DataChannel& channel, Tensor& tensor, Re
   }
   auto words = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(g.size()));
   void* data = tensor.data_ptr();
-  const MessageKind kind{MessageOp::AllReduceFlagged, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op), -1,
-                         static_cast<uint64_t>(count)};
+  // The rooted form names its root in the envelope: a member in the other form
+  // is a kind mismatch, not a garbled exchange.
+  const MessageKind kind{MessageOp::AllReduceFlagged, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op),
+                         rooted ? 0 : -1, static_cast<uint64_t>(count)};
   Request request = launch_collective(
       g, kind, options, {tensor},
-      [=](Comm& c) { flagged_direct_all_reduce(c, data, count, dtype, op, word, words->data()); }, true);
+      [=](Comm& c) {
+        if (rooted) {
+          flagged_rooted_all_reduce(c, data, count, dtype, op, word, words->data());
+        } else {
+          flagged_direct_all_reduce(c, data, count, dtype, op, word, words->data());
+        }
+      },
+      true);
   request.wait();
   return *words;
 }

@@ -37,12 +37,23 @@ std::exception_ptr peer_lost_error(DataChannel& channel, int rank);
 // member of a group answers alike for the same arguments.
 bool flagged_all_reduce_fits(DataChannel& channel, size_t count, DType dtype, ReduceOp op);
 
-// Every member calls it with the same count, dtype and op (only where
+// The flagged all_reduce's two forms. Direct: [word | data] from every member to
+// every other one, n (n - 1) messages in one message latency. Rooted: every member
+// to group rank 0, which reduces and sends [every word | result] back, 2 (n - 1)
+// messages in two latencies: the better trade where messages cost CPU that the
+// members' work waits for (more ranks on the host than cores). Both give the same
+// bits. Whether this member's transport asks for the rooted form of a group of
+// `channel`'s size; members that may answer differently must agree first (the
+// runtime settles the form in its claim exchange).
+bool flagged_all_reduce_prefers_rooted(DataChannel& channel);
+
+// Every member calls it with the same count, dtype, op and form (only where
 // flagged_all_reduce_fits says so; ValueError otherwise) and a CPU contiguous
 // tensor. Returns every member's word in group-rank order; when all are 0,
 // `tensor` holds the reduction over every member's tensor, else it is unchanged.
-// Within options.timeout; PeerLost when a member is lost.
+// Within options.timeout; PeerLost when a member is lost. Members that call it in
+// different forms fail with the DataChannel's mismatch error.
 std::vector<int64_t> flagged_all_reduce(DataChannel& channel, Tensor& tensor, ReduceOp op, int64_t word,
-                                        const CollectiveOptions& options);
+                                        const CollectiveOptions& options, bool rooted = false);
 
 }  // namespace thd::detail

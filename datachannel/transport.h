@@ -115,6 +115,10 @@ class Transport {
   // of a barrier may leave while others still wait for each other. Backends that
   // cannot tell say false, so a departure reads as a loss.
   virtual bool peer_departed(int /*world_rank*/) const { return false; }
+  // More ranks of the job on this host than it has cores, as far as the backend
+  // knows: message count then costs more than message latency (every message is
+  // CPU that another rank's work waits for). False where the backend cannot tell.
+  virtual bool oversubscribed() const noexcept { return false; }
   // The collectives this backend runs natively on device (CUDA) tensors (the nccl
   // backend's), nullptr when it has none: the DataChannel then uses the library
   // the build has for them (make_device_collectives, backends.h).

@@ -9,6 +9,9 @@ namespace thd::worker {
 namespace {
 
 constexpr int64_t kStaleBit = int64_t{1} << 32;
+// In a key: this member's transport asks for the rooted form. The keys' other bits
+// stay below it (the sizes the flagged form takes are small).
+constexpr int64_t kRootedBit = int64_t{1} << 62;
 
 }  // namespace
 
@@ -18,7 +21,8 @@ int64_t fused_key(DataChannel& group, const TensorLayout& layout, ReduceOp reduc
   if (!layout.device.is_cpu() || !layout.contiguous || layout.numel <= 0) return 0;
   if (!detail::flagged_all_reduce_fits(group, static_cast<size_t>(layout.numel), layout.dtype, reduce)) return 0;
   // The members' sizes, dtypes and reductions agree exactly when their keys do.
-  return 1 + (layout.numel << 16) + (static_cast<int64_t>(layout.dtype) << 8) + static_cast<int64_t>(reduce);
+  const int64_t key = 1 + (layout.numel << 16) + (static_cast<int64_t>(layout.dtype) << 8) + static_cast<int64_t>(reduce);
+  return detail::flagged_all_reduce_prefers_rooted(group) ? key | kRootedBit : key;
 }
 
 int64_t encode_word(const ReplayWord& word) {
@@ -40,10 +44,15 @@ ReplayWord combine_words(std::span<const int64_t> words) {
 }
 
 void SettledCollective::settle(std::span<const MemberClaim> claims, const TensorLayout& mine) {
+  auto same = [](int64_t a, int64_t b) { return (a & ~kRootedBit) == (b & ~kRootedBit); };
   fused_ = !claims.empty() && claims.front().fused != 0 &&
            std::all_of(claims.begin(), claims.end(), [&](const MemberClaim& c) {
-             return c.fused == claims.front().fused && c.refused_node == 0;
+             return same(c.fused, claims.front().fused) && c.refused_node == 0;
            });
+  // One member that asks for the rooted form is enough: every member reads the
+  // same claims, so all choose alike.
+  rooted_ = fused_ && std::any_of(claims.begin(), claims.end(),
+                                  [](const MemberClaim& c) { return (c.fused & kRootedBit) != 0; });
   layout_ = mine;
   if (fused_) ++settlements_;
 }

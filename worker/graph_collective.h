@@ -39,6 +39,7 @@ TensorLayout layout_of(const Tensor& t);
 // The key this member offers (MemberClaim::fused) for an all_reduce of a tensor
 // laid out as `layout` with `reduce` on `group`: 0 when the one-exchange form
 // cannot take it (on a GPU, strided, or not what the flagged all_reduce takes).
+// Keys that differ only in the member's preferred form still settle together.
 int64_t fused_key(DataChannel& group, const TensorLayout& layout, ReduceOp reduce);
 
 // A member's word beside its data in the one-exchange form.
@@ -62,12 +63,16 @@ class SettledCollective {
   // Back to the full exchange (every member drops it in the same replay).
   void unsettle() { fused_ = false; }
   bool fused() const { return fused_; }
+  // In the flagged all_reduce's rooted form (datachannel/runtime_queries.h): some
+  // member's host has more ranks than cores.
+  bool rooted() const { return rooted_; }
   const TensorLayout& layout() const { return layout_; }
   // How many full exchanges settled it on the one-exchange form.
   uint64_t settlements() const { return settlements_; }
 
  private:
   bool fused_ = false;
+  bool rooted_ = false;
   TensorLayout layout_;
   uint64_t settlements_ = 0;
 };

@@ -167,7 +167,8 @@ bool all_reduce_settled(ExecContext& ctx, DataChannel& group, SettledCollective&
   Tensor stand_in;
   if (mine != ReplayWord{}) stand_in = Tensor::zeros({settled.layout().numel}, settled.layout().dtype);
   const std::vector<int64_t> words =
-      detail::flagged_all_reduce(group, stand_in.defined() ? stand_in : t, reduce, encode_word(mine), options);
+      detail::flagged_all_reduce(group, stand_in.defined() ? stand_in : t, reduce, encode_word(mine), options,
+                                 settled.rooted());
   const ReplayWord all = combine_words(words);
   if (poison) throw PoisonedInput{poison};
   if (refused) THD_THROW(ValueError, ctx.op_name(), "{}", *refused);
@@ -281,7 +282,15 @@ void run(ExecContext& ctx, const fb::Collective& op) {
     } catch (const Error&) {
       // Its GPU cannot be named: this member stages through host memory, and so do the others.
     }
-    if (settled != nullptr) mine.fused = fused_key(group, layout_of(e->tensor), reduce);
+    if (settled != nullptr) {
+      try {
+        mine.fused = fused_key(group, layout_of(e->tensor), reduce);
+      } catch (const Error& err) {  // a malformed setting: this member refuses, so nobody waits for it
+        refused = err.message();
+        mine = MemberClaim{};
+        mine.refused_node = ctx.node() + 1;
+      }
+    }
   }
   Tensor claim_rows = Tensor::empty({group.size(), kClaimWords}, kInt64);
   group.all_gather(claim_rows, encode_claim(mine), options);

@@ -57,5 +57,9 @@ void dissemination_barrier(Comm& comm);
 // float32 widening: the caller passes a dtype that needs none.
 void flagged_direct_all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int64_t word,
                                int64_t* words);
+// The same result through group rank 0: every member sends [word | data] to it, and
+// it sends [every word | the reduction] back (runtime_queries.h).
+void flagged_rooted_all_reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int64_t word,
+                               int64_t* words);
 
 }  // namespace thd::detail

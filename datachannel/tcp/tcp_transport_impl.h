@@ -105,6 +105,7 @@ class TcpTransport final : public Transport {
   void end_external_wait() noexcept override;
   std::exception_ptr peer_error(int world_rank) const override;
   bool peer_departed(int world_rank) const override;
+  bool oversubscribed() const noexcept override { return tuning_.oversubscribed; }
 
   const Tuning& tuning() const noexcept { return tuning_; }
   const SpinPolicy& spin_policy() const noexcept { return spin_; }

@@ -448,7 +448,7 @@ Tensor order_sensitive(int node, int64_t n) {
   return Tensor::from_vector(v, {n});
 }
 
-TEST_F(GraphsAcrossNodes, AReplayedAllReduceIsOneExchangeWithTheEagerOnesBits) {
+void one_exchange_with_the_eager_bits(double replay_messages) {
   constexpr int64_t kN = 256;
   std::vector<DistributedTensor> sources, eager, replayed;
   for (int node = 0; node < 3; ++node) {
@@ -483,9 +483,50 @@ TEST_F(GraphsAcrossNodes, AReplayedAllReduceIsOneExchangeWithTheEagerOnesBits) {
   }
   // Eagerly, the members' claims (a ring all_gather: 2 messages each) and then the
   // all_reduce (recursive doubling among 3: 4 messages); a replay after the first
-  // sends each member's data and word to each other member once.
+  // sends each member's data and word once, in the form the members settled on.
   EXPECT_EQ(messages_per_call(eager_step), 10.0);
-  EXPECT_EQ(messages_per_call([&] { g.replay(); }), 6.0);
+  EXPECT_EQ(messages_per_call([&] { g.replay(); }), replay_messages);
+}
+
+// The replayed all_reduce in each form of the flagged all_reduce (docs/graphs.md,
+// "Collectives"), chosen for the workers through THD_FLAGGED_ALL_REDUCE: the eager
+// op's bits either way; direct sends each member's data and word to each other
+// member once (6 messages among 3), rooted to node 0 and back (4).
+TEST(GraphForms, AReplayedAllReduceIsOneExchangeWithTheEagerOnesBitsInEitherForm) {
+  for (const auto& [form, replay_messages] : {std::pair<const char*, double>{"direct", 6.0}, {"rooted", 4.0}}) {
+    SCOPED_TRACE(form);
+    ::setenv("THD_FLAGGED_ALL_REDUCE", form, 1);
+    LocalJob job(3);
+    ::unsetenv("THD_FLAGGED_ALL_REDUCE");
+    one_exchange_with_the_eager_bits(replay_messages);
+    (void)job.stop();
+  }
+}
+
+TEST(GraphForms, AMalformedFormFailsTheReplayedAllReduceNamingTheSetting) {
+  ::setenv("THD_FLAGGED_ALL_REDUCE", "fastest", 1);
+  LocalJob job(3);
+  ::unsetenv("THD_FLAGGED_ALL_REDUCE");
+  std::vector<DistributedTensor> grads;
+  for (int node = 0; node < 3; ++node) {
+    NodeScope on(node);
+    grads.push_back(DistributedTensor::ones({8}, kFloat32));
+  }
+  Graph g = thd::capture([&] { all_reduce(grads, ReduceOp::Sum); });
+  const auto start = std::chrono::steady_clock::now();
+  g.replay();
+  for (int node = 0; node < 3; ++node) {
+    try {
+      (void)grads[static_cast<size_t>(node)].get();
+      ADD_FAILURE() << "node " << node << ": the all_reduce ran with a malformed THD_FLAGGED_ALL_REDUCE";
+    } catch (const RemoteError& e) {
+      EXPECT_NE(std::string(e.what()).find("THD_FLAGGED_ALL_REDUCE must be auto, direct or rooted, not 'fastest'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "a member waited for the others";
+  (void)job.stop();
 }
 
 TEST_F(GraphsAcrossNodes, APoisonedMemberOfAReplayedAllReducePoisonsEveryOutputAndNobodyWaits) {

@@ -13,6 +13,7 @@
 #include <thd/error.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -43,6 +44,7 @@ class InprocWorld {
 
   void post_send(int src, std::span<const uint8_t> data, int dst, const detail::Envelope& envelope,
                  const std::shared_ptr<detail::RequestState>& request) {
+    sent_.fetch_add(1, std::memory_order_relaxed);
     if (auto lost = peer_error(dst)) {
       request->fail(lost);
       return;
@@ -134,6 +136,9 @@ class InprocWorld {
     return lost_[static_cast<size_t>(rank)];
   }
 
+  // Messages posted for sending so far, by every rank.
+  uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
+
   // Receives posted and not matched, plus messages sent and not received: 0
   // once every collective has finished or withdrawn its messages.
   size_t pending() const {
@@ -146,6 +151,7 @@ class InprocWorld {
   }
 
  private:
+  std::atomic<uint64_t> sent_{0};
   struct Message {
     int src;
     detail::Envelope envelope;

@@ -1,8 +1,9 @@
-// The flagged direct all_reduce (collectives/direct_all_reduce.cpp) over the
-// in-process transport: the same bits as recursive doubling for every group size
-// and reduce op (float sums depend on the order, and a graph's replayed
-// all_reduce must give what the eager one gives), every member's word to every
-// member, data untouched when a word is set, one message to each other member.
+// The flagged all_reduce's two forms (collectives/direct_all_reduce.cpp), direct
+// and rooted, over the in-process transport: the same bits as recursive doubling
+// for every group size and reduce op (float sums depend on the order, and a
+// graph's replayed all_reduce must give what the eager one gives), every member's
+// word to every member, data untouched when a word is set, n (n - 1) messages
+// direct and 2 (n - 1) rooted.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -63,6 +64,20 @@ class Ranks {
   int64_t call_ = 0;
 };
 
+// One member's call of the flagged all_reduce in either form.
+void flagged(bool rooted, Comm& c, void* data, size_t count, DType dtype, ReduceOp op, int64_t word, int64_t* words) {
+  if (rooted) {
+    detail::flagged_rooted_all_reduce(c, data, count, dtype, op, word, words);
+  } else {
+    detail::flagged_direct_all_reduce(c, data, count, dtype, op, word, words);
+  }
+}
+
+class FlaggedAllReduce : public ::testing::TestWithParam<bool> {
+ protected:
+  bool rooted() const { return GetParam(); }
+};
+
 // Values whose float sums differ with the order of the additions.
 std::vector<std::vector<float>> order_sensitive(int ranks, size_t count) {
   std::mt19937 gen(1234);
@@ -75,7 +90,7 @@ std::vector<std::vector<float>> order_sensitive(int ranks, size_t count) {
   return data;
 }
 
-TEST(DirectAllReduce, GivesTheBitsRecursiveDoublingGivesForEveryGroupSizeAndOp) {
+TEST_P(FlaggedAllReduce, GivesTheBitsRecursiveDoublingGivesForEveryGroupSizeAndOp) {
   constexpr size_t kCount = 257;
   for (int n : {2, 3, 4, 5, 6, 7, 8}) {
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg}) {
@@ -87,9 +102,10 @@ TEST(DirectAllReduce, GivesTheBitsRecursiveDoublingGivesForEveryGroupSizeAndOp) 
         detail::recursive_doubling_all_reduce(c, doubled[static_cast<size_t>(r)].data(), kCount, kFloat32, op);
       });
       std::vector<std::vector<int64_t>> words(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), -1));
+      const uint64_t sent_before = ranks.inproc().sent();
       ranks.run(MessageOp::AllReduceFlagged, kFloat32, kCount, op, [&](Comm& c, int r) {
-        detail::flagged_direct_all_reduce(c, direct[static_cast<size_t>(r)].data(), kCount, kFloat32, op, 0,
-                                          words[static_cast<size_t>(r)].data());
+        flagged(rooted(), c, direct[static_cast<size_t>(r)].data(), kCount, kFloat32, op, 0,
+                words[static_cast<size_t>(r)].data());
       });
       for (int r = 0; r < n; ++r) {
         const auto& got = direct[static_cast<size_t>(r)];
@@ -98,6 +114,8 @@ TEST(DirectAllReduce, GivesTheBitsRecursiveDoublingGivesForEveryGroupSizeAndOp) 
             << n << " ranks, op " << static_cast<int>(op) << ", rank " << r;
         EXPECT_EQ(words[static_cast<size_t>(r)], std::vector<int64_t>(static_cast<size_t>(n), 0));
       }
+      EXPECT_EQ(ranks.inproc().sent() - sent_before, static_cast<uint64_t>(rooted() ? 2 * (n - 1) : n * (n - 1)))
+          << n << " ranks";
       EXPECT_EQ(ranks.inproc().pending(), 0u);
     }
   }
@@ -111,7 +129,7 @@ TEST(DirectAllReduce, GivesTheBitsRecursiveDoublingGivesForEveryGroupSizeAndOp) 
   EXPECT_NE(fold, tree);
 }
 
-TEST(DirectAllReduce, EveryMembersWordReachesEveryMemberAndASetWordLeavesTheDataAlone) {
+TEST_P(FlaggedAllReduce, EveryMembersWordReachesEveryMemberAndASetWordLeavesTheDataAlone) {
   constexpr int kRanks = 3;
   constexpr size_t kCount = 16;
   Ranks ranks(kRanks);
@@ -120,8 +138,8 @@ TEST(DirectAllReduce, EveryMembersWordReachesEveryMemberAndASetWordLeavesTheData
   std::vector<std::vector<int64_t>> words(kRanks, std::vector<int64_t>(kRanks));
   const std::vector<int64_t> said = {0, 7, 0};  // rank 1 cannot take part
   ranks.run(MessageOp::AllReduceFlagged, kInt32, kCount, ReduceOp::Sum, [&](Comm& c, int r) {
-    detail::flagged_direct_all_reduce(c, data[static_cast<size_t>(r)].data(), kCount, kInt32, ReduceOp::Sum,
-                                      said[static_cast<size_t>(r)], words[static_cast<size_t>(r)].data());
+    flagged(rooted(), c, data[static_cast<size_t>(r)].data(), kCount, kInt32, ReduceOp::Sum,
+            said[static_cast<size_t>(r)], words[static_cast<size_t>(r)].data());
   });
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(words[static_cast<size_t>(r)], said) << "rank " << r;
@@ -129,14 +147,14 @@ TEST(DirectAllReduce, EveryMembersWordReachesEveryMemberAndASetWordLeavesTheData
   }
   // All words 0: the sum, everywhere.
   ranks.run(MessageOp::AllReduceFlagged, kInt32, kCount, ReduceOp::Sum, [&](Comm& c, int r) {
-    detail::flagged_direct_all_reduce(c, data[static_cast<size_t>(r)].data(), kCount, kInt32, ReduceOp::Sum, 0,
-                                      words[static_cast<size_t>(r)].data());
+    flagged(rooted(), c, data[static_cast<size_t>(r)].data(), kCount, kInt32, ReduceOp::Sum, 0,
+            words[static_cast<size_t>(r)].data());
   });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(data[static_cast<size_t>(r)], std::vector<int32_t>(kCount, 6));
   EXPECT_EQ(ranks.inproc().pending(), 0u);
 }
 
-TEST(DirectAllReduce, ARankThatNeverComesTimesOutInsteadOfHanging) {
+TEST_P(FlaggedAllReduce, ARankThatNeverComesTimesOutInsteadOfHanging) {
   constexpr size_t kCount = 4;
   auto inproc = std::make_shared<test::InprocWorld>(3);
   std::vector<std::unique_ptr<test::InprocTransport>> transports;
@@ -147,16 +165,19 @@ TEST(DirectAllReduce, ARankThatNeverComesTimesOutInsteadOfHanging) {
     if (r == 2) return;  // never calls
     detail::Envelope envelope;
     envelope.context = detail::collective_context(1);
-    envelope.kind = MessageKind{MessageOp::AllReduceFlagged, static_cast<uint8_t>(kFloat32), 0, -1, kCount};
+    envelope.kind = MessageKind{MessageOp::AllReduceFlagged, static_cast<uint8_t>(kFloat32), 0, rooted() ? 0 : -1, kCount};
     Comm comm(*transports[static_cast<size_t>(r)], group, r, envelope, net::deadline_after(test::kShort),
               "flagged_all_reduce");
     std::vector<float> data(kCount, 1.0f);
     std::vector<int64_t> words(3);
-    detail::flagged_direct_all_reduce(comm, data.data(), kCount, kFloat32, ReduceOp::Sum, 0, words.data());
+    flagged(rooted(), comm, data.data(), kCount, kFloat32, ReduceOp::Sum, 0, words.data());
   });
   EXPECT_LT(std::chrono::steady_clock::now() - start, test::kShort + std::chrono::seconds(2));
   for (int r : {0, 1}) EXPECT_TRUE(errors[static_cast<size_t>(r)]) << "rank " << r << " did not time out";
 }
+
+INSTANTIATE_TEST_SUITE_P(Forms, FlaggedAllReduce, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Rooted" : "Direct"; });
 
 }  // namespace
 }  // namespace thd
