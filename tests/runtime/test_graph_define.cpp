@@ -13,7 +13,9 @@
 
 #include <thd/distributed.h>
 #include <thd/graph.h>
+#include <thd/stream.h>
 
+#include "job_fixture.h"
 #include "local_job.h"
 #include "remote_check.h"
 
@@ -129,6 +131,35 @@ TEST(GraphDefine, GraphsOnTheOtherNodesAreDefinedAndReplayAsUsual) {
   EXPECT_TRUE(same_tensor(moved.get(), Tensor::full({64}, 9.0f, kFloat32)));
   g.reset();
   (void)refusing.job().stop();
+}
+
+class GraphLimits : public JobTest<1> {};
+
+TEST_F(GraphLimits, APartOfMoreCommandsThanABatchHoldsIsRefusedAtTheEndBeforeAnythingIsSent) {
+  DistributedTensor x = DistributedTensor::zeros({1}, kFloat32);
+  synchronize();
+  const std::vector<uint64_t> live_before = thd::detail::live_tensors_per_node();
+  constexpr size_t kLimit = size_t{1} << 20;  // protocol::kMaxCommandsPerBatch
+  Event e;
+  Stream s = current_stream(0);
+  try {
+    // Commands this small fit the message limit past the command limit.
+    Graph g = thd::capture([&] {
+      x.add_(1);
+      e.record(s);
+      for (size_t i = 0; i < kLimit; ++i) s.wait(e);
+    });
+    FAIL() << "a graph of " << kLimit + 2 << " commands on one node was made (graph " << g.id() << ")";
+  } catch (const RemoteError& e) {
+    FAIL() << "the node had to refuse the part: " << e.what();
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("holds " + std::to_string(kLimit + 2) + " commands on node 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("limit of " + std::to_string(kLimit) + " commands per batch"), std::string::npos) << what;
+  }
+  // Nothing ran: x is untouched, and the node holds no more than before.
+  EXPECT_TRUE(same_tensor(x.get(), Tensor::zeros({1}, kFloat32)));
+  EXPECT_EQ(thd::detail::live_tensors_per_node(), live_before);
 }
 
 }  // namespace
