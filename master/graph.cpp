@@ -71,6 +71,42 @@ void Capture::own(const std::shared_ptr<Handle>& handle) {
 
 void Capture::use(const std::shared_ptr<Handle>& handle) { used_.try_emplace(handle->id, handle); }
 
+void Capture::drop_parts(uint64_t graph, const std::vector<Session::GraphPart>& parts) {
+  for (const auto& part : parts) {
+    try {
+      session_->link(part.node, "GraphCapture::end").append_on(0, fb::Op::DropGraph, [&](NodeLink::Builder& b) {
+        return fb::CreateDropGraph(b, graph).Union();
+      });
+    } catch (const PeerLost&) {  // a lost node has nothing left to drop
+    }
+  }
+}
+
+void Capture::throw_refused(uint64_t graph, const std::vector<Session::GraphRefusal>& refused,
+                            const std::vector<int>& defined) {
+  // A refusing node poisoned the tensors its part would have made (a get of one
+  // raises the refusal): they are freed as any handle's. The other nodes never made
+  // theirs, which discard() marks.
+  auto refused_on = [&](int node) {
+    return std::any_of(refused.begin(), refused.end(), [&](const auto& r) { return r.node == node; });
+  };
+  std::erase_if(owned_, [&](const std::shared_ptr<Handle>& h) { return refused_on(h->node); });
+  std::string causes;
+  for (const auto& r : refused) {
+    causes += fmt::format("{}node {} refused its part (op {}): {}", causes.empty() ? "" : "; ", r.node, r.op_id,
+                          r.message);
+  }
+  const std::string dropped =
+      defined.empty() ? std::string("no node defined it")
+                      : fmt::format("it was dropped on node{} {}, which had defined it", defined.size() > 1 ? "s" : "",
+                                    fmt::join(defined, ", "));
+  const auto& first = refused.front();
+  std::rethrow_exception(make_remote_error(
+      protocol::from_fb(first.kind),
+      fmt::format("graph {} could not be defined: {}. No replay of it can run: {}", graph, causes, dropped),
+      ErrorContext{.op = "GraphCapture::end", .rank = 0, .node = first.node, .peer = first.node + 1}, first.op_id));
+}
+
 void Capture::discard() {
   for (const auto& h : owned_) h->never_made.store(true);
   owned_.clear();
@@ -92,6 +128,13 @@ Graph Capture::end() {
       auto& b = part.builder;
       const auto batch = fb::CreateCommandBatch(b, 0, false, b.CreateVector(part.commands));
       b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::CommandBatch, batch.Union()));
+      // The worker refuses a batch of more commands (protocol::verify_message).
+      if (part.commands.size() > protocol::kMaxCommandsPerBatch) {
+        THD_THROW(ValueError, "GraphCapture::end",
+                  "the graph holds {} commands on node {}, past the protocol's limit of {} commands per batch: capture "
+                  "fewer ops per graph",
+                  part.commands.size(), node, protocol::kMaxCommandsPerBatch);
+      }
       if (b.GetSize() + kDefineEnvelopeBytes + part.owned.size() * 8 > protocol::kMaxMessageBytes) {
         THD_THROW(ValueError, "GraphCapture::end",
                   "the graph's {} commands on node {} take {} bytes, past the protocol's message limit of {} bytes: "
@@ -101,16 +144,29 @@ Graph Capture::end() {
       state->num_ops += part.commands.size();
       messages.emplace_back(node, std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()));
     }
-    for (const auto& [node, bytes] : messages) {
-      const std::vector<uint64_t>& owned = parts_[node].owned;
-      session_->link(node, "GraphCapture::end").append_on(0, fb::Op::DefineGraph, [&](NodeLink::Builder& b) {
-        return fb::CreateDefineGraph(b, state->id, b.CreateVector(bytes), b.CreateVector(owned)).Union();
-      });
-      state->nodes.push_back(node);
+    std::vector<Session::GraphPart> graph_parts;
+    for (const auto& [node, bytes] : messages) graph_parts.push_back({node, &bytes, &parts_[node].owned});
+    std::vector<Session::GraphRefusal> refused;
+    try {
+      refused = session_->define_graph(state->id, graph_parts);
+    } catch (...) {
+      drop_parts(state->id, graph_parts);
+      throw;
     }
+    if (!refused.empty()) {
+      drop_parts(state->id, graph_parts);
+      std::vector<int> defined;
+      for (const auto& part : graph_parts) {
+        if (std::none_of(refused.begin(), refused.end(), [&](const auto& r) { return r.node == part.node; })) {
+          defined.push_back(part.node);
+        }
+      }
+      throw_refused(state->id, refused, defined);
+    }
+    for (const auto& part : graph_parts) state->nodes.push_back(part.node);
   } catch (...) {
     discard();
-    state->reset_done = true;  // nothing to drop on the nodes
+    state->reset_done = true;  // nothing left to drop on the nodes
     throw;
   }
   state->owned = std::move(owned_);

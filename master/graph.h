@@ -58,6 +58,12 @@ class Capture {
   };
   // The capture is over without a graph: its tensors are never made.
   void discard();
+  // A DropGraph of `graph` to each node of `parts` (a lost one skipped).
+  void drop_parts(uint64_t graph, const std::vector<Session::GraphPart>& parts);
+  // The RemoteError of a graph some nodes refused (`defined`: the others), naming
+  // the graph, each refusing node and its cause.
+  [[noreturn]] void throw_refused(uint64_t graph, const std::vector<Session::GraphRefusal>& refused,
+                                  const std::vector<int>& defined);
 
   std::shared_ptr<Session> session_;
   // The capturing thread's slot (its thread-local pointer to its capture), cleared

@@ -454,12 +454,13 @@ Tensor Session::fetch(const Handle& h) {
   return out;
 }
 
-uint64_t Session::await_sync(int node, protocol::PostedMessage& answer, uint64_t sync_id) {
+uint64_t Session::await_sync(int node, protocol::PostedMessage& answer, uint64_t sync_id, const char* op,
+                             const std::string& waiting_for) {
   NodeLink& l = *links_[node];
   const fb::Message* m = nullptr;
   try {
     std::optional<std::span<const uint8_t>> bytes;
-    wait_while_progressing(l, "synchronize", "for its ops to finish", [&](milliseconds within) {
+    wait_while_progressing(l, op, waiting_for, [&](milliseconds within) {
       bytes = answer.wait_for(within);
       return bytes.has_value();
     });
@@ -470,21 +471,20 @@ uint64_t Session::await_sync(int node, protocol::PostedMessage& answer, uint64_t
   }
   const fb::SyncDone* done = m->body_as_SyncDone();
   if (done == nullptr || done->sync_id() != sync_id) {
-    THD_THROW_AT(protocol::ProtocolError, "synchronize", 0, node + 1,
-                 "worker node {} answered sync {} with a {} message", node, sync_id,
-                 done == nullptr ? fb::EnumNameBody(m->body_type()) : "SyncDone of another sync");
+    THD_THROW_AT(protocol::ProtocolError, op, 0, node + 1, "worker node {} answered {} {} with a {} message", node,
+                 op, sync_id, done == nullptr ? fb::EnumNameBody(m->body_type()) : "SyncDone of another one");
   }
   std::lock_guard lock(mu_);
   nodes_[node].live_tensors = done->live_tensors();
   return done->replies_sent();
 }
 
-void Session::wait_for_replies(int node, uint64_t count) {
+void Session::wait_for_replies(int node, uint64_t count, const char* op) {
   std::unique_lock lock(mu_);
   const auto deadline = Clock::now() + options_.timeout;
   while (nodes_[node].replies_handled < count && !links_[node]->lost()) {
     if (Clock::now() >= deadline) {
-      THD_THROW_AT(TimeoutError, "synchronize", 0, node + 1,
+      THD_THROW_AT(TimeoutError, op, 0, node + 1,
                    "the replies of worker node {} were not handled within {} ms ({} of {})", node,
                    options_.timeout.count(), nodes_[node].replies_handled, count);
     }
@@ -543,13 +543,55 @@ void Session::synchronize() {
     }
   }
   for (auto& p : pending) {
-    const uint64_t replies = await_sync(p.node, *p.answer, p.id);
+    const uint64_t replies = await_sync(p.node, *p.answer, p.id, "synchronize", "for its ops to finish");
     // Everything the worker reported before the sync (errors, acks) is handled
     // before the sync point decides what to raise.
     if (!links_[p.node]->lost()) wait_for_replies(p.node, replies);
   }
   for (auto& l : links_) l->throw_if_lost();
   if (auto e = take_unraised_failure()) std::rethrow_exception(e);
+}
+
+std::vector<Session::GraphRefusal> Session::define_graph(uint64_t graph, const std::vector<GraphPart>& parts) {
+  constexpr const char* kOp = "GraphCapture::end";
+  // Each node answers on a tag of its own once its command loop has read its part,
+  // after the OpFailed of a refusal: every verdict is known before the graph can be
+  // replayed, so no node runs a part its peers do not have.
+  struct Pending {
+    int node;
+    uint64_t op_id;
+    std::unique_ptr<protocol::PostedMessage> answer;
+  };
+  std::vector<Pending> pending;
+  for (const GraphPart& part : parts) {
+    NodeLink& l = link(part.node, kOp);
+    const int64_t tag = next_fetch_tag();
+    auto answer = std::make_unique<protocol::PostedMessage>(*channel_, l.rank(), tag, kNoDeadline);
+    const uint64_t op_id = l.append_on(0, fb::Op::DefineGraph, [&](NodeLink::Builder& b) {
+      return fb::CreateDefineGraph(b, graph, b.CreateVector(*part.commands), b.CreateVector(*part.owned), tag).Union();
+    });
+    pending.push_back({part.node, op_id, std::move(answer)});
+  }
+  for (const Pending& p : pending) links_[p.node]->flush();
+  std::vector<GraphRefusal> refusals;
+  for (const Pending& p : pending) {
+    const uint64_t replies =
+        await_sync(p.node, *p.answer, graph, kOp, fmt::format("for its verdict on graph {}", graph));
+    NodeLink& l = *links_[p.node];
+    l.throw_if_lost();
+    wait_for_replies(p.node, replies, kOp);
+    l.throw_if_lost();
+    std::lock_guard lock(mu_);
+    for (auto& r : failures_) {
+      if (r.node != p.node || r.op_id != p.op_id || r.replay != 0) continue;
+      // Raised here, by the caller: not again at the next sync point.
+      r.raised = true;
+      raised_.insert({r.node, r.op_id, r.replay});
+      refusals.push_back({p.node, r.op_id, r.message, r.kind});
+      break;
+    }
+  }
+  return refusals;
 }
 
 std::vector<uint64_t> Session::live_tensors() {

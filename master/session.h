@@ -84,6 +84,24 @@ class Session : public std::enable_shared_from_this<Session> {
   // Every node has run everything issued so far; then raises the first unraised
   // remote error, or WorkerLost for a lost node.
   void synchronize();
+  // A graph's part on one node (master/graph.cpp).
+  struct GraphPart {
+    int node;
+    const std::vector<uint8_t>* commands;  // a whole Message holding the part's CommandBatch
+    const std::vector<uint64_t>* owned;    // the tensors the part's ops create
+  };
+  // A node's refusal of its part of a graph: its define op's OpFailed.
+  struct GraphRefusal {
+    int node;
+    uint64_t op_id;
+    std::string message;
+    protocol::fb::ErrorKind kind;
+  };
+  // Sends each node its part of graph `graph` (a DefineGraph) and waits for every
+  // node's verdict, one round trip for all; returns the refusals, marked raised
+  // (the caller raises them). WorkerLost for a node lost meanwhile, TimeoutError for
+  // one that makes no progress for the session's timeout.
+  std::vector<GraphRefusal> define_graph(uint64_t graph, const std::vector<GraphPart>& parts);
   // Live tensors per node, after a synchronize.
   std::vector<uint64_t> live_tensors();
 
@@ -134,9 +152,11 @@ class Session : public std::enable_shared_from_this<Session> {
   int64_t next_fetch_tag();
   // The SyncDone of `sync_id` from `node` (0 if the node was lost meanwhile): the
   // number of replies the node sent before it.
-  uint64_t await_sync(int node, protocol::PostedMessage& answer, uint64_t sync_id);
+  // `op` and `waiting_for` name the wait in its errors.
+  uint64_t await_sync(int node, protocol::PostedMessage& answer, uint64_t sync_id, const char* op,
+                      const std::string& waiting_for);
   // Until the reply thread has handled `count` replies of `node` (or the node is lost).
-  void wait_for_replies(int node, uint64_t count);
+  void wait_for_replies(int node, uint64_t count, const char* op = "synchronize");
 
   std::shared_ptr<DataChannel> channel_;
   MasterWorkerOptions options_;

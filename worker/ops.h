@@ -74,6 +74,9 @@ void run(ExecContext& ctx, const fb::Sort& op);
 void run(ExecContext& ctx, const fb::DefineGraph& op);
 void run(ExecContext& ctx, const fb::ReplayGraph& op);
 void run(ExecContext& ctx, const fb::DropGraph& op);
+// The node's verdict on a DefineGraph that asks for one (its reply_tag), sent by the
+// command loop once the definition has run.
+void answer_definition(Session& session, const fb::Command& command);
 
 // Runs one command; a failure poisons its outputs and is reported, never thrown.
 // Throws only PeerLost for the master (the session is over).

@@ -1,7 +1,9 @@
 // The graph commands that run on the command loop (docs/graphs.md): a graph's
 // definition and its end. A replay is scheduled by the command loop itself
 // (worker.cpp), which hands the graph's commands to their streams.
+#include "protocol/framing.h"
 #include "tensor/check.h"
+#include "tensor/log.h"
 #include "worker/graphs.h"
 #include "worker/ops.h"
 #include "worker/session.h"
@@ -26,6 +28,10 @@ void run(ExecContext& ctx, const fb::DefineGraph& op) {
   for (uint64_t id : owned) ctx.target(id);
   std::shared_ptr<const GraphDef> graph;
   try {
+    if (session.refuses_graphs()) {
+      THD_THROW(ValueError, "define_graph", "node {} refuses graph definitions (test hook THD_TEST_REFUSE_GRAPHS)",
+                ctx.node());
+    }
     std::span<const uint8_t> bytes;
     if (op.commands() != nullptr) bytes = {op.commands()->data(), op.commands()->size()};
     graph = std::make_shared<const GraphDef>(op.graph(), bytes, owned);
@@ -34,6 +40,25 @@ void run(ExecContext& ctx, const fb::DefineGraph& op) {
     throw;
   }
   session.graphs().define(std::move(graph));
+}
+
+void answer_definition(Session& session, const fb::Command& command) {
+  const fb::DefineGraph* op = command.op_as_DefineGraph();
+  if (op == nullptr || op->reply_tag() == 0) return;
+  // After the refusal's OpFailed, if any: the master handles that many replies
+  // before it reads the verdict.
+  flatbuffers::FlatBufferBuilder b(64);
+  auto body = fb::CreateSyncDone(b, op->graph(), session.table().size(), session.replies_sent());
+  b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::SyncDone, body.Union()));
+  try {
+    protocol::send_message(session.channel(), 0, op->reply_tag(), {b.GetBufferPointer(), b.GetSize()},
+                           session.timeout());
+  } catch (const PeerLost&) {
+    throw;  // the master: the command loop ends the session
+  } catch (const std::exception& e) {
+    // The master's wait for the verdict gives up on its own (its progress timeout).
+    THD_LOG_WARN("worker node {}: the verdict on graph {} was not sent: {}", session.node(), op->graph(), e.what());
+  }
 }
 
 void run(ExecContext& ctx, const fb::DropGraph& op) {

@@ -47,6 +47,8 @@ Session::Session(std::shared_ptr<DataChannel> channel, const SessionLimits& limi
       test_hooks_(THD_ENABLE_TEST_HOOKS && std::getenv("THD_TEST_HOOKS") != nullptr &&
                   std::string(std::getenv("THD_TEST_HOOKS")) == "1"),
       notice_hold_latch_(test_hooks_ ? env_latch("THD_TEST_HOLD_EVENT_NOTICES") : 0),
+      refuses_graphs_(test_hooks_ && std::getenv("THD_TEST_REFUSE_GRAPHS") != nullptr &&
+                      std::string(std::getenv("THD_TEST_REFUSE_GRAPHS")) == std::to_string(node_)),
       streams_(*this) {
   // thd::stats() reports the peak of this session (a pool process serves many).
   reset_peak_memory_stats();

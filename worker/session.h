@@ -125,6 +125,9 @@ class Session {
   // each event notice only once latch K is open (its doorbell rings as usual), so a
   // test sees a waiter on this host go on at the bell alone. 0: no hold.
   uint64_t notice_hold_latch() const { return notice_hold_latch_; }
+  // THD_TEST_REFUSE_GRAPHS=N (with the hooks): node N refuses every graph definition,
+  // as it refuses a hostile one, so a test sees a graph defined on some nodes only.
+  bool refuses_graphs() const { return refuses_graphs_; }
   void open_latch(uint64_t key);
   // False at the timeout or when the session ends.
   bool wait_latch(uint64_t key, std::chrono::milliseconds timeout);
@@ -174,6 +177,7 @@ class Session {
   std::unique_ptr<trace::Recorder> recorder_;
   const bool test_hooks_;
   const uint64_t notice_hold_latch_;
+  const bool refuses_graphs_;
   std::mutex latch_mu_;
   std::condition_variable latch_cv_;
   std::set<uint64_t> open_latches_;

@@ -189,6 +189,7 @@ void schedule(Session& session, const std::shared_ptr<const Message>& holder, co
   }
   if (is_control(c.op_type())) {
     dispatch(main, c, Prepared{.value = 0, .event = nullptr, .graph = graph, .index = index});
+    if (c.op_type() == fb::Op::DefineGraph) answer_definition(session, c);
     return;
   }
   Prepared prepared = prepare(session, c);

@@ -78,9 +78,12 @@ class GraphCapture {
   GraphCapture& operator=(const GraphCapture&) = delete;
 
   // Ends the capture: each node the ops went to gets the graph's commands once
-  // (verified there once), and the graph is returned, not yet run. ValueError when
+  // (verified there once), and the graph is returned, not yet run, once every node
+  // has accepted its part (one round trip to the nodes together). ValueError when
   // called twice, or when a node's part of the graph exceeds the protocol's message
-  // limit (64 MiB of commands).
+  // limit (64 MiB of commands) or its limit of commands per batch. RemoteError
+  // naming the graph, the node and the cause when a node refuses its part: the
+  // parts the other nodes defined are dropped, and no graph is made.
   Graph end();
 
  private:
