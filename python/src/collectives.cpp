@@ -31,6 +31,18 @@ void bind_reduce_op(py::module_& m) {
       .value("BXOR", ReduceOp::BXor);
 }
 
+// A root index from Python: a negative one is an IndexError that says so, not a
+// conversion failure listing the overloads.
+size_t root_of(int64_t root_index, const char* op) {
+  if (root_index < 0) {
+    ErrorContext context;
+    context.op = op;
+    throw IndexError("root index " + std::to_string(root_index) + " is negative: the tensors are indexed from 0",
+                     context);
+  }
+  return static_cast<size_t>(root_index);
+}
+
 void bind_master_collectives(py::module_& m) {
   m.def("all_reduce", [](const Tensors& t, ReduceOp op) { all_reduce(t, op); }, py::arg("tensors"),
         py::arg("op") = ReduceOp::Sum, Release(),
@@ -40,10 +52,12 @@ The tensors live on distinct nodes (one per node taking part) and agree in dtype
 and shape; the workers run the collective among themselves and no byte passes the
 master. Asynchronous like any op: the results are there at the next sync point.
 float16 and bfloat16 sums accumulate in float32 and are rounded once.)doc");
-  m.def("broadcast", [](const Tensors& t, size_t root_index) { broadcast(t, root_index); }, py::arg("tensors"),
+  m.def("broadcast", [](const Tensors& t, int64_t root_index) { broadcast(t, root_of(root_index, "broadcast")); },
+        py::arg("tensors"),
         py::arg("root_index"), Release(),
         "broadcast(tensors, root_index): tensors[root_index] is copied into every other tensor, in place.");
-  m.def("reduce", [](const Tensors& t, size_t root_index, ReduceOp op) { reduce(t, root_index, op); },
+  m.def("reduce",
+        [](const Tensors& t, int64_t root_index, ReduceOp op) { reduce(t, root_of(root_index, "reduce"), op); },
         py::arg("tensors"), py::arg("root_index"), py::arg("op") = ReduceOp::Sum, Release(),
         "reduce(tensors, root_index, op=ReduceOp.SUM): tensors[root_index] becomes the op over all of them; the "
         "others are unchanged.");

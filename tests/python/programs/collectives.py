@@ -49,6 +49,13 @@ r = per_node(lambda n: thd.full((3,), float(n + 2)))
 thd.reduce(r, 0, thd.ReduceOp.PRODUCT)
 same(r[0], np.full(3, 6.0))
 same(r[1], np.full(3, 3.0))
+# A negative root index is an IndexError that says so.
+for call in (lambda: thd.broadcast(b, -1), lambda: thd.reduce(r, -2)):
+    try:
+        call()
+        raise AssertionError("a negative root index was taken")
+    except thd.IndexError as e:
+        assert "is negative" in str(e), str(e)
 
 # all_gather and reduce_scatter return new tensors on the inputs' nodes.
 gathered = thd.all_gather(per_node(lambda n: thd.full((2,), float(n))))
