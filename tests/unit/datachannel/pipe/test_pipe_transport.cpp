@@ -456,12 +456,9 @@ TEST(PipeTransport, APeerPastTheUnexpectedLimitIsCutOffAndTheOthersCarryOn) {
   EXPECT_EQ(hi, pattern(2, 5));
 }
 
-TEST(PipeTransport, APeerWhoseProcessOnThisHostExitsIsLostWithinASecond) {
-  // Rank 1 publishes a child process as its own; the pipes cannot tell a silent
-  // peer and send no heartbeats, so only the process watch can notice the child's
-  // death, which it must well before any heartbeat timeout would.
-  StandInProcess rank1_process;
-  MemoryFabric fabric(2, /*detects_silent_loss=*/true);
+// Two transports over `fabric`, rank 1 published as `rank1_process`: the process
+// watch of rank 0 follows that process.
+std::vector<std::unique_ptr<PipeTransport>> pair_with_rank1_as(MemoryFabric& fabric, StandInProcess& rank1_process) {
   auto store = std::make_shared<HashStore>(std::chrono::milliseconds(5000));
   std::vector<std::unique_ptr<PipeTransport>> t(2);
   std::vector<std::thread> makers;
@@ -473,6 +470,16 @@ TEST(PipeTransport, APeerWhoseProcessOnThisHostExitsIsLostWithinASecond) {
     });
   }
   for (auto& m : makers) m.join();
+  return t;
+}
+
+TEST(PipeTransport, APeerWhoseProcessOnThisHostExitsIsLostWithinASecond) {
+  // Rank 1 publishes a child process as its own; the pipes cannot tell a silent
+  // peer and send no heartbeats, so only the process watch can notice the child's
+  // death, which it must well before any heartbeat timeout would.
+  StandInProcess rank1_process;
+  MemoryFabric fabric(2, /*detects_silent_loss=*/true);
+  auto t = pair_with_rank1_as(fabric, rank1_process);
   std::vector<uint8_t> got(8);
   auto first = irecv(*t[0], got, 1, 1);
   auto s = isend(*t[1], pattern(8, 1), 0, 1);
@@ -867,17 +874,7 @@ TEST(PipeTransportNative, AReceiveFromAPeerLostByItsProcessTakesWhatItSentAndOth
   // receive posted for the lost peer, or it would wait for its deadline.
   StandInProcess rank1_process;
   MemoryFabric fabric(2, /*detects_silent_loss=*/true, /*native=*/true);
-  auto store = std::make_shared<HashStore>(std::chrono::milliseconds(5000));
-  std::vector<std::unique_ptr<PipeTransport>> t(2);
-  std::vector<std::thread> makers;
-  for (int r = 0; r < 2; ++r) {
-    makers.emplace_back([&, r] {
-      detail::pipe::PipeAuth auth = auth_for(store);
-      if (r == 1) auth.identity = rank1_process.identity();
-      t[static_cast<size_t>(r)] = std::make_unique<PipeTransport>(fabric.make_pipe(r), std::move(auth));
-    });
-  }
-  for (auto& m : makers) m.join();
+  auto t = pair_with_rank1_as(fabric, rank1_process);
   const auto parting = pattern(8, 3);
   ASSERT_TRUE(wait_ok(*t[1], *isend(*t[1], parting, 0, 4)));
   rank1_process.kill();
