@@ -25,8 +25,14 @@ std::shared_ptr<Session> session_of(const Handle& h, const char* op) {
 
 void check_same_node(const char* op, std::initializer_list<const Handle*> handles) {
   const Handle* first = *handles.begin();
+  // Handles of one session share its control block: comparing owners takes no
+  // reference (locking both would, per handle and per op).
+  auto same_session = [&](const Handle* h) {
+    return (!h->session.owner_before(first->session) && !first->session.owner_before(h->session)) ||
+           h->session.lock() == first->session.lock();
+  };
   for (const Handle* h : handles) {
-    if (h->session.lock() != first->session.lock()) {
+    if (h != first && !same_session(h)) {
       THD_THROW(ValueError, op, "tensors {} and {} belong to different master-worker sessions", first->id, h->id);
     }
     if (h->node != first->node) {

@@ -138,22 +138,27 @@ void NodeLink::flush_locked() {
     frees.swap(frees_);
   }
   if (commands_.empty() && frees.empty()) return;
-  if (!frees.empty()) place_frees(frees);
   const auto ops = static_cast<int64_t>(commands_.size());
-  const auto bytes = static_cast<int64_t>(builder_.GetSize()) + upload_bytes_;
   // Whatever happens below, this buffer is consumed: a lost node fails it.
   auto reset = [&] {
     builder_.Clear();
     commands_.clear();
     {
-      // Frees queued while this batch was sent stay pending.
+      // Frees queued while this batch was sent stay pending; the vector's capacity
+      // goes back for the next batch.
       std::lock_guard lock(free_mu_);
+      if (frees_.empty()) {
+        frees.clear();
+        frees_.swap(frees);
+      }
       pending_.store(!frees_.empty());
     }
     uploads_.clear();
     upload_bytes_ = 0;
   };
   try {
+    const FreeSchedule schedule = free_schedule(frees);
+    const auto bytes = static_cast<int64_t>(builder_.GetSize()) + upload_bytes_;
     acquire_credits(ops, bytes);
     bool want_ack;
     {
@@ -162,7 +167,8 @@ void NodeLink::flush_locked() {
                  bytes_in_flight_ > options_.max_bytes_in_flight / 2;
     }
     const uint64_t seq = ++seq_;
-    const auto batch = fb::CreateCommandBatch(builder_, seq, want_ack, builder_.CreateVector(commands_));
+    const auto batch = fb::CreateCommandBatch(builder_, seq, want_ack, builder_.CreateVector(commands_),
+                                              schedule.ids, schedule.before, schedule.op);
     builder_.Finish(fb::CreateMessage(builder_, protocol::kVersion, fb::Body::CommandBatch, batch.Union()));
     {
       std::lock_guard lock(credit_mu_);
@@ -184,26 +190,25 @@ void NodeLink::flush_locked() {
   reset();
 }
 
-void NodeLink::place_frees(const std::vector<QueuedFree>& frees) {
+NodeLink::FreeSchedule NodeLink::free_schedule(const std::vector<QueuedFree>& frees) {
+  if (frees.empty()) return {};
   // commands_ holds the appends numbered [first, appended_); a free queued at
   // position p goes before command p (frees from before this batch, first).
   const uint64_t total = appended_.load();
   const uint64_t first = total - commands_.size();
-  auto slot = [&](const QueuedFree& f) { return static_cast<size_t>(std::clamp(f.position, first, total) - first); };
-  std::vector<flatbuffers::Offset<fb::Command>> placed;
-  placed.reserve(commands_.size() + frees.size());
-  size_t next = 0;  // the next of `frees` (queued in position order)
-  std::vector<uint64_t> ids;
-  for (size_t i = 0; i <= commands_.size(); ++i) {
-    ids.clear();
-    while (next < frees.size() && slot(frees[next]) <= i) ids.push_back(frees[next++].id);
-    if (!ids.empty()) {
-      const auto table = fb::CreateFree(builder_, builder_.CreateVector(ids));
-      placed.push_back(fb::CreateCommand(builder_, next_op_id_(), fb::Op::Free, table.Union()));
-    }
-    if (i < commands_.size()) placed.push_back(commands_[i]);
+  FreeSchedule schedule;
+  // Each vector is written in place before the next one is made (which may move
+  // the builder's buffer).
+  uint32_t* before = nullptr;
+  schedule.before = builder_.CreateUninitializedVector(frees.size(), &before);
+  for (size_t i = 0; i < frees.size(); ++i) {
+    before[i] = static_cast<uint32_t>(std::clamp(frees[i].position, first, total) - first);
   }
-  commands_.swap(placed);
+  uint64_t* ids = nullptr;
+  schedule.ids = builder_.CreateUninitializedVector(frees.size(), &ids);
+  for (size_t i = 0; i < frees.size(); ++i) ids[i] = frees[i].id;
+  schedule.op = next_op_id_();
+  return schedule;
 }
 
 void NodeLink::acquire_credits(int64_t ops, int64_t bytes) {

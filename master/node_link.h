@@ -91,9 +91,14 @@ class NodeLink {
   };
 
   void flush_locked();
-  // Builds the queued frees into commands_, each group ahead of the first command
-  // appended after it (under mu_).
-  void place_frees(const std::vector<QueuedFree>& frees);
+  // The batch's frees (CommandBatch.frees), each placed ahead of the first command
+  // appended after it, and the op id they are reported under (under mu_).
+  struct FreeSchedule {
+    flatbuffers::Offset<flatbuffers::Vector<uint64_t>> ids;
+    flatbuffers::Offset<flatbuffers::Vector<uint32_t>> before;
+    uint64_t op = 0;
+  };
+  FreeSchedule free_schedule(const std::vector<QueuedFree>& frees);
   void acquire_credits(int64_t ops, int64_t bytes);
   [[noreturn]] void throw_no_progress_locked(const char* op, const std::string& waiting_for,
                                              Clock::time_point since) const;

@@ -49,6 +49,28 @@ const char* name_in(const std::array<std::string, N>& names, E op, const char* f
   return names[i].c_str();
 }
 
+// A batch's frees name where each goes (free_before); a schedule that does not
+// say, or points past the batch, or goes back, is refused with the whole batch.
+void verify_free_schedule(const fb::CommandBatch& batch, size_t commands, const char* who) {
+  const size_t frees = batch.frees() != nullptr ? batch.frees()->size() : 0;
+  const size_t places = batch.free_before() != nullptr ? batch.free_before()->size() : 0;
+  if (frees != places) {
+    THD_THROW(protocol::ProtocolError, who, "batch frees {} tensors but places {} of them (free_before)", frees,
+              places);
+  }
+  uint32_t last = 0;
+  for (size_t i = 0; i < places; ++i) {
+    const uint32_t at = batch.free_before()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (at > commands || at < last) {
+      THD_THROW(protocol::ProtocolError, who,
+                "batch places free {} before command {}: the places must not decrease and lie in 0..{} (its "
+                "commands)",
+                i, at, commands);
+    }
+    last = at;
+  }
+}
+
 }  // namespace
 
 void throw_unknown_kind(const char* family, int value) {
@@ -94,10 +116,12 @@ const fb::Message& verify_message(std::span<const uint8_t> bytes, const char* wh
               fb::EnumNameBody(message->body_type()));
   }
   if (const fb::CommandBatch* batch = message->body_as_CommandBatch()) {
-    if (batch->commands() != nullptr && batch->commands()->size() > kMaxCommandsPerBatch) {
-      THD_THROW(protocol::ProtocolError, who, "batch of {} commands exceeds the limit of {}", batch->commands()->size(),
+    const size_t commands = batch->commands() != nullptr ? batch->commands()->size() : 0;
+    if (commands > kMaxCommandsPerBatch) {
+      THD_THROW(protocol::ProtocolError, who, "batch of {} commands exceeds the limit of {}", commands,
                 kMaxCommandsPerBatch);
     }
+    verify_free_schedule(*batch, commands, who);
   }
   return *message;
 }

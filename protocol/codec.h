@@ -20,7 +20,7 @@
 namespace thd::protocol {
 
 // Bumped on every incompatible schema change; the HELLO checks it.
-inline constexpr uint32_t kVersion = 6;
+inline constexpr uint32_t kVersion = 7;
 
 // Limits a worker enforces before it reads a message.
 inline constexpr size_t kMaxMessageBytes = size_t{64} << 20;

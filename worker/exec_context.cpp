@@ -34,7 +34,7 @@ void ExecContext::begin(const fb::Command& command, Prepared prepared) {
 void ExecContext::fresh(uint64_t id) {
   if (id == 0) THD_THROW(ValueError, op_name(), "the op's output id is 0, which means \"no tensor\"");
   const bool redefined = prepared_.graph != nullptr && prepared_.graph->graph->owns(prepared_.index, id);
-  if (!redefined && table().find(id) != nullptr) {
+  if (!redefined && table().live(id)) {
     THD_THROW(ValueError, op_name(), "output tensor id {} is already in use (the master never reuses an id)", id);
   }
   outputs_.push_back(id);
@@ -116,8 +116,15 @@ std::shared_ptr<const Poison> ExecContext::new_poison(const std::string& message
 
 void ExecContext::fail(std::shared_ptr<const Poison> poison, bool report) {
   for (uint64_t id : outputs_) table().poison(id, poison);
+  if (!report) {
+    if (!first_error_) first_error_ = std::move(poison);
+    return;
+  }
+  fail_outside_command(std::move(poison));
+}
+
+void ExecContext::fail_outside_command(std::shared_ptr<const Poison> poison) {
   if (!first_error_) first_error_ = poison;
-  if (!report) return;
   flatbuffers::FlatBufferBuilder b(256);
   auto body = fb::CreateOpFailed(b, poison->op_id, b.CreateString(poison->op_name), b.CreateString(poison->message),
                                  protocol::to_fb(poison->kind), poison->graph, poison->replay);

@@ -96,6 +96,9 @@ class ExecContext {
   // The op failed: poison every declared output with `poison` (an inherited one, or
   // a new one, which is also reported to the master).
   void fail(std::shared_ptr<const Poison> poison, bool report);
+  // A failure of work the stream ran outside any command (a batch's frees): the
+  // stream's first error, reported, as a failed command's would be; it has no outputs.
+  void fail_outside_command(std::shared_ptr<const Poison> poison);
   std::shared_ptr<const Poison> new_poison(const std::string& message, ErrorKind kind) const;
   // The poison an op reading `entry` takes: the entry's own, else the stream's
   // inherited one; null when neither.

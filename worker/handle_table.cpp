@@ -12,6 +12,12 @@ const Entry* HandleTable::find(uint64_t id) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
+bool HandleTable::live(uint64_t id) const {
+  // max_id_ is raised under mu_ before an entry becomes findable.
+  if (id > max_id_.load(std::memory_order_acquire)) return false;
+  return find(id) != nullptr;
+}
+
 void HandleTable::define(uint64_t id, Tensor tensor) {
   if (id == 0) THD_THROW(ValueError, "define", "tensor id 0 is reserved for \"no tensor\"");
   std::lock_guard lock(mu_);
@@ -20,6 +26,7 @@ void HandleTable::define(uint64_t id, Tensor tensor) {
     THD_THROW(ValueError, "define", "tensor id {} is already in use (the master never reuses an id)", id);
   }
   it->second = Entry{std::move(tensor), nullptr};
+  note_id(id);
 }
 
 void HandleTable::assign(uint64_t id, Tensor tensor) {
@@ -29,17 +36,29 @@ void HandleTable::assign(uint64_t id, Tensor tensor) {
   Entry& e = entries_[id];
   previous = std::move(e.tensor);
   e = Entry{std::move(tensor), nullptr};
+  note_id(id);
 }
 
 void HandleTable::poison(uint64_t id, std::shared_ptr<const Poison> poison) {
   if (id == 0) return;
   std::lock_guard lock(mu_);
   entries_[id] = Entry{Tensor(), std::move(poison)};
+  note_id(id);
 }
 
 bool HandleTable::erase(uint64_t id) {
   std::lock_guard lock(mu_);
   if (entries_.erase(id) == 0) return false;
+  erasures_.fetch_add(1, std::memory_order_acq_rel);
+  return true;
+}
+
+bool HandleTable::take(uint64_t id, Tensor& out) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return false;
+  out = std::move(it->second.tensor);
+  entries_.erase(it);
   erasures_.fetch_add(1, std::memory_order_acq_rel);
   return true;
 }

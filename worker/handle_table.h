@@ -38,6 +38,9 @@ class HandleTable {
  public:
   // nullptr when the id is not live.
   const Entry* find(uint64_t id) const;
+  // Whether the id is live; an id above every id the table ever held is answered
+  // without the lock (the master's ids grow, so a new op's output usually is one).
+  bool live(uint64_t id) const;
   // ValueError when the id is 0 or already live (the master never reuses ids).
   void define(uint64_t id, Tensor tensor);
   // A graph's replay: `id` holds `tensor` from now on, whatever it held (a tensor
@@ -46,6 +49,9 @@ class HandleTable {
   void poison(uint64_t id, std::shared_ptr<const Poison> poison);
   // False when the id was not live.
   bool erase(uint64_t id);
+  // As erase, moving the entry's tensor (undefined for a poison) to `out`: the
+  // caller releases it, outside the table's lock.
+  bool take(uint64_t id, Tensor& out);
   size_t size() const;
   void clear();
   // Bytes of tensor memory the live entries hold (each storage counted once).
@@ -56,8 +62,14 @@ class HandleTable {
   uint64_t erasures() const { return erasures_.load(std::memory_order_acquire); }
 
  private:
+  // Records `id` as held (under mu_).
+  void note_id(uint64_t id) {
+    if (id > max_id_.load(std::memory_order_relaxed)) max_id_.store(id, std::memory_order_release);
+  }
+
   mutable std::mutex mu_;
   std::atomic<uint64_t> erasures_{0};
+  std::atomic<uint64_t> max_id_{0};  // the highest id ever held
   std::unordered_map<uint64_t, Entry> entries_;
 };
 

@@ -9,6 +9,7 @@
 #include "streams/trace.h"
 #include "worker/exec_context.h"
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,13 @@ uint64_t node_seed(uint64_t seed, int node);
 
 // Erases the tensors (a GPU tensor's memory reused once the node's CUDA streams are
 // done with it); the first id that was not live (0: all were).
-uint64_t erase_tensors(Session& session, const std::vector<uint64_t>& ids);
+uint64_t erase_tensors(Session& session, std::span<const uint64_t> ids);
+// A free of `ids` (a Free command, or a batch's frees) on the default stream: at once
+// while no other stream holds work; else once the work the node's streams hold now
+// has run (as CUDA's caching allocator waits for the streams that used a block). At
+// once: returns the first id that was not live (0: all were). Later: an id not live
+// is reported as a failure of `op_id`, and 0 is returned.
+uint64_t free_tensors(Session& session, std::span<const uint64_t> ids, uint64_t op_id);
 // An OpFailed reply for `op` (its id and name) with `message` and `kind`, from any thread.
 void report_failure(Session& session, const Poison& op, const std::string& message, ErrorKind kind);
 

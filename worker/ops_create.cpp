@@ -200,27 +200,25 @@ void run(ExecContext& ctx, const fb::Fetch& op) {
 
 void run(ExecContext& ctx, const fb::Free& op) {
   if (op.ids() == nullptr) return;
-  std::vector<uint64_t> ids = protocol::scalars_of(op.ids());
-  Session& session = ctx.session();
-  if (session.streams().idle()) {
-    if (const uint64_t unknown = erase_tensors(session, ids)) {
-      THD_THROW(ValueError, "free", "tensor id {} is not live on node {} (freed twice, or never created)", unknown,
-                ctx.node());
-    }
-    return;
+  const std::vector<uint64_t> ids = protocol::scalars_of(op.ids());
+  if (const uint64_t unknown = free_tensors(ctx.session(), ids, ctx.op_id())) {
+    THD_THROW(ValueError, "free", "tensor id {} is not live on node {} (freed twice, or never created)", unknown,
+              ctx.node());
   }
-  // Ops issued before the free may still be queued on other streams: the tensors go
-  // once those have run (as CUDA's caching allocator waits for the streams that
-  // used a block).
-  auto poison = ctx.new_poison("", ErrorKind::Value);
-  session.streams().after_current_work([&session, ids = std::move(ids), poison] {
+}
+
+uint64_t free_tensors(Session& session, std::span<const uint64_t> ids, uint64_t op_id) {
+  if (session.streams().idle()) return erase_tensors(session, ids);
+  const Poison op{op_id, "free", "", session.node(), ErrorKind::Value};
+  session.streams().after_current_work([&session, ids = std::vector<uint64_t>(ids.begin(), ids.end()), op] {
     if (const uint64_t unknown = erase_tensors(session, ids)) {
-      report_failure(session, *poison,
+      report_failure(session, op,
                      fmt::format("tensor id {} is not live on node {} (freed twice, or never created)", unknown,
                                  session.node()),
                      ErrorKind::Value);
     }
   });
+  return 0;
 }
 
 void run(ExecContext& ctx, const fb::Sync& op) {
@@ -256,16 +254,18 @@ void run(ExecContext& ctx, const fb::Sync& op) {
 
 void run(ExecContext& ctx, const fb::ManualSeed& op) { ctx.session().seed_all(op.seed()); }
 
-uint64_t erase_tensors(Session& session, const std::vector<uint64_t>& ids) {
+uint64_t erase_tensors(Session& session, std::span<const uint64_t> ids) {
   HandleTable& table = session.table();
   uint64_t unknown = 0;
   for (uint64_t id : ids) {
     // A GPU tensor's kernels may still run on any of the node's CUDA streams (its
     // ops returned once they were queued): its memory is reused once they are done.
-    if (const Entry* e = table.find(id); e != nullptr && e->tensor.defined() && e->tensor.device().is_cuda()) {
-      GpuStreams::record_uses(e->tensor);
+    Tensor freed;  // its memory goes when this does, after the uses are recorded
+    if (!table.take(id, freed)) {
+      if (unknown == 0) unknown = id;
+      continue;
     }
-    if (!table.erase(id) && unknown == 0) unknown = id;
+    if (freed.defined() && freed.device().is_cuda()) GpuStreams::record_uses(freed);
   }
   return unknown;
 }

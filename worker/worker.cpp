@@ -254,17 +254,53 @@ void schedule(Session& session, const std::shared_ptr<const Message>& holder, co
   });
 }
 
+// The batch's frees (verify_message checked their places), in the order they were
+// issued among its commands: before(i) frees those placed before command i.
+class BatchFrees {
+ public:
+  BatchFrees(Session& session, const fb::CommandBatch& batch)
+      : session_(session), ids_(protocol::scalars_of(batch.frees())), places_(batch.free_before()),
+        op_id_(batch.free_op()) {}
+
+  void before(size_t index) {
+    if (next_ == ids_.size() || places_->Get(static_cast<flatbuffers::uoffset_t>(next_)) != index) return;
+    size_t end = next_ + 1;
+    while (end < ids_.size() && places_->Get(static_cast<flatbuffers::uoffset_t>(end)) == index) ++end;
+    const std::span<const uint64_t> ids(ids_.data() + next_, end - next_);
+    next_ = end;
+    if (const uint64_t unknown = free_tensors(session_, ids, op_id_)) {
+      ExecContext& main = session_.streams().default_stream();
+      main.fail_outside_command(std::make_shared<const Poison>(
+          Poison{op_id_, "free",
+                 fmt::format("tensor id {} is not live on node {} (freed twice, or never created)", unknown,
+                             session_.node()),
+                 session_.node(), ErrorKind::Value}));
+    }
+  }
+
+ private:
+  Session& session_;
+  const std::vector<uint64_t> ids_;
+  const flatbuffers::Vector<uint32_t>* places_;
+  const uint64_t op_id_;
+  size_t next_ = 0;
+};
+
 void run_batch(Session& session, const std::shared_ptr<const Message>& holder,
                const fb::CommandBatch& batch) {
+  BatchFrees frees(session, batch);
+  size_t index = 0;
   if (batch.commands() != nullptr) {
     post_uploads(session, batch);
     for (const fb::Command* c : *batch.commands()) {
       // A master lost mid-batch wants none of the rest (a batch may hold seconds of
       // work); the command loop then finds it lost and ends the session.
       if (session.master_lost()) return;
+      frees.before(index++);
       schedule(session, holder, *c);
     }
   }
+  frees.before(index);
   if (batch.want_ack()) {
     // Once the whole batch has run, on every stream: the master's credits bound what
     // the node holds queued, not only what it has read.

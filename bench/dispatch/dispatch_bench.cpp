@@ -153,6 +153,7 @@ void run_suite(Context& ctx, const SuiteShape& suite) {
 // Internal options: what the master passes to the workers and the peer it starts.
 const std::vector<SuiteOption> kChildOptions{
     {"--backend", "NAME", "the DataChannel backend of the master and its workers (default tcp)"},
+    {kOpsFlag, "N", "ops per timed call of the dispatch figures (default 1000000; 1000 with --quick)"},
     {kRoleFlag, "ROLE", ""},
     {kParentPidFlag, "PID", ""},
     {kStorePortFlag, "PORT", ""},

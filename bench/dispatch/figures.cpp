@@ -45,8 +45,10 @@ constexpr int64_t kGraphOps = 1000;          // ops in the graph of mw.graph.rep
 constexpr double kGraphStepTarget = 0.5;     // x the eager step's time, at most
 
 struct Sizes {
-  explicit Sizes(bool quick)
-      : dispatch_ops(quick ? 1000 : 1000 * 1000),
+  explicit Sizes(const Options& opt)
+      : Sizes(opt.quick, suite_integer_arg(opt, kOpsFlag, opt.quick ? 1000 : 1000 * 1000, 1, int64_t{1} << 40)) {}
+  Sizes(bool quick, int64_t ops)
+      : dispatch_ops(ops),
         copy_bytes(quick ? dc::Sizes::kKiB * 64 : dc::Sizes::kMiB * 64),
         cuda_dispatch_ops(quick ? 1000 : 100 * 1000),
         cuda_copy_bytes(quick ? dc::Sizes::kMiB : dc::Sizes::kMiB * 1024) {}
@@ -117,7 +119,7 @@ class Figures {
   Figures(Context& ctx, const FigureSettings& s)
       : ctx_(ctx),
         s_(s),
-        sizes_(ctx.options().quick),
+        sizes_(ctx.options()),
         timer_(s.store, master() ? 0 : 1, 2, ctx.options(), std::cerr) {}
 
   void run() {

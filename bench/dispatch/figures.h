@@ -39,6 +39,11 @@ namespace thd::bench::mw {
 
 enum class Role { Master, Peer };
 
+// `--ops N`: the ops per timed call of mw.dispatch.async, ref.local.ops and
+// mw.graph.replay.ops (default 1M; 1000 under --quick). A small count under a
+// profiler (valgrind) makes the per-op cost a difference of two runs.
+inline constexpr const char* kOpsFlag = "--ops";
+
 // Which suite's figures: `dispatch` (above), or `streams`:
 //   streams.event.cross_node.latency  an event recorded on node 0 while a stream of
 //                                node 1 already waits on it, until node 1's stream

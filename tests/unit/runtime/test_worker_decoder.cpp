@@ -346,6 +346,86 @@ TEST_F(WorkerDecoder, RandomlyMutatedBatchesNeverStopTheWorker) {
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
 
+// A batch whose frees (CommandBatch.frees) go where free_before places them.
+template <typename F>
+std::vector<uint8_t> batch_with_frees(F&& add, const std::vector<uint64_t>& frees,
+                                      const std::vector<uint32_t>& before, uint64_t free_op, uint64_t seq = 1) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<fb::Command>> commands = add(b);
+  const auto batch = fb::CreateCommandBatch(b, seq, false, b.CreateVector(commands), b.CreateVector(frees),
+                                            b.CreateVector(before), free_op);
+  b.Finish(fb::CreateMessage(b, protocol::kVersion, fb::Body::CommandBatch, batch.Union()));
+  return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+}
+
+flatbuffers::Offset<fb::Command> ones(flatbuffers::FlatBufferBuilder& b, uint64_t op, uint64_t id) {
+  const fb::Scalar zero;
+  return fb::CreateCommand(b, op, fb::Op::Create,
+                           fb::CreateCreate(b, id, fb::CreateKind::Ones, fb::DType::Float32,
+                                            b.CreateVector<int64_t>({2}), &zero, &zero, &zero, &zero)
+                               .Union());
+}
+
+flatbuffers::Offset<fb::Command> add(flatbuffers::FlatBufferBuilder& b, uint64_t op, uint64_t out, uint64_t x,
+                                     uint64_t y) {
+  return fb::CreateCommand(b, op, fb::Op::Binary, fb::CreateBinary(b, out, fb::BinaryOp::Add, x, y).Union());
+}
+
+TEST_F(WorkerDecoder, BatchFreesRunBetweenTheCommandsWhereTheyArePlaced) {
+  // Tensor 2 goes after the first add and before the second, which fails for it;
+  // tensor 1 goes after the last command.
+  send(batch_with_frees(
+      [](flatbuffers::FlatBufferBuilder& b) {
+        return std::vector{ones(b, 1, 1), ones(b, 2, 2), add(b, 3, 3, 1, 2), add(b, 4, 4, 1, 2)};
+      },
+      {2, 1}, {3, 4}, /*free_op=*/5));
+  std::vector<uint8_t> bytes = next_reply();
+  ASSERT_FALSE(bytes.empty());
+  const fb::OpFailed* failed = fb::GetMessage(bytes.data())->body_as_OpFailed();
+  ASSERT_NE(failed, nullptr);
+  EXPECT_EQ(failed->op_id(), 4u);
+  EXPECT_NE(failed->message()->str().find("tensor id 2 is not live"), std::string::npos) << failed->message()->str();
+  // Tensor 3 lives on; tensor 1 is gone. A free of an id not live is reported under
+  // the batch's free_op, as a failed "free".
+  send(batch_with_frees(
+      [](flatbuffers::FlatBufferBuilder& b) { return std::vector{add(b, 6, 6, 3, 3), add(b, 7, 7, 1, 3)}; }, {1},
+      {2}, /*free_op=*/8, 2));
+  expect_error("tensor id 1 is not live");
+  bytes = next_reply();
+  ASSERT_FALSE(bytes.empty());
+  failed = fb::GetMessage(bytes.data())->body_as_OpFailed();
+  ASSERT_NE(failed, nullptr);
+  EXPECT_EQ(failed->op_id(), 8u);
+  EXPECT_EQ(failed->op_name()->str(), "free");
+  EXPECT_NE(failed->message()->str().find("tensor id 1 is not live"), std::string::npos) << failed->message()->str();
+  // Frees alone, in a batch without commands.
+  send(batch_with_frees([](flatbuffers::FlatBufferBuilder&) { return std::vector<flatbuffers::Offset<fb::Command>>{}; },
+                        {3, 6}, {0, 0}, 9, 3));
+  send(batch([](flatbuffers::FlatBufferBuilder& b) { return std::vector{add(b, 10, 10, 6, 6)}; }, 4));
+  expect_error("tensor id 6 is not live");
+  expect_still_serving(100);
+}
+
+TEST_F(WorkerDecoder, BatchesWithABadFreeScheduleAreRefusedWhole) {
+  auto made = [](flatbuffers::FlatBufferBuilder& b) { return std::vector{ones(b, 1, 1), ones(b, 2, 2)}; };
+  send(batch_with_frees(made, {1, 2}, {1}, 3));
+  expect_error("frees 2 tensors but places 1");
+  send(batch_with_frees(made, {1}, {}, 3));
+  expect_error("frees 1 tensors but places 0");
+  send(batch_with_frees(made, {1, 2}, {2, 1}, 3));
+  expect_error("must not decrease");
+  send(batch_with_frees(made, {1}, {3}, 3));
+  expect_error("before command 3");
+  // None of them ran: ids 1 and 2 are still free to define (the next error is the
+  // marker's, not "already in use").
+  send(batch([](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{ones(b, 4, 1), ones(b, 5, 2), add(b, 6, 6, 998, 998)};
+  }));
+  expect_error("tensor id 998 is not live");
+  expect_still_serving(100);
+  EXPECT_TRUE(worker_error_.empty()) << worker_error_;
+}
+
 TEST_F(WorkerDecoder, SyncAnswersOnItsOwnTagCountingTheRepliesSentBeforeIt) {
   const int64_t tag = protocol::kFetchTagBase + 77;
   protocol::PostedMessage answer(*master_, 1, tag, seconds(5));
