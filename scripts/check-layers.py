@@ -67,6 +67,8 @@ FACES = {
         # Ops written into an existing tensor: a worker's graph replays reuse storage.
         "tensor/into.h",
         "tensor/into_elementwise.h",
+        "tensor/into_indexing.h",
+        "tensor/into_join.h",
         "tensor/into_linalg.h",
         "tensor/into_random.h",
         "tensor/into_reduce.h",

@@ -53,6 +53,7 @@ void run(ExecContext& ctx, const fb::IndexOp& op) {
   ctx.fresh(op.out());
   const Tensor& a = ctx.input(op.a());
   const Tensor& index = ctx.input(op.index());
+  if (write_kept(ctx, op, a, index)) return;
   switch (op.kind()) {
     case fb::IndexKind::IndexSelect:
       ctx.reserve(bytes_of(index_select_numel(a.shape(), op.dim(), numel_of(index.shape())), a.dtype()));
@@ -114,6 +115,7 @@ void run(ExecContext& ctx, const fb::Join& op) {
     inputs.reserve(op.inputs()->size());
     for (uint64_t id : protocol::scalars_of(op.inputs())) inputs.push_back(ctx.input(id));
   }
+  if (write_kept(ctx, op, inputs)) return;
   uint64_t bytes = 0;
   for (const Tensor& t : inputs) bytes = saturating_add(bytes, saturating_mul(numel_of(t.shape()), 8));
   ctx.reserve(bytes);

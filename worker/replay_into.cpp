@@ -4,6 +4,8 @@
 
 #include "tensor/into.h"
 #include "tensor/into_elementwise.h"
+#include "tensor/into_indexing.h"
+#include "tensor/into_join.h"
 #include "tensor/into_linalg.h"
 #include "tensor/into_random.h"
 #include "tensor/into_reduce.h"
@@ -111,6 +113,28 @@ bool write_kept(ExecContext& ctx, const fb::Matmul& op, const Tensor& a, const T
     case fb::MatmulKind::Matmul: return detail::matmul_into(detail::IntoMatmul::Matmul, *kept, a, b);
     case fb::MatmulKind::Mm: return detail::matmul_into(detail::IntoMatmul::Mm, *kept, a, b);
     case fb::MatmulKind::Bmm: return detail::matmul_into(detail::IntoMatmul::Bmm, *kept, a, b);
+    case fb::MatmulKind::Dot: return detail::matmul_into(detail::IntoMatmul::Dot, *kept, a, b);
+    case fb::MatmulKind::Outer: return detail::matmul_into(detail::IntoMatmul::Outer, *kept, a, b);
+    default: return false;
+  }
+}
+
+bool write_kept(ExecContext& ctx, const fb::IndexOp& op, const Tensor& a, const Tensor& index) {
+  const Tensor* kept = ctx.reusable(op.out());
+  if (kept == nullptr) return false;
+  switch (op.kind()) {
+    case fb::IndexKind::IndexSelect: return detail::index_into(detail::IntoIndex::IndexSelect, *kept, a, op.dim(), index);
+    case fb::IndexKind::Gather: return detail::index_into(detail::IntoIndex::Gather, *kept, a, op.dim(), index);
+    default: return false;
+  }
+}
+
+bool write_kept(ExecContext& ctx, const fb::Join& op, const std::vector<Tensor>& inputs) {
+  const Tensor* kept = ctx.reusable(op.out());
+  if (kept == nullptr) return false;
+  switch (op.kind()) {
+    case fb::JoinKind::Cat: return detail::join_into(detail::IntoJoin::Cat, *kept, inputs, op.dim());
+    case fb::JoinKind::Stack: return detail::join_into(detail::IntoJoin::Stack, *kept, inputs, op.dim());
     default: return false;
   }
 }

@@ -726,6 +726,85 @@ TEST_F(WorkerDecoder, ProductsReductionsSoftmaxAndRandomDrawsAreWrittenInPlaceBy
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
 
+// A graph of indexing ops, joins and vector products, on x [6, 5] (id 1), the
+// vectors v [5], u [5] and w [4] (ids 2, 3, 4), rows [3] (id 5, int64 in [0, 6))
+// and cols [6, 2] (id 6, int64 in [0, 5)): 30 = index_select(x, 0, rows),
+// 31 = gather(x, 1, cols), 32 = cat([x, 30], 0), 33 = stack([x, x], 1),
+// 34 = dot(v, u), 35 = outer(v, w), 36 = matmul(v, u).
+std::vector<uint8_t> indexing_joins_and_vector_products() {
+  return graph_bytes([](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{
+        fb::CreateCommand(b, 901, fb::Op::IndexOp, fb::CreateIndexOp(b, 30, fb::IndexKind::IndexSelect, 1, 0, 5).Union()),
+        fb::CreateCommand(b, 902, fb::Op::IndexOp, fb::CreateIndexOp(b, 31, fb::IndexKind::Gather, 1, 1, 6).Union()),
+        fb::CreateCommand(b, 903, fb::Op::Join,
+                          fb::CreateJoin(b, 32, fb::JoinKind::Cat, b.CreateVector<uint64_t>({1, 30}), 0).Union()),
+        fb::CreateCommand(b, 904, fb::Op::Join,
+                          fb::CreateJoin(b, 33, fb::JoinKind::Stack, b.CreateVector<uint64_t>({1, 1}), 1).Union()),
+        fb::CreateCommand(b, 905, fb::Op::Matmul, fb::CreateMatmul(b, 34, fb::MatmulKind::Dot, 2, 3).Union()),
+        fb::CreateCommand(b, 906, fb::Op::Matmul, fb::CreateMatmul(b, 35, fb::MatmulKind::Outer, 2, 4).Union()),
+        fb::CreateCommand(b, 907, fb::Op::Matmul, fb::CreateMatmul(b, 36, fb::MatmulKind::Matmul, 2, 3).Union())};
+  });
+}
+
+TEST_F(WorkerDecoder, IndexingJoinsAndVectorProductsAreWrittenInPlaceByEachReplay) {
+  const fb::Scalar zero, five(fb::ScalarKind::Int, 5, 0), six(fb::ScalarKind::Int, 6, 0);
+  auto create = [&](flatbuffers::FlatBufferBuilder& b, uint64_t op_id, uint64_t id, fb::CreateKind kind, fb::DType dtype,
+                    std::vector<int64_t> shape, const fb::Scalar& end) {
+    return fb::CreateCommand(
+        b, op_id, fb::Op::Create,
+        fb::CreateCreate(b, id, kind, dtype, b.CreateVector<int64_t>(shape), &zero, &zero, &end, &zero).Union());
+  };
+  // Waits for everything sent so far: the fetch of tensor `id` comes after it.
+  auto fetch_into = [&](uint64_t op_id, uint64_t id, Tensor& got) {
+    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(op_id);
+    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
+    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+      return std::vector{fb::CreateCommand(b, op_id, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
+    }));
+    r.wait();
+  };
+  auto fetch = [&](uint64_t op_id, uint64_t id, const Shape& shape, DType dtype) {
+    Tensor got = Tensor::zeros(shape, dtype);
+    fetch_into(op_id, id, got);
+    return got;
+  };
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    using fb::CreateKind;
+    return std::vector{create(b, 1, 1, CreateKind::Rand, fb::DType::Float32, {6, 5}, zero),
+                       create(b, 2, 2, CreateKind::Rand, fb::DType::Float32, {5}, zero),
+                       create(b, 3, 3, CreateKind::Rand, fb::DType::Float32, {5}, zero),
+                       create(b, 4, 4, CreateKind::Rand, fb::DType::Float32, {4}, zero),
+                       create(b, 5, 5, CreateKind::Randint, fb::DType::Int64, {3}, six),
+                       create(b, 6, 6, CreateKind::Randint, fb::DType::Int64, {6, 2}, five),
+                       define_graph(b, 7, 9, indexing_joins_and_vector_products(), {30, 31, 32, 33, 34, 35, 36}),
+                       replay_graph(b, 8, 9, 1)};
+  }));
+  const Tensor x = fetch(10, 1, {6, 5}, kFloat32), v = fetch(11, 2, {5}, kFloat32), u = fetch(12, 3, {5}, kFloat32);
+  const Tensor w = fetch(13, 4, {4}, kFloat32), rows = fetch(14, 5, {3}, kInt64), cols = fetch(15, 6, {6, 2}, kInt64);
+  Tensor selected = Tensor::zeros({3, 5}, kFloat32);
+  const int64_t allocs = memory_stats().num_allocs;
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    std::vector<flatbuffers::Offset<fb::Command>> replays;
+    for (uint64_t i = 0; i < 20; ++i) replays.push_back(replay_graph(b, 20 + i, 9, 2 + i));
+    return replays;
+  }));
+  fetch_into(100, 30, selected);
+  EXPECT_EQ(memory_stats().num_allocs, allocs) << "replays after the first allocated tensors";
+  auto same = [](const Tensor& got, const Tensor& expected) {
+    return got.shape() == expected.shape() && got.dtype() == expected.dtype() &&
+           std::memcmp(got.data_ptr(), expected.contiguous().data_ptr(), got.nbytes()) == 0;
+  };
+  EXPECT_TRUE(same(selected, x.index_select(0, rows)));
+  EXPECT_TRUE(same(fetch(101, 31, {6, 2}, kFloat32), x.gather(1, cols)));
+  EXPECT_TRUE(same(fetch(102, 32, {9, 5}, kFloat32), cat({x, x.index_select(0, rows)}, 0)));
+  EXPECT_TRUE(same(fetch(103, 33, {6, 2, 5}, kFloat32), stack({x, x}, 1)));
+  EXPECT_TRUE(same(fetch(104, 34, {}, kFloat32), v.dot(u)));
+  EXPECT_TRUE(same(fetch(105, 35, {5, 4}, kFloat32), v.outer(w)));
+  EXPECT_TRUE(same(fetch(106, 36, {}, kFloat32), v.matmul(u)));
+  expect_still_serving(107);
+  EXPECT_TRUE(worker_error_.empty()) << worker_error_;
+}
+
 TEST_F(WorkerDecoder, RandomlyMutatedGraphsNeverStopTheWorker) {
   const fb::Scalar two(fb::ScalarKind::Float, 0, 2.0), zero;
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {
