@@ -73,6 +73,7 @@ FACES = {
         "tensor/into_random.h",
         "tensor/into_reduce.h",
         "tensor/into_softmax.h",
+        "tensor/into_sort.h",
         # The CUDA runtime under thd::cuda (streams and their pool, events, the caching
         # allocator's record_stream), which the worker's GPU streams and the NCCL backend drive.
         "tensor/cuda/cuda_check.h",

@@ -143,6 +143,7 @@ void run(ExecContext& ctx, const fb::Sort& op) {
   ctx.fresh(op.values());
   ctx.fresh(op.indices());
   const Tensor& a = ctx.input(op.a());
+  if (write_kept(ctx, op, a)) return;
   ctx.reserve(saturating_mul(numel_of(a.shape()), a.element_size() + 8));  // values and int64 indices
   auto [values, indices] = op.k() < 0 ? a.sort(op.dim(), op.descending())
                                       : a.topk(op.k(), op.dim(), /*largest=*/op.descending(), op.sorted());

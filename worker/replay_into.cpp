@@ -10,6 +10,7 @@
 #include "tensor/into_random.h"
 #include "tensor/into_reduce.h"
 #include "tensor/into_softmax.h"
+#include "tensor/into_sort.h"
 
 namespace thd::worker {
 
@@ -161,6 +162,14 @@ bool write_kept(ExecContext& ctx, const fb::Reduce& op, const Tensor& a) {
 bool write_kept(ExecContext& ctx, const fb::Softmax& op, const Tensor& a) {
   const Tensor* kept = ctx.reusable(op.out());
   return kept != nullptr && detail::softmax_into(*kept, a, op.dim(), op.log());
+}
+
+bool write_kept(ExecContext& ctx, const fb::Sort& op, const Tensor& a) {
+  const Tensor* values = ctx.reusable(op.values());
+  const Tensor* indices = ctx.reusable(op.indices());
+  if (values == nullptr || indices == nullptr) return false;
+  return op.k() < 0 ? detail::sort_into(*values, *indices, a, op.dim(), op.descending())
+                    : detail::topk_into(*values, *indices, a, op.k(), op.dim(), op.descending(), op.sorted());
 }
 
 bool write_kept(ExecContext& ctx, const fb::Create& op) {

@@ -726,12 +726,13 @@ TEST_F(WorkerDecoder, ProductsReductionsSoftmaxAndRandomDrawsAreWrittenInPlaceBy
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
 
-// A graph of indexing ops, joins and vector products, on x [6, 5] (id 1), the
+// A graph of indexing ops, joins, vector products and sorts, on x [6, 5] (id 1), the
 // vectors v [5], u [5] and w [4] (ids 2, 3, 4), rows [3] (id 5, int64 in [0, 6))
 // and cols [6, 2] (id 6, int64 in [0, 5)): 30 = index_select(x, 0, rows),
 // 31 = gather(x, 1, cols), 32 = cat([x, 30], 0), 33 = stack([x, x], 1),
-// 34 = dot(v, u), 35 = outer(v, w), 36 = matmul(v, u).
-std::vector<uint8_t> indexing_joins_and_vector_products() {
+// 34 = dot(v, u), 35 = outer(v, w), 36 = matmul(v, u), 37/38 = sort(x, 1,
+// descending), 39/40 = topk(x, 2, 0, largest, sorted).
+std::vector<uint8_t> indexing_joins_products_and_sorts() {
   return graph_bytes([](flatbuffers::FlatBufferBuilder& b) {
     return std::vector{
         fb::CreateCommand(b, 901, fb::Op::IndexOp, fb::CreateIndexOp(b, 30, fb::IndexKind::IndexSelect, 1, 0, 5).Union()),
@@ -742,11 +743,13 @@ std::vector<uint8_t> indexing_joins_and_vector_products() {
                           fb::CreateJoin(b, 33, fb::JoinKind::Stack, b.CreateVector<uint64_t>({1, 1}), 1).Union()),
         fb::CreateCommand(b, 905, fb::Op::Matmul, fb::CreateMatmul(b, 34, fb::MatmulKind::Dot, 2, 3).Union()),
         fb::CreateCommand(b, 906, fb::Op::Matmul, fb::CreateMatmul(b, 35, fb::MatmulKind::Outer, 2, 4).Union()),
-        fb::CreateCommand(b, 907, fb::Op::Matmul, fb::CreateMatmul(b, 36, fb::MatmulKind::Matmul, 2, 3).Union())};
+        fb::CreateCommand(b, 907, fb::Op::Matmul, fb::CreateMatmul(b, 36, fb::MatmulKind::Matmul, 2, 3).Union()),
+        fb::CreateCommand(b, 908, fb::Op::Sort, fb::CreateSort(b, 37, 38, 1, 1, true, -1, true).Union()),
+        fb::CreateCommand(b, 909, fb::Op::Sort, fb::CreateSort(b, 39, 40, 1, 0, true, 2, true).Union())};
   });
 }
 
-TEST_F(WorkerDecoder, IndexingJoinsAndVectorProductsAreWrittenInPlaceByEachReplay) {
+TEST_F(WorkerDecoder, IndexingJoinsVectorProductsAndSortsAreWrittenInPlaceByEachReplay) {
   const fb::Scalar zero, five(fb::ScalarKind::Int, 5, 0), six(fb::ScalarKind::Int, 6, 0);
   auto create = [&](flatbuffers::FlatBufferBuilder& b, uint64_t op_id, uint64_t id, fb::CreateKind kind, fb::DType dtype,
                     std::vector<int64_t> shape, const fb::Scalar& end) {
@@ -776,7 +779,8 @@ TEST_F(WorkerDecoder, IndexingJoinsAndVectorProductsAreWrittenInPlaceByEachRepla
                        create(b, 4, 4, CreateKind::Rand, fb::DType::Float32, {4}, zero),
                        create(b, 5, 5, CreateKind::Randint, fb::DType::Int64, {3}, six),
                        create(b, 6, 6, CreateKind::Randint, fb::DType::Int64, {6, 2}, five),
-                       define_graph(b, 7, 9, indexing_joins_and_vector_products(), {30, 31, 32, 33, 34, 35, 36}),
+                       define_graph(b, 7, 9, indexing_joins_products_and_sorts(),
+                                    {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40}),
                        replay_graph(b, 8, 9, 1)};
   }));
   const Tensor x = fetch(10, 1, {6, 5}, kFloat32), v = fetch(11, 2, {5}, kFloat32), u = fetch(12, 3, {5}, kFloat32);
@@ -801,7 +805,13 @@ TEST_F(WorkerDecoder, IndexingJoinsAndVectorProductsAreWrittenInPlaceByEachRepla
   EXPECT_TRUE(same(fetch(104, 34, {}, kFloat32), v.dot(u)));
   EXPECT_TRUE(same(fetch(105, 35, {5, 4}, kFloat32), v.outer(w)));
   EXPECT_TRUE(same(fetch(106, 36, {}, kFloat32), v.matmul(u)));
-  expect_still_serving(107);
+  const auto [sorted, order] = x.sort(1, true);
+  EXPECT_TRUE(same(fetch(107, 37, {6, 5}, kFloat32), sorted));
+  EXPECT_TRUE(same(fetch(108, 38, {6, 5}, kInt64), order));
+  const auto [top, where_top] = x.topk(2, 0, true, true);
+  EXPECT_TRUE(same(fetch(109, 39, {2, 5}, kFloat32), top));
+  EXPECT_TRUE(same(fetch(110, 40, {2, 5}, kInt64), where_top));
+  expect_still_serving(111);
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
 
