@@ -66,6 +66,7 @@ FACES = {
         "tensor/op_util.h",  # a tensor op's argument checks, which the master runs before it emits an op
         # Ops written into an existing tensor: a worker's graph replays reuse storage.
         "tensor/into.h",
+        "tensor/into_creation.h",
         "tensor/into_elementwise.h",
         "tensor/into_indexing.h",
         "tensor/into_join.h",

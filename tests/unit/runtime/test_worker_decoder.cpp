@@ -726,15 +726,32 @@ TEST_F(WorkerDecoder, ProductsReductionsSoftmaxAndRandomDrawsAreWrittenInPlaceBy
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
 
-// A graph of indexing ops, joins, vector products and sorts, on x [6, 5] (id 1), the
+// A graph of indexing ops, joins, vector products, sorts and sequences, on x [6, 5] (id 1), the
 // vectors v [5], u [5] and w [4] (ids 2, 3, 4), rows [3] (id 5, int64 in [0, 6))
 // and cols [6, 2] (id 6, int64 in [0, 5)): 30 = index_select(x, 0, rows),
 // 31 = gather(x, 1, cols), 32 = cat([x, 30], 0), 33 = stack([x, x], 1),
 // 34 = dot(v, u), 35 = outer(v, w), 36 = matmul(v, u), 37/38 = sort(x, 1,
-// descending), 39/40 = topk(x, 2, 0, largest, sorted).
+// descending), 39/40 = topk(x, 2, 0, largest, sorted), 41 = arange(3, 40, 3)
+// int64, 42 = arange(-1.5, 2.5, 0.25) float64, 43 = linspace(-2, 5, 9) float32,
+// 44 = eye(3, 5) float32.
 std::vector<uint8_t> indexing_joins_products_and_sorts() {
   return graph_bytes([](flatbuffers::FlatBufferBuilder& b) {
+    const fb::Scalar zero, three(fb::ScalarKind::Int, 3, 0), forty(fb::ScalarKind::Int, 40, 0);
+    const fb::Scalar low(fb::ScalarKind::Float, 0, -1.5), high(fb::ScalarKind::Float, 0, 2.5);
+    const fb::Scalar quarter(fb::ScalarKind::Float, 0, 0.25), minus_two(fb::ScalarKind::Float, 0, -2.0);
+    const fb::Scalar five(fb::ScalarKind::Float, 0, 5.0);
+    auto create = [&](uint64_t op_id, uint64_t id, fb::CreateKind kind, fb::DType dtype, const fb::Scalar& start,
+                      const fb::Scalar& end, const fb::Scalar& step, int64_t steps, int64_t rows, int64_t cols) {
+      return fb::CreateCommand(b, op_id, fb::Op::Create,
+                               fb::CreateCreate(b, id, kind, dtype, b.CreateVector<int64_t>({}), &zero, &start, &end,
+                                                &step, steps, rows, cols)
+                                   .Union());
+    };
     return std::vector{
+        create(910, 41, fb::CreateKind::Arange, fb::DType::Int64, three, forty, three, 0, 0, 0),
+        create(911, 42, fb::CreateKind::Arange, fb::DType::Float64, low, high, quarter, 0, 0, 0),
+        create(912, 43, fb::CreateKind::Linspace, fb::DType::Float32, minus_two, five, zero, 9, 0, 0),
+        create(913, 44, fb::CreateKind::Eye, fb::DType::Float32, zero, zero, zero, 0, 3, 5),
         fb::CreateCommand(b, 901, fb::Op::IndexOp, fb::CreateIndexOp(b, 30, fb::IndexKind::IndexSelect, 1, 0, 5).Union()),
         fb::CreateCommand(b, 902, fb::Op::IndexOp, fb::CreateIndexOp(b, 31, fb::IndexKind::Gather, 1, 1, 6).Union()),
         fb::CreateCommand(b, 903, fb::Op::Join,
@@ -749,7 +766,7 @@ std::vector<uint8_t> indexing_joins_products_and_sorts() {
   });
 }
 
-TEST_F(WorkerDecoder, IndexingJoinsVectorProductsAndSortsAreWrittenInPlaceByEachReplay) {
+TEST_F(WorkerDecoder, IndexingJoinsVectorProductsSortsAndSequencesAreWrittenInPlaceByEachReplay) {
   const fb::Scalar zero, five(fb::ScalarKind::Int, 5, 0), six(fb::ScalarKind::Int, 6, 0);
   auto create = [&](flatbuffers::FlatBufferBuilder& b, uint64_t op_id, uint64_t id, fb::CreateKind kind, fb::DType dtype,
                     std::vector<int64_t> shape, const fb::Scalar& end) {
@@ -780,7 +797,7 @@ TEST_F(WorkerDecoder, IndexingJoinsVectorProductsAndSortsAreWrittenInPlaceByEach
                        create(b, 5, 5, CreateKind::Randint, fb::DType::Int64, {3}, six),
                        create(b, 6, 6, CreateKind::Randint, fb::DType::Int64, {6, 2}, five),
                        define_graph(b, 7, 9, indexing_joins_products_and_sorts(),
-                                    {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40}),
+                                    {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44}),
                        replay_graph(b, 8, 9, 1)};
   }));
   const Tensor x = fetch(10, 1, {6, 5}, kFloat32), v = fetch(11, 2, {5}, kFloat32), u = fetch(12, 3, {5}, kFloat32);
@@ -811,7 +828,11 @@ TEST_F(WorkerDecoder, IndexingJoinsVectorProductsAndSortsAreWrittenInPlaceByEach
   const auto [top, where_top] = x.topk(2, 0, true, true);
   EXPECT_TRUE(same(fetch(109, 39, {2, 5}, kFloat32), top));
   EXPECT_TRUE(same(fetch(110, 40, {2, 5}, kInt64), where_top));
-  expect_still_serving(111);
+  EXPECT_TRUE(same(fetch(111, 41, {13}, kInt64), Tensor::arange(3, 40, 3, kInt64)));
+  EXPECT_TRUE(same(fetch(112, 42, {16}, kFloat64), Tensor::arange(-1.5, 2.5, 0.25, kFloat64)));
+  EXPECT_TRUE(same(fetch(113, 43, {9}, kFloat32), Tensor::linspace(-2.0, 5.0, 9, kFloat32)));
+  EXPECT_TRUE(same(fetch(114, 44, {3, 5}, kFloat32), Tensor::eye(3, 5, kFloat32)));
+  expect_still_serving(115);
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
 
