@@ -66,11 +66,15 @@ FACES = {
         "tensor/op_util.h",  # a tensor op's argument checks, which the master runs before it emits an op
         # Ops written into an existing tensor: a worker's graph replays reuse storage.
         "tensor/into.h",
+        "tensor/into_creation.h",
         "tensor/into_elementwise.h",
+        "tensor/into_indexing.h",
+        "tensor/into_join.h",
         "tensor/into_linalg.h",
         "tensor/into_random.h",
         "tensor/into_reduce.h",
         "tensor/into_softmax.h",
+        "tensor/into_sort.h",
         # The CUDA runtime under thd::cuda (streams and their pool, events, the caching
         # allocator's record_stream), which the worker's GPU streams and the NCCL backend drive.
         "tensor/cuda/cuda_check.h",

@@ -5,6 +5,8 @@
 #include <thd/config.h>
 
 #include "tensor/check.h"
+#include "tensor/into_creation.h"
+#include "tensor/into_elementwise.h"
 #include "tensor/loops.h"
 #include "tensor/op_util.h"
 #include "tensor/shape_util.h"
@@ -67,7 +69,13 @@ Tensor Tensor::arange(Scalar end, std::optional<DType> dtype) {
   return arange(0, end, 1, dtype);
 }
 
-Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype) {
+namespace {
+
+// arange, linspace and eye into a new tensor, or into *into (tensor/into_creation.h)
+// when that can be the result: an undefined tensor, with nothing written, when it
+// cannot. The arguments' checks come first either way.
+Tensor arange_impl(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<DType> dtype,
+                   const Tensor* into) {
   const bool any_float =
       start.is_floating_point() || end.is_floating_point() || step.is_floating_point();
   const DType dt = dtype.value_or(any_float ? kFloat32 : kInt64);
@@ -93,7 +101,8 @@ Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, std::optional<DType
               start.to_int64(), end.to_int64(), step.to_int64());
   }
   const auto n = static_cast<int64_t>(count);
-  Tensor t = empty({n}, dt);
+  if (into != nullptr && !writable_result(*into, {n}, dt, Device::cpu(), {})) return Tensor();
+  Tensor t = into != nullptr ? *into : Tensor::empty({n}, dt);
   dispatch<kNumericSet>(dt, "arange", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = t.data<T>();
@@ -109,10 +118,11 @@ Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, std::optional<DType
   return t;
 }
 
-Tensor Tensor::linspace(Scalar start, Scalar end, int64_t steps, DType dtype) {
+Tensor linspace_impl(const Scalar& start, const Scalar& end, int64_t steps, DType dtype, const Tensor* into) {
   THD_CHECK(steps >= 0, ValueError, "linspace", "number of steps must be non-negative, got {}",
             steps);
-  Tensor t = empty({steps}, dtype);
+  if (into != nullptr && !writable_result(*into, {steps}, dtype, Device::cpu(), {})) return Tensor();
+  Tensor t = into != nullptr ? *into : Tensor::empty({steps}, dtype);
   const double s = start.to_double(), e = end.to_double();
   const double step = steps > 1 ? (e - s) / static_cast<double>(steps - 1) : 0.0;
   dispatch<kNumericSet>(dtype, "linspace", [&](auto tag) {
@@ -129,10 +139,12 @@ Tensor Tensor::linspace(Scalar start, Scalar end, int64_t steps, DType dtype) {
   return t;
 }
 
-Tensor Tensor::eye(int64_t n, int64_t m, DType dtype) {
+Tensor eye_impl(int64_t n, int64_t m, DType dtype, const Tensor* into) {
   if (m < 0) m = n;
   THD_CHECK(n >= 0, ValueError, "eye", "n must be non-negative, got {}", n);
-  Tensor t = zeros({n, m}, dtype);
+  if (into != nullptr && !writable_result(*into, {n, m}, dtype, Device::cpu(), {})) return Tensor();
+  Tensor t = into != nullptr ? *into : Tensor::empty({n, m}, dtype);
+  std::memset(t.data_ptr(), 0, t.nbytes());  // all-zero bits are 0 in every dtype
   dispatch_all(dtype, "eye", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = t.data<T>();
@@ -140,6 +152,35 @@ Tensor Tensor::eye(int64_t n, int64_t m, DType dtype) {
   });
   return t;
 }
+
+}  // namespace
+
+Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype) {
+  return arange_impl(start, end, step, dtype, nullptr);
+}
+
+Tensor Tensor::linspace(Scalar start, Scalar end, int64_t steps, DType dtype) {
+  return linspace_impl(start, end, steps, dtype, nullptr);
+}
+
+Tensor Tensor::eye(int64_t n, int64_t m, DType dtype) { return eye_impl(n, m, dtype, nullptr); }
+
+namespace detail {
+
+bool arange_into(const Tensor& out, const Scalar& start, const Scalar& end, const Scalar& step,
+                 std::optional<DType> dtype) {
+  return out.defined() && arange_impl(start, end, step, dtype, &out).defined();
+}
+
+bool linspace_into(const Tensor& out, const Scalar& start, const Scalar& end, int64_t steps, DType dtype) {
+  return out.defined() && linspace_impl(start, end, steps, dtype, &out).defined();
+}
+
+bool eye_into(const Tensor& out, int64_t n, int64_t m, DType dtype) {
+  return out.defined() && eye_impl(n, m, dtype, &out).defined();
+}
+
+}  // namespace detail
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, const Shape& strides,
                          StorageImpl::Deleter deleter) {

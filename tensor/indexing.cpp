@@ -21,6 +21,8 @@
 #include <thd/config.h>
 
 #include "tensor/check.h"
+#include "tensor/into_elementwise.h"
+#include "tensor/into_indexing.h"
 #include "tensor/loops.h"
 #include "tensor/op_util.h"
 #include "tensor/shape_util.h"
@@ -262,67 +264,98 @@ void check_mask(const Tensor& mask, const char* op) {
             "only supports boolean masks, but got mask with dtype {}", mask.dtype());
 }
 
-}  // namespace
-
-Tensor Tensor::index_select(int64_t dim_in, const Tensor& index_in) const {
-  check_data(*this, "index_select");
+// index_select and gather into a new tensor, or into *into (tensor/into_indexing.h)
+// when that can be the result: an undefined tensor, with nothing written, when it
+// cannot. Every check runs first, so an index the op refuses raises its error either way.
+Tensor index_select_impl(const Tensor& self, int64_t dim_in, const Tensor& index_in, const Tensor* into) {
+  check_data(self, "index_select");
   check_data(index_in, "index_select", "index");
-  check_same_device("index_select", {this, &index_in});
-  const int64_t dim = wrap_dim(dim_in, this->dim(), "index_select", true);
+  check_same_device("index_select", {&self, &index_in});
+  const int64_t dim = wrap_dim(dim_in, self.dim(), "index_select", true);
   check_index_dtype(index_in, "index_select");
   THD_CHECK(index_in.dim() <= 1, IndexError, "index_select",
             "index is supposed to be a vector, got shape {}", shape_str(index_in.shape()));
-  const bool on_cuda = device().is_cuda();
+  const bool on_cuda = self.device().is_cuda();
   const Tensor index = (on_cuda ? index_in : index_in.to(kInt64)).reshape({-1});
   const int64_t n = index.numel();
-  if (this->dim() == 0) {
+  if (self.dim() == 0) {
     THD_CHECK(n == 1, IndexError, "index_select",
               "index to a 0-dim tensor can have only 1 value, got {} value(s)", n);
     check_index_range(index, 1, dim, "index_select");
-    return clone();
+    return into != nullptr ? Tensor() : self.clone();
   }
-  Shape shape = shape_;
+  Shape shape = self.shape();
   shape[dim] = n;
   // The CUDA gather checks the indices it reads, unless it reads none.
-  if (!on_cuda || n == 0 || numel() == 0) {
-    check_index_range(index, shape_[dim], dim, "index_select");
+  if (!on_cuda || n == 0 || self.numel() == 0) {
+    check_index_range(index, self.size(dim), dim, "index_select");
   }
-  Tensor out = empty(shape, dtype_, device());
+  // A CUDA gather finds a bad index only as it writes: the kept result is the CPU's.
+  if (into != nullptr &&
+      (on_cuda || !writable_result(*into, shape, self.dtype(), self.device(), {&self, &index_in}))) {
+    return Tensor();
+  }
+  Tensor out = into != nullptr ? *into : Tensor::empty(shape, self.dtype(), self.device());
   if (out.numel() == 0) return out;
   // The index seen with the output's shape: it varies along dim only.
   Shape index_strides(shape.size(), 0);
   index_strides[dim] = index.stride(0);
   const Tensor index_r(index.storage(), index.dtype(), shape, index_strides,
                        index.storage_offset());
-  gather_into(out, *this, dim, index_r, "index_select");
+  gather_into(out, self, dim, index_r, "index_select");
   return out;
 }
 
-Tensor Tensor::gather(int64_t dim_in, const Tensor& index_in) const {
-  check_data(*this, "gather");
+Tensor gather_impl(const Tensor& input, int64_t dim_in, const Tensor& index_in, const Tensor* into) {
+  check_data(input, "gather");
   check_data(index_in, "gather", "index");
-  check_same_device("gather", {this, &index_in});
-  const int64_t dim = wrap_dim(dim_in, this->dim(), "gather", true);
+  check_same_device("gather", {&input, &index_in});
+  const int64_t dim = wrap_dim(dim_in, input.dim(), "gather", true);
   check_index_dtype(index_in, "gather");
-  const bool on_cuda = device().is_cuda();
-  const Tensor self = as_1d_if_scalar(*this);
+  const bool on_cuda = input.device().is_cuda();
+  const Tensor self = as_1d_if_scalar(input);
   const Tensor index = on_cuda ? as_1d_if_scalar(index_in) : as_1d_if_scalar(index_in).to(kInt64);
   THD_CHECK(index.dim() == self.dim(), ShapeError, "gather",
             "index tensor must have the same number of dimensions as input tensor: index {}, "
             "input {}",
-            shape_str(index_in.shape()), shape_str(shape_));
+            shape_str(index_in.shape()), shape_str(input.shape()));
   for (int64_t d = 0; d < self.dim(); ++d) {
     THD_CHECK(d == dim || index.size(d) <= self.size(d), ShapeError, "gather",
               "size does not match at dimension {}: expected index {} to be no larger than "
               "input {} apart from dimension {}",
-              d, shape_str(index_in.shape()), shape_str(shape_), dim);
+              d, shape_str(index_in.shape()), shape_str(input.shape()), dim);
   }
   // The CUDA gather checks every index as it reads it.
   if (!on_cuda) check_index_range(index, self.size(dim), dim, "gather");
-  Tensor out = empty(index.shape(), dtype_, device());
+  if (into != nullptr &&
+      (on_cuda || !writable_result(*into, index_in.shape(), input.dtype(), input.device(), {&input, &index_in}))) {
+    return Tensor();
+  }
+  Tensor out = into != nullptr ? into->view(index.shape()) : Tensor::empty(index.shape(), input.dtype(), input.device());
   if (out.numel() > 0) gather_into(out, self, dim, index, "gather");
-  return out.view(index_in.shape());
+  return into != nullptr ? *into : out.view(index_in.shape());
 }
+
+}  // namespace
+
+Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
+  return index_select_impl(*this, dim, index, nullptr);
+}
+
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return gather_impl(*this, dim, index, nullptr); }
+
+namespace detail {
+
+bool index_into(IntoIndex kind, const Tensor& out, const Tensor& a, int64_t dim, const Tensor& index) {
+  if (!out.defined() || !a.defined() || !index.defined()) return false;
+  switch (kind) {
+    case IntoIndex::IndexSelect: return index_select_impl(a, dim, index, &out).defined();
+    case IntoIndex::Gather: return gather_impl(a, dim, index, &out).defined();
+  }
+  return false;
+}
+
+}  // namespace detail
 
 Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
   ScatterArgs a = check_scatter(*this, dim, index, &src, "scatter_");

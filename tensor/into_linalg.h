@@ -6,8 +6,9 @@
 //
 // `out` must be contiguous, of the result's shape and dtype, on the operands'
 // device, and share no storage with any operand; float16 and bfloat16 products on
-// the CPU (computed in float32 and rounded) and dot products are not written in
-// place. Each returns true when it wrote `out` with the very values the allocating
+// the CPU (computed in float32 and rounded) are not written in place, and dot
+// products (dot, a matmul of two vectors) and outer products only on the CPU (with
+// thd's kernels: the dot's BLAS or accumulating loop, outer's row loop). Each returns true when it wrote `out` with the very values the allocating
 // op would have made, and false, with nothing written, for anything else: the
 // caller then runs the op as usual. An operand the op refuses raises the op's error.
 #pragma once
@@ -17,7 +18,7 @@
 
 namespace thd::detail {
 
-enum class IntoMatmul { Matmul, Mm, Bmm };
+enum class IntoMatmul { Matmul, Mm, Bmm, Dot, Outer };
 
 bool matmul_into(IntoMatmul kind, const Tensor& out, const Tensor& a, const Tensor& b);
 // out = beta * self + alpha * (mat1 @ mat2).

@@ -1,4 +1,4 @@
-// cat and stack: every input is copied into its slot of a fresh output with copy_,
+// cat and stack: every input is copied into its slot of the output with copy_,
 // which already converts dtypes and walks any strides, on the CPU or on a CUDA device
 // alike (all inputs must share one device).
 #include <algorithm>
@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "tensor/check.h"
+#include "tensor/into_elementwise.h"
+#include "tensor/into_join.h"
 #include "tensor/op_util.h"
 #include "tensor/parallel.h"
 #include "tensor/shape_util.h"
@@ -55,9 +57,16 @@ void copy_pieces(std::vector<Tensor>& dsts, const std::vector<const Tensor*>& sr
   });
 }
 
-}  // namespace
+// Whether *into can be the result of shape and dtype on the inputs' device: CPU only
+// (the join's copies on a device are not written there in place).
+bool takes_result(const Tensor& into, const Shape& shape, DType dtype, const std::vector<Tensor>& tensors) {
+  if (!tensors[0].device().is_cpu() || !writable_result(into, shape, dtype, Device::cpu(), {})) return false;
+  return std::none_of(tensors.begin(), tensors.end(), [&](const Tensor& t) { return t.shares_storage(into); });
+}
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
+// cat and stack into a new tensor, or into *into (tensor/into_join.h) when that can be
+// the result: an undefined tensor, with nothing written, when it cannot.
+Tensor cat_impl(const std::vector<Tensor>& tensors, int64_t dim_in, const Tensor* into) {
   const DType dtype = check_inputs(tensors, "cat");
   size_t ref = tensors.size();  // the first tensor that takes part
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -67,7 +76,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
   }
   if (ref == tensors.size()) {  // only 1-D empty tensors
     wrap_dim(dim_in, 1, "cat");
-    return Tensor::empty({0}, dtype, tensors[0].device());
+    return into != nullptr ? Tensor() : Tensor::empty({0}, dtype, tensors[0].device());
   }
   const Tensor& first = tensors[ref];
   const int64_t dim = wrap_dim(dim_in, first.dim(), "cat");
@@ -91,7 +100,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
   }
   Shape shape = first.shape();
   shape[dim] = total;
-  Tensor out = Tensor::empty(shape, dtype, first.device());
+  if (into != nullptr && !takes_result(*into, shape, dtype, tensors)) return Tensor();
+  Tensor out = into != nullptr ? *into : Tensor::empty(shape, dtype, first.device());
   std::vector<Tensor> dsts;
   std::vector<const Tensor*> srcs;
   int64_t offset = 0;
@@ -105,7 +115,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
   return out;
 }
 
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim_in) {
+Tensor stack_impl(const std::vector<Tensor>& tensors, int64_t dim_in, const Tensor* into) {
   const DType dtype = check_inputs(tensors, "stack");
   const Tensor& first = tensors[0];
   for (size_t i = 1; i < tensors.size(); ++i) {
@@ -117,7 +127,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim_in) {
   const int64_t dim = wrap_dim(dim_in, first.dim() + 1, "stack");
   Shape shape = first.shape();
   shape.insert(shape.begin() + dim, static_cast<int64_t>(tensors.size()));
-  Tensor out = Tensor::empty(shape, dtype, first.device());
+  if (into != nullptr && !takes_result(*into, shape, dtype, tensors)) return Tensor();
+  Tensor out = into != nullptr ? *into : Tensor::empty(shape, dtype, first.device());
   if (out.numel() == 0) return out;
   std::vector<Tensor> dsts;
   std::vector<const Tensor*> srcs;
@@ -128,5 +139,23 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim_in) {
   copy_pieces(dsts, srcs);
   return out;
 }
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) { return cat_impl(tensors, dim, nullptr); }
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) { return stack_impl(tensors, dim, nullptr); }
+
+namespace detail {
+
+bool join_into(IntoJoin kind, const Tensor& out, const std::vector<Tensor>& tensors, int64_t dim) {
+  if (!out.defined()) return false;
+  switch (kind) {
+    case IntoJoin::Cat: return cat_impl(tensors, dim, &out).defined();
+    case IntoJoin::Stack: return stack_impl(tensors, dim, &out).defined();
+  }
+  return false;
+}
+
+}  // namespace detail
 
 }  // namespace thd

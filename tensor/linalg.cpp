@@ -328,8 +328,13 @@ bool blas_vector_ok(int64_t n, int64_t stride) {
   return n <= INT_MAX && (n <= 1 || (stride >= 1 && stride <= INT_MAX));
 }
 
-// a and b: 1-D, same dtype and length (checked by the caller).
-Tensor dot_product(const Tensor& a, const Tensor& b, const char* op) {
+// a and b: 1-D, same dtype and length (checked by the caller). Into a new tensor, or
+// into *into (tensor/into_linalg.h) when that can be the result on the CPU: an
+// undefined tensor, with nothing written, when it cannot.
+Tensor dot_product(const Tensor& a, const Tensor& b, const char* op, const Tensor* into) {
+  if (into != nullptr && (!a.device().is_cpu() || !writable_result(*into, {}, a.dtype(), a.device(), {&a, &b}))) {
+    return Tensor();
+  }
 #if THD_WITH_CUDA
   if (a.device().is_cuda()) {
     Tensor out = Tensor::empty({}, a.dtype(), a.device());
@@ -340,7 +345,7 @@ Tensor dot_product(const Tensor& a, const Tensor& b, const char* op) {
   check_cpu_kernel(op, a);
   const int64_t n = a.numel();
   const int64_t sa = a.stride(0), sb = b.stride(0);
-  Tensor out = Tensor::empty({}, a.dtype());
+  Tensor out = into != nullptr ? *into : Tensor::empty({}, a.dtype());
   dispatch<kNumericSet>(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* pa = a.data<T>();
@@ -395,7 +400,7 @@ Tensor matmul_impl(const Tensor& self, const Tensor& other, const Tensor* into) 
   check_operand_dtypes(self, other, op);
   if (self.dim() == 1 && other.dim() == 1) {
     check_dot_args(self, other, op);
-    return into != nullptr ? Tensor() : dot_product(self, other, op);
+    return dot_product(self, other, op, into);
   }
   // A 1-D operand is a matrix with one row (first) or one column (second) whose extra
   // dim is removed from the result.
@@ -496,68 +501,38 @@ Tensor addmm_impl(const Tensor& self, const Tensor& mat1, const Tensor& mat2, co
   return product(mat1, mat2, {}, self, beta, alpha, op, into);
 }
 
-}  // namespace
-
-Tensor Tensor::matmul(const Tensor& other) const { return matmul_impl(*this, other, nullptr); }
-
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_data(a, "matmul", "self");
-  return a.matmul(b);
-}
-
-Tensor Tensor::mm(const Tensor& other) const { return mm_impl(*this, other, nullptr); }
-Tensor Tensor::bmm(const Tensor& other) const { return bmm_impl(*this, other, nullptr); }
-
-Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha) const {
-  return addmm_impl(*this, mat1, mat2, beta, alpha, nullptr);
-}
-
-namespace detail {
-
-bool matmul_into(IntoMatmul kind, const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (!out.defined() || !a.defined() || !b.defined()) return false;
-  switch (kind) {
-    case IntoMatmul::Matmul: return matmul_impl(a, b, &out).defined();
-    case IntoMatmul::Mm: return mm_impl(a, b, &out).defined();
-    case IntoMatmul::Bmm: return bmm_impl(a, b, &out).defined();
-  }
-  return false;
-}
-
-bool addmm_into(const Tensor& out, const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
-                const Scalar& alpha) {
-  if (!out.defined() || !self.defined() || !mat1.defined() || !mat2.defined()) return false;
-  return addmm_impl(self, mat1, mat2, beta, alpha, &out).defined();
-}
-
-}  // namespace detail
-
-Tensor Tensor::dot(const Tensor& other) const {
-  check_data(*this, "dot", "self");
+Tensor dot_impl(const Tensor& self, const Tensor& other, const Tensor* into) {
+  check_data(self, "dot", "self");
   check_data(other, "dot", "other");
-  check_same_device("dot", {this, &other});
-  check_dot_args(*this, other, "dot");
-  return dot_product(*this, other, "dot");
+  check_same_device("dot", {&self, &other});
+  check_dot_args(self, other, "dot");
+  return dot_product(self, other, "dot", into);
 }
 
-Tensor Tensor::outer(const Tensor& other) const {
+// Into a new tensor, or into *into when that can be the result on the CPU: an
+// undefined tensor, with nothing written, when it cannot.
+Tensor outer_impl(const Tensor& self, const Tensor& other, const Tensor* into) {
   const char* op = "outer";
-  check_data(*this, op, "self");
+  check_data(self, op, "self");
   check_data(other, op, "vec2");
-  check_same_device(op, {this, &other});
-  THD_CHECK(dim() == 1 && other.dim() == 1, ShapeError, op,
-            "expected 1-D tensors, but got shapes {} and {}", shape_str(shape_),
+  check_same_device(op, {&self, &other});
+  THD_CHECK(self.dim() == 1 && other.dim() == 1, ShapeError, op,
+            "expected 1-D tensors, but got shapes {} and {}", shape_str(self.shape()),
             shape_str(other.shape()));
   // Elementwise products, so the operands promote like mul does (torch.outer).
-  const DType dt = result_type(*this, other);
-  if (!device().is_cpu()) {
-    // mul's broadcasting kernel is outer's loop: a column times a row.
-    return to(dt).unsqueeze(1).mul(other.to(dt).unsqueeze(0));
+  const DType dt = result_type(self, other);
+  const int64_t n = self.numel(), m = other.numel();
+  if (into != nullptr &&
+      (!self.device().is_cpu() || !writable_result(*into, {n, m}, dt, self.device(), {&self, &other}))) {
+    return Tensor();
   }
-  const Tensor a = to(dt);
+  if (!self.device().is_cpu()) {
+    // mul's broadcasting kernel is outer's loop: a column times a row.
+    return self.to(dt).unsqueeze(1).mul(other.to(dt).unsqueeze(0));
+  }
+  const Tensor a = self.to(dt);
   const Tensor b = other.to(dt).contiguous();
-  const int64_t n = a.numel(), m = b.numel();
-  Tensor out = empty({n, m}, dt);
+  Tensor out = into != nullptr ? *into : Tensor::empty({n, m}, dt);
   dispatch_all(dt, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* pa = a.data<T>();
@@ -585,5 +560,46 @@ Tensor Tensor::outer(const Tensor& other) const {
   });
   return out;
 }
+
+}  // namespace
+
+Tensor Tensor::matmul(const Tensor& other) const { return matmul_impl(*this, other, nullptr); }
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_data(a, "matmul", "self");
+  return a.matmul(b);
+}
+
+Tensor Tensor::mm(const Tensor& other) const { return mm_impl(*this, other, nullptr); }
+Tensor Tensor::bmm(const Tensor& other) const { return bmm_impl(*this, other, nullptr); }
+
+Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha) const {
+  return addmm_impl(*this, mat1, mat2, beta, alpha, nullptr);
+}
+
+namespace detail {
+
+bool matmul_into(IntoMatmul kind, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!out.defined() || !a.defined() || !b.defined()) return false;
+  switch (kind) {
+    case IntoMatmul::Matmul: return matmul_impl(a, b, &out).defined();
+    case IntoMatmul::Mm: return mm_impl(a, b, &out).defined();
+    case IntoMatmul::Bmm: return bmm_impl(a, b, &out).defined();
+    case IntoMatmul::Dot: return dot_impl(a, b, &out).defined();
+    case IntoMatmul::Outer: return outer_impl(a, b, &out).defined();
+  }
+  return false;
+}
+
+bool addmm_into(const Tensor& out, const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                const Scalar& alpha) {
+  if (!out.defined() || !self.defined() || !mat1.defined() || !mat2.defined()) return false;
+  return addmm_impl(self, mat1, mat2, beta, alpha, &out).defined();
+}
+
+}  // namespace detail
+
+Tensor Tensor::dot(const Tensor& other) const { return dot_impl(*this, other, nullptr); }
+Tensor Tensor::outer(const Tensor& other) const { return outer_impl(*this, other, nullptr); }
 
 }  // namespace thd

@@ -12,6 +12,8 @@
 #include <thd/config.h>
 
 #include "tensor/check.h"
+#include "tensor/into_elementwise.h"
+#include "tensor/into_sort.h"
 #include "tensor/loops.h"
 #include "tensor/op_util.h"
 #include "tensor/shape_util.h"
@@ -81,37 +83,46 @@ void for_each_sorted_line(const Tensor& self, int64_t dim, const Tensor& values,
       grain);
 }
 
-}  // namespace
+// Whether `values` and `indices` can be the results of shape on the CPU.
+bool take_results(const Tensor& values, const Tensor& indices, const Tensor& self, const Shape& shape) {
+  return self.device().is_cpu() && writable_result(values, shape, self.dtype(), Device::cpu(), {&self}) &&
+         writable_result(indices, shape, kInt64, Device::cpu(), {&self}) && !values.shares_storage(indices);
+}
 
-std::pair<Tensor, Tensor> Tensor::sort(int64_t dim_in, bool descending) const {
-  check_data(*this, "sort");
-  const int64_t dim = wrap_dim(dim_in, this->dim(), "sort", true);
-  Tensor values = empty(shape_, dtype_, device());
-  Tensor indices = empty(shape_, kInt64, device());
-  if (numel() == 0) return {values, indices};
-  if (this->dim() == 0) {
-    values.copy_(*this);
+// sort and topk into new tensors, or into the `into` pair (tensor/into_sort.h) when it
+// can hold the results: undefined tensors, with nothing written, when it cannot.
+using Into = std::pair<const Tensor*, const Tensor*>;
+
+std::pair<Tensor, Tensor> sort_impl(const Tensor& self, int64_t dim_in, bool descending, const Into* into) {
+  check_data(self, "sort");
+  const int64_t dim = wrap_dim(dim_in, self.dim(), "sort", true);
+  if (into != nullptr && !take_results(*into->first, *into->second, self, self.shape())) return {};
+  Tensor values = into != nullptr ? *into->first : Tensor::empty(self.shape(), self.dtype(), self.device());
+  Tensor indices = into != nullptr ? *into->second : Tensor::empty(self.shape(), kInt64, self.device());
+  if (self.numel() == 0) return {values, indices};
+  if (self.dim() == 0) {
+    values.copy_(self);
     indices.fill_(0);
     return {values, indices};
   }
-  if (device().is_cuda()) {
+  if (self.device().is_cuda()) {
 #if THD_WITH_CUDA
-    cuda::sort_on_device(*this, dim, descending, values, indices);
+    cuda::sort_on_device(self, dim, descending, values, indices);
 #endif
     return {values, indices};
   }
-  dispatch_all(dtype_, "sort", [&](auto tag) {
+  dispatch_all(self.dtype(), "sort", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Pair = std::pair<compute_t<T>, int64_t>;
     // stable_sort keeps equal keys (and NaNs) in input order in both directions.
     if (descending) {
-      for_each_sorted_line<T>(*this, dim, values, indices, [](std::vector<Pair>& b) {
+      for_each_sorted_line<T>(self, dim, values, indices, [](std::vector<Pair>& b) {
         std::stable_sort(b.begin(), b.end(), [](const Pair& x, const Pair& y) {
           return greater_nan_first(x.first, y.first);
         });
       });
     } else {
-      for_each_sorted_line<T>(*this, dim, values, indices, [](std::vector<Pair>& b) {
+      for_each_sorted_line<T>(self, dim, values, indices, [](std::vector<Pair>& b) {
         std::stable_sort(b.begin(), b.end(), [](const Pair& x, const Pair& y) {
           return less_nan_last(x.first, y.first);
         });
@@ -121,33 +132,36 @@ std::pair<Tensor, Tensor> Tensor::sort(int64_t dim_in, bool descending) const {
   return {values, indices};
 }
 
-std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim_in, bool largest, bool sorted) const {
-  check_data(*this, "topk");
-  THD_CHECK(dtype_in(dtype_, kNumericSet), TypeError, "topk",
-            "topk does not support dtype {} (as torch)", dtype_);
-  const int64_t dim = wrap_dim(dim_in, this->dim(), "topk", true);
-  const int64_t n = this->dim() == 0 ? 1 : shape_[dim];
+std::pair<Tensor, Tensor> topk_impl(const Tensor& self, int64_t k, int64_t dim_in, bool largest, bool sorted,
+                                    const Into* into) {
+  check_data(self, "topk");
+  THD_CHECK(dtype_in(self.dtype(), kNumericSet), TypeError, "topk",
+            "topk does not support dtype {} (as torch)", self.dtype());
+  const int64_t dim = wrap_dim(dim_in, self.dim(), "topk", true);
+  const int64_t n = self.dim() == 0 ? 1 : self.size(dim);
   THD_CHECK(k >= 0 && k <= n, IndexError, "topk",
             "selected index k out of range: k = {} but dimension {} has size {}", k, dim, n);
-  if (this->dim() == 0) {
+  if (self.dim() == 0) {
+    if (into != nullptr) return {};
     // A 0-dim tensor is its own top-1; its top-0 is an empty 1-D tensor.
-    if (k == 0) return {empty({0}, dtype_, device()), empty({0}, kInt64, device())};
-    return {clone(), zeros({}, kInt64, device())};
+    if (k == 0) return {Tensor::empty({0}, self.dtype(), self.device()), Tensor::empty({0}, kInt64, self.device())};
+    return {self.clone(), Tensor::zeros({}, kInt64, self.device())};
   }
-  Shape shape = shape_;
+  Shape shape = self.shape();
   shape[dim] = k;
-  Tensor values = empty(shape, dtype_, device());
-  Tensor indices = empty(shape, kInt64, device());
+  if (into != nullptr && !take_results(*into->first, *into->second, self, shape)) return {};
+  Tensor values = into != nullptr ? *into->first : Tensor::empty(shape, self.dtype(), self.device());
+  Tensor indices = into != nullptr ? *into->second : Tensor::empty(shape, kInt64, self.device());
   if (values.numel() == 0) return {values, indices};
-  if (device().is_cuda()) {
+  if (self.device().is_cuda()) {
     // The first k of the stable sort: the CPU's choice among ties, and its order when
     // sorted (unsorted, the order is unspecified, and this one serves).
 #if THD_WITH_CUDA
-    cuda::sort_on_device(*this, dim, largest, values, indices);
+    cuda::sort_on_device(self, dim, largest, values, indices);
 #endif
     return {values, indices};
   }
-  dispatch<kNumericSet>(dtype_, "topk", [&](auto tag) {
+  dispatch<kNumericSet>(self.dtype(), "topk", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Pair = std::pair<compute_t<T>, int64_t>;
     // Ties go to the lower position, so the result is deterministic and, when sorted,
@@ -157,14 +171,14 @@ std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim_in, bool largest, 
       if (sorted) std::sort(b.begin(), b.begin() + k, before);
     };
     if (largest) {
-      for_each_sorted_line<T>(*this, dim, values, indices, [&](std::vector<Pair>& b) {
+      for_each_sorted_line<T>(self, dim, values, indices, [&](std::vector<Pair>& b) {
         select(b, [](const Pair& x, const Pair& y) {
           return greater_nan_first(x.first, y.first) ||
                  (!greater_nan_first(y.first, x.first) && x.second < y.second);
         });
       });
     } else {
-      for_each_sorted_line<T>(*this, dim, values, indices, [&](std::vector<Pair>& b) {
+      for_each_sorted_line<T>(self, dim, values, indices, [&](std::vector<Pair>& b) {
         select(b, [](const Pair& x, const Pair& y) {
           return less_nan_last(x.first, y.first) ||
                  (!less_nan_last(y.first, x.first) && x.second < y.second);
@@ -174,5 +188,32 @@ std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim_in, bool largest, 
   });
   return {values, indices};
 }
+
+}  // namespace
+
+std::pair<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
+  return sort_impl(*this, dim, descending, nullptr);
+}
+
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return topk_impl(*this, k, dim, largest, sorted, nullptr);
+}
+
+namespace detail {
+
+bool sort_into(const Tensor& values, const Tensor& indices, const Tensor& a, int64_t dim, bool descending) {
+  if (!values.defined() || !indices.defined() || !a.defined()) return false;
+  const Into into{&values, &indices};
+  return sort_impl(a, dim, descending, &into).first.defined();
+}
+
+bool topk_into(const Tensor& values, const Tensor& indices, const Tensor& a, int64_t k, int64_t dim, bool largest,
+               bool sorted) {
+  if (!values.defined() || !indices.defined() || !a.defined()) return false;
+  const Into into{&values, &indices};
+  return topk_impl(a, k, dim, largest, sorted, &into).first.defined();
+}
+
+}  // namespace detail
 
 }  // namespace thd

@@ -3,6 +3,7 @@
 
 #include "protocol/framing.h"
 #include "tensor/check.h"
+#include "tensor/into_creation.h"
 #include "worker/ops.h"
 #include "worker/replay_into.h"
 #include "worker/session.h"
@@ -95,6 +96,30 @@ Tensor create(ExecContext& ctx, const fb::Create& op) {
   }
 }
 
+// arange, linspace and eye into `kept` on the CPU, when it holds as many elements as
+// the op reserves for (the op's memory check, which then passes, comes before its
+// argument checks); false when the op makes a new tensor instead.
+bool sequence_into(const Tensor& kept, const fb::Create& op) {
+  const DType dtype = protocol::from_fb(op.dtype());
+  if (!protocol::from_fb(op.device()).is_cpu() || kept.numel() == 0 ||
+      create_numel(op, protocol::shape_from_fb(op.shape(), "create")) != static_cast<uint64_t>(kept.numel())) {
+    return false;
+  }
+  switch (op.kind()) {
+    case fb::CreateKind::Arange: {
+      const Scalar start = scalar_of(op.start()), end = scalar_of(op.end()), step = scalar_of(op.step());
+      const bool floating =
+          start.is_floating_point() || end.is_floating_point() || step.is_floating_point() || is_floating_point(dtype);
+      if (!floating) check_integer_arange(start, end, step);
+      return detail::arange_into(kept, start, end, step, dtype);
+    }
+    case fb::CreateKind::Linspace:
+      return detail::linspace_into(kept, scalar_of(op.start()), scalar_of(op.end()), op.steps(), dtype);
+    case fb::CreateKind::Eye: return detail::eye_into(kept, op.rows(), op.cols(), dtype);
+    default: return false;
+  }
+}
+
 // In a graph's replay: the constant creations written into the storage the
 // previous replay's tensor holds, when it has the very shape, dtype and device;
 // false when the op makes a new tensor instead.
@@ -102,6 +127,9 @@ bool create_into(ExecContext& ctx, const fb::Create& op) {
   const Tensor* kept = ctx.reusable(op.out());
   if (kept == nullptr) return false;
   switch (op.kind()) {
+    case fb::CreateKind::Arange:
+    case fb::CreateKind::Linspace:
+    case fb::CreateKind::Eye: return sequence_into(*kept, op);
     case fb::CreateKind::Empty:
     case fb::CreateKind::Zeros:
     case fb::CreateKind::Ones:

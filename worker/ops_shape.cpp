@@ -53,6 +53,7 @@ void run(ExecContext& ctx, const fb::IndexOp& op) {
   ctx.fresh(op.out());
   const Tensor& a = ctx.input(op.a());
   const Tensor& index = ctx.input(op.index());
+  if (write_kept(ctx, op, a, index)) return;
   switch (op.kind()) {
     case fb::IndexKind::IndexSelect:
       ctx.reserve(bytes_of(index_select_numel(a.shape(), op.dim(), numel_of(index.shape())), a.dtype()));
@@ -114,6 +115,7 @@ void run(ExecContext& ctx, const fb::Join& op) {
     inputs.reserve(op.inputs()->size());
     for (uint64_t id : protocol::scalars_of(op.inputs())) inputs.push_back(ctx.input(id));
   }
+  if (write_kept(ctx, op, inputs)) return;
   uint64_t bytes = 0;
   for (const Tensor& t : inputs) bytes = saturating_add(bytes, saturating_mul(numel_of(t.shape()), 8));
   ctx.reserve(bytes);
@@ -141,6 +143,7 @@ void run(ExecContext& ctx, const fb::Sort& op) {
   ctx.fresh(op.values());
   ctx.fresh(op.indices());
   const Tensor& a = ctx.input(op.a());
+  if (write_kept(ctx, op, a)) return;
   ctx.reserve(saturating_mul(numel_of(a.shape()), a.element_size() + 8));  // values and int64 indices
   auto [values, indices] = op.k() < 0 ? a.sort(op.dim(), op.descending())
                                       : a.topk(op.k(), op.dim(), /*largest=*/op.descending(), op.sorted());

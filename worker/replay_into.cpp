@@ -4,10 +4,13 @@
 
 #include "tensor/into.h"
 #include "tensor/into_elementwise.h"
+#include "tensor/into_indexing.h"
+#include "tensor/into_join.h"
 #include "tensor/into_linalg.h"
 #include "tensor/into_random.h"
 #include "tensor/into_reduce.h"
 #include "tensor/into_softmax.h"
+#include "tensor/into_sort.h"
 
 namespace thd::worker {
 
@@ -111,6 +114,28 @@ bool write_kept(ExecContext& ctx, const fb::Matmul& op, const Tensor& a, const T
     case fb::MatmulKind::Matmul: return detail::matmul_into(detail::IntoMatmul::Matmul, *kept, a, b);
     case fb::MatmulKind::Mm: return detail::matmul_into(detail::IntoMatmul::Mm, *kept, a, b);
     case fb::MatmulKind::Bmm: return detail::matmul_into(detail::IntoMatmul::Bmm, *kept, a, b);
+    case fb::MatmulKind::Dot: return detail::matmul_into(detail::IntoMatmul::Dot, *kept, a, b);
+    case fb::MatmulKind::Outer: return detail::matmul_into(detail::IntoMatmul::Outer, *kept, a, b);
+    default: return false;
+  }
+}
+
+bool write_kept(ExecContext& ctx, const fb::IndexOp& op, const Tensor& a, const Tensor& index) {
+  const Tensor* kept = ctx.reusable(op.out());
+  if (kept == nullptr) return false;
+  switch (op.kind()) {
+    case fb::IndexKind::IndexSelect: return detail::index_into(detail::IntoIndex::IndexSelect, *kept, a, op.dim(), index);
+    case fb::IndexKind::Gather: return detail::index_into(detail::IntoIndex::Gather, *kept, a, op.dim(), index);
+    default: return false;
+  }
+}
+
+bool write_kept(ExecContext& ctx, const fb::Join& op, const std::vector<Tensor>& inputs) {
+  const Tensor* kept = ctx.reusable(op.out());
+  if (kept == nullptr) return false;
+  switch (op.kind()) {
+    case fb::JoinKind::Cat: return detail::join_into(detail::IntoJoin::Cat, *kept, inputs, op.dim());
+    case fb::JoinKind::Stack: return detail::join_into(detail::IntoJoin::Stack, *kept, inputs, op.dim());
     default: return false;
   }
 }
@@ -137,6 +162,14 @@ bool write_kept(ExecContext& ctx, const fb::Reduce& op, const Tensor& a) {
 bool write_kept(ExecContext& ctx, const fb::Softmax& op, const Tensor& a) {
   const Tensor* kept = ctx.reusable(op.out());
   return kept != nullptr && detail::softmax_into(*kept, a, op.dim(), op.log());
+}
+
+bool write_kept(ExecContext& ctx, const fb::Sort& op, const Tensor& a) {
+  const Tensor* values = ctx.reusable(op.values());
+  const Tensor* indices = ctx.reusable(op.indices());
+  if (values == nullptr || indices == nullptr) return false;
+  return op.k() < 0 ? detail::sort_into(*values, *indices, a, op.dim(), op.descending())
+                    : detail::topk_into(*values, *indices, a, op.k(), op.dim(), op.descending(), op.sorted());
 }
 
 bool write_kept(ExecContext& ctx, const fb::Create& op) {

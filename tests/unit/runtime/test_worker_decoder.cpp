@@ -806,6 +806,116 @@ TEST_F(WorkerDecoder, ProductsReductionsSoftmaxAndRandomDrawsAreWrittenInPlaceBy
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
 
+// A graph of indexing ops, joins, vector products, sorts and sequences, on x [6, 5] (id 1), the
+// vectors v [5], u [5] and w [4] (ids 2, 3, 4), rows [3] (id 5, int64 in [0, 6))
+// and cols [6, 2] (id 6, int64 in [0, 5)): 30 = index_select(x, 0, rows),
+// 31 = gather(x, 1, cols), 32 = cat([x, 30], 0), 33 = stack([x, x], 1),
+// 34 = dot(v, u), 35 = outer(v, w), 36 = matmul(v, u), 37/38 = sort(x, 1,
+// descending), 39/40 = topk(x, 2, 0, largest, sorted), 41 = arange(3, 40, 3)
+// int64, 42 = arange(-1.5, 2.5, 0.25) float64, 43 = linspace(-2, 5, 9) float32,
+// 44 = eye(3, 5) float32.
+std::vector<uint8_t> indexing_joins_products_and_sorts() {
+  return graph_bytes([](flatbuffers::FlatBufferBuilder& b) {
+    const fb::Scalar zero, three(fb::ScalarKind::Int, 3, 0), forty(fb::ScalarKind::Int, 40, 0);
+    const fb::Scalar low(fb::ScalarKind::Float, 0, -1.5), high(fb::ScalarKind::Float, 0, 2.5);
+    const fb::Scalar quarter(fb::ScalarKind::Float, 0, 0.25), minus_two(fb::ScalarKind::Float, 0, -2.0);
+    const fb::Scalar five(fb::ScalarKind::Float, 0, 5.0);
+    auto create = [&](uint64_t op_id, uint64_t id, fb::CreateKind kind, fb::DType dtype, const fb::Scalar& start,
+                      const fb::Scalar& end, const fb::Scalar& step, int64_t steps, int64_t rows, int64_t cols) {
+      return fb::CreateCommand(b, op_id, fb::Op::Create,
+                               fb::CreateCreate(b, id, kind, dtype, b.CreateVector<int64_t>({}), &zero, &start, &end,
+                                                &step, steps, rows, cols)
+                                   .Union());
+    };
+    return std::vector{
+        create(910, 41, fb::CreateKind::Arange, fb::DType::Int64, three, forty, three, 0, 0, 0),
+        create(911, 42, fb::CreateKind::Arange, fb::DType::Float64, low, high, quarter, 0, 0, 0),
+        create(912, 43, fb::CreateKind::Linspace, fb::DType::Float32, minus_two, five, zero, 9, 0, 0),
+        create(913, 44, fb::CreateKind::Eye, fb::DType::Float32, zero, zero, zero, 0, 3, 5),
+        fb::CreateCommand(b, 901, fb::Op::IndexOp, fb::CreateIndexOp(b, 30, fb::IndexKind::IndexSelect, 1, 0, 5).Union()),
+        fb::CreateCommand(b, 902, fb::Op::IndexOp, fb::CreateIndexOp(b, 31, fb::IndexKind::Gather, 1, 1, 6).Union()),
+        fb::CreateCommand(b, 903, fb::Op::Join,
+                          fb::CreateJoin(b, 32, fb::JoinKind::Cat, b.CreateVector<uint64_t>({1, 30}), 0).Union()),
+        fb::CreateCommand(b, 904, fb::Op::Join,
+                          fb::CreateJoin(b, 33, fb::JoinKind::Stack, b.CreateVector<uint64_t>({1, 1}), 1).Union()),
+        fb::CreateCommand(b, 905, fb::Op::Matmul, fb::CreateMatmul(b, 34, fb::MatmulKind::Dot, 2, 3).Union()),
+        fb::CreateCommand(b, 906, fb::Op::Matmul, fb::CreateMatmul(b, 35, fb::MatmulKind::Outer, 2, 4).Union()),
+        fb::CreateCommand(b, 907, fb::Op::Matmul, fb::CreateMatmul(b, 36, fb::MatmulKind::Matmul, 2, 3).Union()),
+        fb::CreateCommand(b, 908, fb::Op::Sort, fb::CreateSort(b, 37, 38, 1, 1, true, -1, true).Union()),
+        fb::CreateCommand(b, 909, fb::Op::Sort, fb::CreateSort(b, 39, 40, 1, 0, true, 2, true).Union())};
+  });
+}
+
+TEST_F(WorkerDecoder, IndexingJoinsVectorProductsSortsAndSequencesAreWrittenInPlaceByEachReplay) {
+  const fb::Scalar zero, five(fb::ScalarKind::Int, 5, 0), six(fb::ScalarKind::Int, 6, 0);
+  auto create = [&](flatbuffers::FlatBufferBuilder& b, uint64_t op_id, uint64_t id, fb::CreateKind kind, fb::DType dtype,
+                    std::vector<int64_t> shape, const fb::Scalar& end) {
+    return fb::CreateCommand(
+        b, op_id, fb::Op::Create,
+        fb::CreateCreate(b, id, kind, dtype, b.CreateVector<int64_t>(shape), &zero, &zero, &end, &zero).Union());
+  };
+  // Waits for everything sent so far: the fetch of tensor `id` comes after it.
+  auto fetch_into = [&](uint64_t op_id, uint64_t id, Tensor& got) {
+    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(op_id);
+    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
+    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+      return std::vector{fb::CreateCommand(b, op_id, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
+    }));
+    r.wait();
+  };
+  auto fetch = [&](uint64_t op_id, uint64_t id, const Shape& shape, DType dtype) {
+    Tensor got = Tensor::zeros(shape, dtype);
+    fetch_into(op_id, id, got);
+    return got;
+  };
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    using fb::CreateKind;
+    return std::vector{create(b, 1, 1, CreateKind::Rand, fb::DType::Float32, {6, 5}, zero),
+                       create(b, 2, 2, CreateKind::Rand, fb::DType::Float32, {5}, zero),
+                       create(b, 3, 3, CreateKind::Rand, fb::DType::Float32, {5}, zero),
+                       create(b, 4, 4, CreateKind::Rand, fb::DType::Float32, {4}, zero),
+                       create(b, 5, 5, CreateKind::Randint, fb::DType::Int64, {3}, six),
+                       create(b, 6, 6, CreateKind::Randint, fb::DType::Int64, {6, 2}, five),
+                       define_graph(b, 7, 9, indexing_joins_products_and_sorts(),
+                                    {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44}),
+                       replay_graph(b, 8, 9, 1)};
+  }));
+  const Tensor x = fetch(10, 1, {6, 5}, kFloat32), v = fetch(11, 2, {5}, kFloat32), u = fetch(12, 3, {5}, kFloat32);
+  const Tensor w = fetch(13, 4, {4}, kFloat32), rows = fetch(14, 5, {3}, kInt64), cols = fetch(15, 6, {6, 2}, kInt64);
+  Tensor selected = Tensor::zeros({3, 5}, kFloat32);
+  const int64_t allocs = memory_stats().num_allocs;
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    std::vector<flatbuffers::Offset<fb::Command>> replays;
+    for (uint64_t i = 0; i < 20; ++i) replays.push_back(replay_graph(b, 20 + i, 9, 2 + i));
+    return replays;
+  }));
+  fetch_into(100, 30, selected);
+  EXPECT_EQ(memory_stats().num_allocs, allocs) << "replays after the first allocated tensors";
+  auto same = [](const Tensor& got, const Tensor& expected) {
+    return got.shape() == expected.shape() && got.dtype() == expected.dtype() &&
+           std::memcmp(got.data_ptr(), expected.contiguous().data_ptr(), got.nbytes()) == 0;
+  };
+  EXPECT_TRUE(same(selected, x.index_select(0, rows)));
+  EXPECT_TRUE(same(fetch(101, 31, {6, 2}, kFloat32), x.gather(1, cols)));
+  EXPECT_TRUE(same(fetch(102, 32, {9, 5}, kFloat32), cat({x, x.index_select(0, rows)}, 0)));
+  EXPECT_TRUE(same(fetch(103, 33, {6, 2, 5}, kFloat32), stack({x, x}, 1)));
+  EXPECT_TRUE(same(fetch(104, 34, {}, kFloat32), v.dot(u)));
+  EXPECT_TRUE(same(fetch(105, 35, {5, 4}, kFloat32), v.outer(w)));
+  EXPECT_TRUE(same(fetch(106, 36, {}, kFloat32), v.matmul(u)));
+  const auto [sorted, order] = x.sort(1, true);
+  EXPECT_TRUE(same(fetch(107, 37, {6, 5}, kFloat32), sorted));
+  EXPECT_TRUE(same(fetch(108, 38, {6, 5}, kInt64), order));
+  const auto [top, where_top] = x.topk(2, 0, true, true);
+  EXPECT_TRUE(same(fetch(109, 39, {2, 5}, kFloat32), top));
+  EXPECT_TRUE(same(fetch(110, 40, {2, 5}, kInt64), where_top));
+  EXPECT_TRUE(same(fetch(111, 41, {13}, kInt64), Tensor::arange(3, 40, 3, kInt64)));
+  EXPECT_TRUE(same(fetch(112, 42, {16}, kFloat64), Tensor::arange(-1.5, 2.5, 0.25, kFloat64)));
+  EXPECT_TRUE(same(fetch(113, 43, {9}, kFloat32), Tensor::linspace(-2.0, 5.0, 9, kFloat32)));
+  EXPECT_TRUE(same(fetch(114, 44, {3, 5}, kFloat32), Tensor::eye(3, 5, kFloat32)));
+  expect_still_serving(115);
+  EXPECT_TRUE(worker_error_.empty()) << worker_error_;
+}
+
 TEST_F(WorkerDecoder, RandomlyMutatedGraphsNeverStopTheWorker) {
   const fb::Scalar two(fb::ScalarKind::Float, 0, 2.0), zero;
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {

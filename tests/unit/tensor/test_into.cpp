@@ -9,6 +9,7 @@
 #include <string>
 
 #include <thd/cuda.h>
+#include <thd/error.h>
 #include <thd/generator.h>
 #include <thd/tensor.h>
 
@@ -18,6 +19,8 @@
 #include "tensor/into_random.h"
 #include "tensor/into_reduce.h"
 #include "tensor/into_softmax.h"
+#include "expect_throw.h"
+#include "into_testing.h"
 
 namespace thd {
 namespace {
@@ -25,39 +28,10 @@ namespace {
 using detail::IntoBinary;
 using detail::IntoCompare;
 using detail::IntoReduce;
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
-}
-
-// A tensor of `shape` and `dtype` with varied values (negative ones too, but no
-// zeros, so that div and pow stay finite).
-Tensor sample(const Shape& shape, DType dtype, double shift = 0) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  Tensor t = Tensor::arange(0, n, 1, kFloat64).mul(0.37).add(shift).sin().mul(5).add(0.5).reshape(shape);
-  if (dtype == kBool) return t.gt(0);
-  if (!is_floating_point(dtype)) t = t.mul(3).add(t.lt(0).to(kFloat64).mul(-1)).add(t.ge(0).to(kFloat64));
-  return t.to(dtype);
-}
-
-// `out` after op_into, compared with `expected`: written with the same bytes.
-::testing::AssertionResult writes(const std::function<bool(const Tensor&)>& op_into, const Tensor& expected) {
-  Tensor out = Tensor::full(expected.shape(), 7, expected.dtype());
-  if (!op_into(out)) return ::testing::AssertionFailure() << "did not write";
-  if (!same_bytes(out, expected)) return ::testing::AssertionFailure() << "wrote other values";
-  return ::testing::AssertionSuccess();
-}
-
-// op_into refuses `out` and leaves it as it was.
-::testing::AssertionResult refuses(const std::function<bool(const Tensor&)>& op_into, const Tensor& out) {
-  const Tensor before = out.clone();
-  if (op_into(out)) return ::testing::AssertionFailure() << "wrote";
-  if (!same_bytes(out, before)) return ::testing::AssertionFailure() << "refused but changed out";
-  return ::testing::AssertionSuccess();
-}
+using into_testing::refuses;
+using into_testing::same_bytes;
+using into_testing::sample;
+using into_testing::writes;
 
 const IntoBinary kArith[] = {IntoBinary::Add, IntoBinary::Sub, IntoBinary::Mul, IntoBinary::Div,
                              IntoBinary::Maximum, IntoBinary::Minimum};
@@ -202,14 +176,48 @@ TEST(Into, MatrixProductsWriteWhatTheOpMakes) {
                        row.addmm(a, bt, beta, alpha)));
     EXPECT_TRUE(writes([&](const Tensor& o) { return detail::addmm_into(o, self, a, b, Scalar(0), alpha); },
                        self.addmm(a, b, 0, alpha)));
+    // Dot and outer products, of contiguous vectors and of strided ones.
+    const Tensor v2 = sample({7}, dt, 8.0), w = sample({3}, dt, 9.0), every_other = sample({14}, dt, 10.0).slice(0, 0, 14, 2);
+    EXPECT_TRUE(writes([&](const Tensor& o) { return detail::matmul_into(IntoMatmul::Dot, o, v, v2); }, v.dot(v2)));
+    EXPECT_TRUE(writes([&](const Tensor& o) { return detail::matmul_into(IntoMatmul::Dot, o, v, every_other); },
+                       v.dot(every_other)));
+    EXPECT_TRUE(writes([&](const Tensor& o) { return detail::matmul_into(IntoMatmul::Matmul, o, v, v2); }, v.matmul(v2)));
+    EXPECT_TRUE(writes([&](const Tensor& o) { return detail::matmul_into(IntoMatmul::Outer, o, v, w); }, v.outer(w)));
+    EXPECT_TRUE(writes([&](const Tensor& o) { return detail::matmul_into(IntoMatmul::Outer, o, every_other, w); },
+                       every_other.outer(w)));
   }
-  // The 16-bit floats round a float32 product: left to the op, as is a dot product.
+  // Outer promotes as mul does; the 16-bit floats' dot accumulates in double.
+  const Tensor i32 = sample({5}, kInt32), f32 = sample({4}, kFloat32), bf = sample({6}, kBFloat16);
+  EXPECT_TRUE(writes([&](const Tensor& o) { return detail::matmul_into(detail::IntoMatmul::Outer, o, i32, f32); },
+                     i32.outer(f32)));
+  EXPECT_TRUE(writes([&](const Tensor& o) { return detail::matmul_into(detail::IntoMatmul::Dot, o, bf, bf); }, bf.dot(bf)));
+  // Another shape or dtype, storage shared with an operand.
+  const Tensor u = sample({4}, kFloat32, 1.0);
+  EXPECT_TRUE(refuses([&](const Tensor& o) { return detail::matmul_into(detail::IntoMatmul::Dot, o, f32, u); },
+                      Tensor::zeros({1}, kFloat32)));
+  EXPECT_TRUE(refuses([&](const Tensor& o) { return detail::matmul_into(detail::IntoMatmul::Dot, o, f32, u); },
+                      Tensor::zeros({}, kFloat64)));
+  EXPECT_TRUE(refuses([&](const Tensor& o) { return detail::matmul_into(detail::IntoMatmul::Outer, o, f32, u); },
+                      Tensor::zeros({4, 4}, kFloat64)));
+  EXPECT_TRUE(refuses([&](const Tensor& o) { return detail::matmul_into(detail::IntoMatmul::Outer, o, f32, u); },
+                      Tensor::zeros({16}, kFloat32)));
+  Tensor square = Tensor::zeros({4, 4}, kFloat32);
+  const Tensor row = square.select(0, 1);
+  EXPECT_TRUE(refuses([&](const Tensor& o) { return detail::matmul_into(detail::IntoMatmul::Outer, o, row, u); }, square));
+  // Operands the op refuses: its error, with `out` left as it was.
+  Tensor scalar_out = Tensor::full({}, 7, kFloat32);
+  THD_EXPECT_THROW_MSG(detail::matmul_into(detail::IntoMatmul::Dot, scalar_out, f32, sample({5}, kFloat32)), ShapeError,
+                       "inconsistent tensor size");
+  THD_EXPECT_THROW_MSG(detail::matmul_into(detail::IntoMatmul::Dot, scalar_out, f32, u.to(kFloat64)), TypeError,
+                       "expected both vectors to have the same dtype");
+  THD_EXPECT_THROW_MSG(detail::matmul_into(detail::IntoMatmul::Outer, square, square, u), ShapeError,
+                       "expected 1-D tensors");
+  EXPECT_EQ(scalar_out.item<float>(), 7.0f);
+  EXPECT_TRUE(same_bytes(square, Tensor::zeros({4, 4}, kFloat32)));
+  // The 16-bit floats round a float32 product: left to the op.
   const Tensor h = sample({4, 4}, kFloat16);
   EXPECT_TRUE(refuses([&](const Tensor& o) { return detail::matmul_into(detail::IntoMatmul::Mm, o, h, h); },
                       Tensor::zeros({4, 4}, kFloat16)));
-  const Tensor v = sample({4}, kFloat32);
-  EXPECT_TRUE(refuses([&](const Tensor& o) { return detail::matmul_into(detail::IntoMatmul::Matmul, o, v, v); },
-                      Tensor::zeros({}, kFloat32)));
 }
 
 TEST(Into, ReductionsWriteWhatTheOpMakes) {
