@@ -17,6 +17,8 @@
 #include <cstring>
 #include <vector>
 
+#include "datachannel/channel_access.h"
+#include "datachannel/check.h"
 #include "datachannel/collectives/algorithms.h"
 #include "datachannel/collectives/blocks.h"
 #include "datachannel/collectives/reduce_kernels.h"
@@ -113,11 +115,15 @@ void flagged_rooted_all_reduce(Comm& comm, void* data, size_t count, DType dtype
   const int n = comm.size();
   const int r = comm.rank();
   const size_t nbytes = count * element_size(dtype);
-  const size_t word_bytes = sizeof(int64_t) * static_cast<size_t>(n);
-  // The answer: [every word | result].
-  Tensor answer_scratch = scratch_bytes(word_bytes + nbytes);
+  // The answer: [status | every word | result]. status: 0, or 1 + the group rank of
+  // a member the root could not hear from. The others wait only for the root, so it
+  // tells them at once (a failure they would otherwise notice only through the
+  // group's liveness checks, a slice later, in every collective of a run of them).
+  const size_t head_bytes = sizeof(int64_t) * static_cast<size_t>(n + 1);
+  Tensor answer_scratch = scratch_bytes(head_bytes + nbytes);
   uint8_t* answer = bytes_of(answer_scratch);
-  auto answer_span = [&] { return span_of(static_cast<void*>(answer), word_bytes + nbytes); };
+  auto answer_span = [&] { return span_of(static_cast<void*>(answer), head_bytes + nbytes); };
+  auto answer_words = [&] { return answer + sizeof(int64_t); };
   bool any = false;
   if (r != 0) {
     const Frames mine(1, nbytes);
@@ -126,7 +132,16 @@ void flagged_rooted_all_reduce(Comm& comm, void* data, size_t count, DType dtype
     requests.push_back(comm.irecv(answer_span(), 0));
     requests.push_back(comm.isend(span_of(static_cast<const void*>(mine.frame(0)), mine.frame_bytes()), 0));
     comm.wait_all(requests);
-    std::memcpy(words, answer, word_bytes);
+    int64_t status;
+    std::memcpy(&status, answer, sizeof status);
+    if (status != 0) {
+      const int lost = static_cast<int>(status - 1);
+      THD_THROW_AT(PeerLost, comm.op(), comm.transport().rank(), lost >= 0 && lost < n ? comm.world_ranks()[lost] : -1,
+                   "rank {} of the group could not be heard from by the root (rank 0), so the collective cannot "
+                   "finish",
+                   lost);
+    }
+    std::memcpy(words, answer_words(), sizeof(int64_t) * static_cast<size_t>(n));
     for (int p = 0; p < n; ++p) any = any || words[p] != 0;
   } else {
     const Frames frames(n, nbytes);
@@ -134,28 +149,56 @@ void flagged_rooted_all_reduce(Comm& comm, void* data, size_t count, DType dtype
     std::vector<Request> requests;
     requests.reserve(static_cast<size_t>(n - 1));
     for (int p = 1; p < n; ++p) requests.push_back(comm.irecv(span_of(frames.frame(p), frames.frame_bytes()), p));
-    comm.wait_all(requests);
-    for (int p = 0; p < n; ++p) {
-      words[p] = frames.word(p);
-      any = any || words[p] != 0;
-    }
-    std::memcpy(answer, words, word_bytes);
-    // A member that cannot take part leaves everyone's data as it was; the answer
-    // then carries this rank's own bytes, which nobody reads.
-    if (nbytes != 0) {
-      if (any) {
-        std::memcpy(answer + word_bytes, data, nbytes);
-      } else {
-        reduce_in_doubling_order(frames, n, answer + word_bytes, count, dtype, op);
+    int64_t status = 0;
+    std::exception_ptr failure;
+    try {
+      comm.wait_all(requests);
+    } catch (const Error&) {
+      failure = std::current_exception();
+      status = n;  // a member the root cannot name
+      for (int p = 1; p < n; ++p) {
+        const auto& state = state_of(requests[static_cast<size_t>(p - 1)]);
+        if (state && state->status() == RequestState::Failed) {
+          status = p + 1;
+          break;
+        }
       }
+    }
+    std::memcpy(answer, &status, sizeof status);
+    if (!failure) {
+      for (int p = 0; p < n; ++p) {
+        words[p] = frames.word(p);
+        any = any || words[p] != 0;
+      }
+      std::memcpy(answer_words(), words, sizeof(int64_t) * static_cast<size_t>(n));
+      // A member that cannot take part leaves everyone's data as it was; the answer
+      // then carries this rank's own bytes, which nobody reads.
+      if (nbytes != 0) {
+        if (any) {
+          std::memcpy(answer + head_bytes, data, nbytes);
+        } else {
+          reduce_in_doubling_order(frames, n, answer + head_bytes, count, dtype, op);
+        }
+      }
+    } else {
+      std::memset(answer + sizeof(int64_t), 0, head_bytes + nbytes - sizeof(int64_t));
     }
     requests.clear();
     for (int p = 1; p < n; ++p) {
-      requests.push_back(comm.isend(span_of(static_cast<const void*>(answer), word_bytes + nbytes), p));
+      // After a failure, only to the members still there.
+      if (failure && comm.transport().peer_error(comm.world_ranks()[static_cast<size_t>(p)])) continue;
+      requests.push_back(comm.isend(span_of(static_cast<const void*>(answer), head_bytes + nbytes), p));
+    }
+    if (failure) {
+      try {
+        comm.wait_all(requests);
+      } catch (const Error&) {  // best effort: the error to report is the first one
+      }
+      std::rethrow_exception(failure);
     }
     comm.wait_all(requests);
   }
-  if (!any && nbytes != 0) std::memcpy(data, answer + word_bytes, nbytes);
+  if (!any && nbytes != 0) std::memcpy(data, answer + head_bytes, nbytes);
 }
 
 }  // namespace thd::detail

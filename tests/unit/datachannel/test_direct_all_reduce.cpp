@@ -176,6 +176,45 @@ TEST_P(FlaggedAllReduce, ARankThatNeverComesTimesOutInsteadOfHanging) {
   for (int r : {0, 1}) EXPECT_TRUE(errors[static_cast<size_t>(r)]) << "rank " << r << " did not time out";
 }
 
+TEST(FlaggedRootedAllReduce, TheRootTellsTheOthersAtOnceOfAMemberItCannotHearFrom) {
+  // The members other than the root wait for the root alone: without its word they
+  // would notice a lost member only through the group's liveness checks, a slice
+  // later, in each collective of a run of them.
+  constexpr size_t kCount = 4;
+  auto inproc = std::make_shared<test::InprocWorld>(3);
+  std::vector<std::unique_ptr<test::InprocTransport>> transports;
+  for (int r = 0; r < 3; ++r) transports.push_back(std::make_unique<test::InprocTransport>(inproc, r));
+  const std::vector<int> group = {0, 1, 2};
+  inproc->kill(2);
+  for (int call = 0; call < 3; ++call) {
+    auto errors = test::run_rank_threads(2, [&](int r) {
+      detail::Envelope envelope;
+      envelope.context = detail::collective_context(1);
+      envelope.tag = call;
+      envelope.kind = MessageKind{MessageOp::AllReduceFlagged, static_cast<uint8_t>(kFloat32), 0, 0, kCount};
+      Comm comm(*transports[static_cast<size_t>(r)], group, r, envelope, net::deadline_after(test::kLong),
+                "flagged_all_reduce");
+      std::vector<float> data(kCount, 1.0f);
+      std::vector<int64_t> words(3);
+      detail::flagged_rooted_all_reduce(comm, data.data(), kCount, kFloat32, ReduceOp::Sum, 0, words.data());
+    });
+    for (int r : {0, 1}) {
+      ASSERT_TRUE(errors[static_cast<size_t>(r)]) << "call " << call << ": rank " << r << " did not fail";
+      try {
+        std::rethrow_exception(errors[static_cast<size_t>(r)]);
+      } catch (const PeerLost& e) {
+        if (r == 1) {
+          EXPECT_NE(std::string(e.what()).find("rank 2 of the group could not be heard from by the root"),
+                    std::string::npos)
+              << e.what();
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << " threw " << e.what();
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Forms, FlaggedAllReduce, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Rooted" : "Direct"; });
 
