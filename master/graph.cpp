@@ -200,18 +200,17 @@ void GraphState::replay() {
   const uint64_t replay = replays.load() + 1;
   // Several nodes: under the cross-node lock, as every op that commands several
   // nodes, so the collectives and copies inside reach every member in one order.
+  // The parts wait in the nodes' buffers like any op (back-to-back replays go out
+  // in one batch per node), entangled: a node may block in the graph on another (a
+  // copy's receive, a collective, a remote event), so whenever one of these
+  // buffers is sent, the others are sent with it (NodeLink::append_on).
   std::unique_lock<std::mutex> cross;
-  if (nodes.size() > 1) cross = std::unique_lock(s->cross_node_mutex());
+  const bool spans_nodes = nodes.size() > 1;
+  if (spans_nodes) cross = std::unique_lock(s->cross_node_mutex());
   for (int node : nodes) {
-    s->link(node, kOp).append_on(0, fb::Op::ReplayGraph, [&](NodeLink::Builder& b) {
-      return fb::CreateReplayGraph(b, id, replay).Union();
-    });
-  }
-  // A node may block in the graph on another (a copy's receive, a collective, a
-  // remote event): every part leaves now, as to_node's and the collectives' do. A
-  // graph on one node waits in its buffer with the ops around it.
-  if (nodes.size() > 1) {
-    for (int node : nodes) s->link(node, kOp).flush();
+    s->link(node, kOp).append_on(
+        0, fb::Op::ReplayGraph, [&](NodeLink::Builder& b) { return fb::CreateReplayGraph(b, id, replay).Union(); },
+        spans_nodes);
   }
   replays.store(replay);
 }

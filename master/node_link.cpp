@@ -27,23 +27,26 @@ std::exception_ptr worker_lost(int node, const std::exception& why) {
 }
 
 NodeLink::NodeLink(std::shared_ptr<DataChannel> channel, int node, const MasterWorkerOptions& options,
-                   std::function<uint64_t()> next_op_id, std::function<void()> on_pending)
+                   std::function<uint64_t()> next_op_id, std::function<void()> on_pending,
+                   std::function<void()> after_flush)
     : channel_(std::move(channel)),
       node_(node),
       options_(options),
       next_op_id_(std::move(next_op_id)),
       on_pending_(std::move(on_pending)),
+      after_flush_(std::move(after_flush)),
       builder_(kInitialBuilderBytes) {}
 
 uint64_t NodeLink::append(fb::Op type, const BuildOp& build) { return append_on(scoped_stream(node_), type, build); }
 
-uint64_t NodeLink::append_on(uint32_t stream, fb::Op type, const BuildOp& build) {
+uint64_t NodeLink::append_on(uint32_t stream, fb::Op type, const BuildOp& build, bool entangled) {
   if (Capture* capture = Capture::active(); capture != nullptr && Capture::takes(type)) {
     return capture->record(*this, stream, type, build);
   }
   throw_if_lost();
   uint64_t id;
   bool first;
+  bool sent = false;
   {
     std::lock_guard lock(mu_);
     id = next_op_id_();
@@ -52,14 +55,17 @@ uint64_t NodeLink::append_on(uint32_t stream, fb::Op type, const BuildOp& build)
     if (first) first_append_ = Clock::now();
     commands_.push_back(fb::CreateCommand(builder_, id, type, table, stream));
     appended_.fetch_add(1);
+    if (entangled) entangled_.store(true);
     pending_.store(true);  // seq_cst: paired with the flusher's asleep flag
     if (static_cast<int64_t>(builder_.GetSize()) >= options_.batch_bytes ||
         commands_.size() >= static_cast<size_t>(options_.max_ops_in_flight / 4 + 1)) {
       flush_locked();
+      sent = true;
     }
   }
   // Outside the buffer's lock: the flusher looks at buffers while holding its own.
   if (first) on_pending_();
+  if (sent) after_flush_();
   return id;
 }
 
@@ -67,17 +73,21 @@ uint64_t NodeLink::append_upload(const BuildOp& build, const Tensor& contiguous)
   check_not_capturing("dist_send", "it sends tensor bytes from the master, which a graph cannot hold (upload before "
                                    "the capture, and copy_ into the graph's input between replays)");
   throw_if_lost();
-  std::lock_guard lock(mu_);
-  const uint64_t id = next_op_id_();
-  const auto table = build(builder_);
-  if (commands_.empty()) first_append_ = Clock::now();
-  commands_.push_back(fb::CreateCommand(builder_, id, fb::Op::Upload, table, scoped_stream(node_)));
-  appended_.fetch_add(1);
-  uploads_.push_back(contiguous);
-  upload_bytes_ += static_cast<int64_t>(contiguous.nbytes());
-  // Large payloads go at once: the caller's dist_send returns only when its bytes
-  // have left (a blocking send), so the tensor may be reused afterwards.
-  flush_locked();
+  uint64_t id;
+  {
+    std::lock_guard lock(mu_);
+    id = next_op_id_();
+    const auto table = build(builder_);
+    if (commands_.empty()) first_append_ = Clock::now();
+    commands_.push_back(fb::CreateCommand(builder_, id, fb::Op::Upload, table, scoped_stream(node_)));
+    appended_.fetch_add(1);
+    uploads_.push_back(contiguous);
+    upload_bytes_ += static_cast<int64_t>(contiguous.nbytes());
+    // Large payloads go at once: the caller's dist_send returns only when its bytes
+    // have left (a blocking send), so the tensor may be reused afterwards.
+    flush_locked();
+  }
+  after_flush_();
   return id;
 }
 
@@ -95,17 +105,25 @@ void NodeLink::queue_free(uint64_t id) {
 
 void NodeLink::send_control(std::span<const uint8_t> message) {
   throw_if_lost();
-  std::lock_guard lock(mu_);
-  flush_locked();
-  try {
-    protocol::send_message(*channel_, rank(), protocol::kCommandTag, message, options_.timeout);
-  } catch (const PeerLost& e) {
-    on_lost(worker_lost(node_, e));
-    throw_if_lost();
+  {
+    std::lock_guard lock(mu_);
+    flush_locked();
+    try {
+      protocol::send_message(*channel_, rank(), protocol::kCommandTag, message, options_.timeout);
+    } catch (const PeerLost& e) {
+      on_lost(worker_lost(node_, e));
+      throw_if_lost();
+    }
   }
+  after_flush_();
 }
 
 void NodeLink::flush() {
+  flush_alone();
+  after_flush_();
+}
+
+void NodeLink::flush_alone() {
   std::lock_guard lock(mu_);
   flush_locked();
 }
@@ -137,7 +155,10 @@ void NodeLink::flush_locked() {
     std::lock_guard lock(free_mu_);
     frees.swap(frees_);
   }
-  if (commands_.empty() && frees.empty()) return;
+  if (commands_.empty() && frees.empty()) {
+    entangled_.store(false);
+    return;
+  }
   const auto ops = static_cast<int64_t>(commands_.size());
   // Whatever happens below, this buffer is consumed: a lost node fails it.
   auto reset = [&] {
@@ -155,6 +176,7 @@ void NodeLink::flush_locked() {
     }
     uploads_.clear();
     upload_bytes_ = 0;
+    entangled_.store(false);
   };
   try {
     const FreeSchedule schedule = free_schedule(frees);

@@ -34,8 +34,12 @@ class NodeLink {
 
   // on_pending: called (without any lock of the link held) when the buffer goes
   // from empty to holding something; it wakes the flusher if it sleeps.
+  // after_flush: called (without any lock of the link held) after this link sent a
+  // batch for a reason of its own (a sync point, a full buffer, an upload): the
+  // session then sends the other links' entangled parts (entangled()).
   NodeLink(std::shared_ptr<DataChannel> channel, int node, const MasterWorkerOptions& options,
-           std::function<uint64_t()> next_op_id, std::function<void()> on_pending);
+           std::function<uint64_t()> next_op_id, std::function<void()> on_pending,
+           std::function<void()> after_flush = [] {});
 
   int node() const { return node_; }
   int rank() const { return node_ + 1; }
@@ -44,8 +48,13 @@ class NodeLink {
   // Throws WorkerLost when the node is lost.
   // The command runs on this thread's current stream of the node (StreamScope).
   uint64_t append(fb::Op type, const BuildOp& build);
-  // As append, on the given stream of the node.
-  uint64_t append_on(uint32_t stream, fb::Op type, const BuildOp& build);
+  // As append, on the given stream of the node. `entangled`: the command is one
+  // part of an op that spans nodes (a graph's replay), whose other parts are
+  // appended to the other nodes' links under the session's cross-node lock; it may
+  // wait in the buffer like any op, but a node must never get its part without the
+  // others getting theirs (it would wait in the op for them), so whenever any link
+  // sends a batch, the session sends every link that holds such a part too.
+  uint64_t append_on(uint32_t stream, fb::Op type, const BuildOp& build, bool entangled = false);
   // As append, with a tensor whose bytes follow the batch on the upload tag.
   uint64_t append_upload(const BuildOp& build, const Tensor& contiguous);
   // Queues a Free of `id` for the next batch (never blocks, never throws). It lands
@@ -53,8 +62,12 @@ class NodeLink {
   // ahead of those appended after, so a tensor dropped before a new one is made is
   // freed first (the worker's memory limit counts it).
   void queue_free(uint64_t id);
-  // Sends what is buffered.
+  // Sends what is buffered (then, through after_flush, the other links' entangled parts).
   void flush();
+  // Sends what is buffered, and nothing else.
+  void flush_alone();
+  // The buffer holds the part of an op that spans nodes (append_on's `entangled`).
+  bool entangled() const { return entangled_.load(); }
   // Flushes, then sends a control message (Hello, Goodbye) in order after it.
   void send_control(std::span<const uint8_t> message);
   // Sends the buffer when its first command has waited for `idle`, or its first
@@ -106,10 +119,12 @@ class NodeLink {
   void request_ack(uint64_t seq);
 
   std::shared_ptr<DataChannel> channel_;
+  std::atomic<bool> entangled_{false};  // set under mu_, cleared when the buffer is sent
   const int node_;
   const MasterWorkerOptions options_;
   std::function<uint64_t()> next_op_id_;
   std::function<void()> on_pending_;
+  std::function<void()> after_flush_;
 
   mutable std::mutex mu_;  // the buffer; held while a batch is sent, to keep order
   Builder builder_;

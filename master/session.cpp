@@ -102,7 +102,8 @@ Session::Session(std::shared_ptr<DataChannel> channel, const MasterWorkerOptions
   }
   for (int n = 0; n < nodes; ++n) {
     links_.push_back(std::make_unique<NodeLink>(
-        channel_, n, options_, [this] { return next_op_id(); }, [this] { wake_flusher(); }));
+        channel_, n, options_, [this] { return next_op_id(); }, [this] { wake_flusher(); },
+        [this] { flush_entangled(); }));
   }
 }
 
@@ -206,12 +207,26 @@ void Session::flusher_loop() {
       }
       pending = pending || l->has_pending();
     }
+    flush_entangled();
     if (flushed) {
       period = std::chrono::duration_cast<std::chrono::microseconds>(options_.flush_after);
     } else {
       period = std::min(2 * period, max_period);
     }
     quiet_ticks = pending || period < max_period ? 0 : quiet_ticks + 1;
+  }
+}
+
+void Session::flush_entangled() {
+  for (auto& l : links_) {
+    if (!l->entangled()) continue;
+    try {
+      l->flush_alone();
+    } catch (const std::exception& e) {
+      // A lost node: its peers in the op notice it and fail; its next op raises
+      // WorkerLost at the caller.
+      THD_LOG_DEBUG("master: sending node {}'s part of an op across nodes failed: {}", l->node(), e.what());
+    }
   }
 }
 

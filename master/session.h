@@ -134,6 +134,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void node_lost(int node, const std::exception& why);
   void flusher_loop();
   // From an append that made a buffer non-empty: wakes the flusher if it sleeps.
+  // Sends every link whose buffer holds a part of an op across nodes
+  // (NodeLink::entangled), after another link sent its batch.
+  void flush_entangled();
   void wake_flusher();
   void handle_reply(int node, const fb::Message& message);
   void fail_fetches_of(int node, std::exception_ptr why);

@@ -503,6 +503,33 @@ TEST(GraphForms, AReplayedAllReduceIsOneExchangeWithTheEagerOnesBitsInEitherForm
   }
 }
 
+TEST(GraphsAcrossNodesBuffered, AReplayWaitsInTheBuffersAndASyncPointOnOneNodeSendsEveryPart) {
+  // A flusher that never finds anything idle for long enough: whatever is sent, a
+  // sync point or the replay itself sent.
+  MasterWorkerOptions options;
+  options.flush_after = std::chrono::seconds(60);
+  LocalJob job(3, options);
+  std::vector<DistributedTensor> grads;
+  for (int node = 0; node < 3; ++node) {
+    NodeScope on(node);
+    grads.push_back(DistributedTensor::ones({8}, kFloat32));
+  }
+  DistributedTensor copied;
+  Graph g = thd::capture([&] {
+    all_reduce(grads, ReduceOp::Sum);
+    copied = grads[2].to_node(0);
+  });
+  synchronize();
+  // Back-to-back replays wait in the buffers like any op, and a sync point on node 0
+  // alone sends the parts of nodes 1 and 2 too: node 0 blocks in the replay on them.
+  for (int r = 0; r < 5; ++r) g.replay();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(same_tensor(copied.get(), Tensor::full({8}, 243.0f, kFloat32)));  // 3^5
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  synchronize();
+  (void)job.stop();
+}
+
 TEST(GraphForms, AMalformedFormFailsTheReplayedAllReduceNamingTheSetting) {
   ::setenv("THD_FLAGGED_ALL_REDUCE", "fastest", 1);
   LocalJob job(3);
