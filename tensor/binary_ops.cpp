@@ -9,6 +9,7 @@
 #include "tensor/functors/binary.h"
 #include "tensor/into.h"
 #include "tensor/into_binary_ops.h"
+#include "tensor/pow_exponent.h"
 
 namespace thd {
 namespace {
@@ -38,34 +39,6 @@ void check_dtype(const char* op, DType compute) {
   if (!dtype_in(compute, allowed_dtypes<Op>())) {
     throw_unsupported_dtype(op, compute, allowed_dtypes<Op>());
   }
-}
-
-// torch: "Integers to negative integer powers are not allowed."
-void check_integer_exponent(const Tensor& exponent, DType compute) {
-  if (!is_integral(compute)) return;
-  dispatch<kIntegerSet>(exponent.dtype(), "pow", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_signed_v<T>) {
-      std::atomic<bool> negative{false};
-      nary_kernel<1>({&exponent}, [&](char** p) {
-        if (*reinterpret_cast<const T*>(p[0]) < 0) negative.store(true, std::memory_order_relaxed);
-      });
-      THD_CHECK(!negative.load(), ValueError, "pow", "integers to negative integer powers are not allowed");
-    }
-  });
-}
-
-// The same for an exponent given as a number, read as the compute dtype. Only the
-// CUDA path takes a number exponent; without CUDA nothing calls it.
-[[maybe_unused]] void check_integer_exponent(const Scalar& exponent, DType compute) {
-  if (!is_integral(compute)) return;
-  dispatch<kIntegerSet>(compute, "pow", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_signed_v<T>) {
-      THD_CHECK(scalar_to<T>(exponent) >= 0, ValueError, "pow",
-                "integers to negative integer powers are not allowed");
-    }
-  });
 }
 
 // Runs Op's typed kernel over operands laid out by plan_flat or plan_elementwise.
@@ -314,6 +287,31 @@ bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar
   return with_into_binary(op, [&]<typename Op>(Op, const char* name) {
     if constexpr (kIntoTakesScalar<Op>) return into<Op>(name, out, a, b);
     else return false;
+  });
+}
+
+void check_integer_exponent(const Tensor& exponent, DType compute) {
+  if (!is_integral(compute)) return;
+  dispatch<kIntegerSet>(exponent.dtype(), "pow", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_signed_v<T>) {
+      std::atomic<bool> negative{false};
+      nary_kernel<1>({&exponent}, [&](char** p) {
+        if (*reinterpret_cast<const T*>(p[0]) < 0) negative.store(true, std::memory_order_relaxed);
+      });
+      THD_CHECK(!negative.load(), ValueError, "pow", "integers to negative integer powers are not allowed");
+    }
+  });
+}
+
+void check_integer_exponent(const Scalar& exponent, DType compute) {
+  if (!is_integral(compute)) return;
+  dispatch<kIntegerSet>(compute, "pow", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_signed_v<T>) {
+      THD_CHECK(scalar_to<T>(exponent) >= 0, ValueError, "pow",
+                "integers to negative integer powers are not allowed");
+    }
   });
 }
 

@@ -10,6 +10,7 @@
 #include "tensor/functors/binary.h"
 #include "tensor/functors/compare.h"
 #include "tensor/into_binary_ops.h"
+#include "tensor/pow_exponent.h"
 
 namespace thd::detail {
 
@@ -46,9 +47,6 @@ std::optional<DType> arith_dtype(DType promoted) {
   if constexpr (std::is_same_v<Op, SubOp>) {
     if (c == kBool) return std::nullopt;
   }
-  if constexpr (std::is_same_v<Op, PowOp>) {
-    if (!is_floating_point(c)) return std::nullopt;
-  }
   if (!dtype_in(c, Op::kDTypes)) return std::nullopt;
   return c;
 }
@@ -61,6 +59,25 @@ void launch_arith(const char* op, DType c, const Plan& plan) {
   });
 }
 
+// An integer pow checks its exponent's signs before writing, as the allocating op
+// does: on the CPU, for an exponent of the compute dtype (one of another dtype is
+// checked after its conversion, which the allocating op makes). False when the
+// caller is to run the allocating op instead.
+template <typename Op>
+bool exponent_checked(const Tensor& a, DType c, const Tensor* exponent, const Scalar* value) {
+  if constexpr (std::is_same_v<Op, PowOp>) {
+    if (!is_integral(c)) return true;
+    if (!a.device().is_cpu()) return false;
+    if (exponent != nullptr) {
+      if (exponent->dtype() != c) return false;
+      check_integer_exponent(*exponent, c);
+    } else {
+      check_integer_exponent(*value, c);
+    }
+  }
+  return true;
+}
+
 template <typename Op>
 bool arith_into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined()) return false;
@@ -68,6 +85,7 @@ bool arith_into(const char* op, const Tensor& out, const Tensor& a, const Tensor
   if (!c) return false;
   const auto shape = broadcast_of({&a.shape(), &b.shape()});
   if (!shape || !writable_result(out, *shape, *c, a.device(), {&a, &b}) || b.device() != a.device()) return false;
+  if (!exponent_checked<Op>(a, *c, &b, nullptr)) return false;
   if (on_cuda(op, a)) {
     if constexpr (kWithCuda) {
       ElementwisePlan plan = plan_elementwise(op, {a, b}, *c, *c, &out);
@@ -90,6 +108,7 @@ bool arith_into(const char* op, const Tensor& out, const Tensor& a, const Scalar
   if (!a.defined()) return false;
   const auto c = arith_dtype<Op>(result_type(a, b));
   if (!c || !writable_result(out, a.shape(), *c, a.device(), {&a})) return false;
+  if (!exponent_checked<Op>(a, *c, nullptr, &b)) return false;
   if (on_cuda(op, a)) {
     if constexpr (kWithCuda) {
       ElementwisePlan plan = plan_elementwise(op, {a}, *c, *c, &out);

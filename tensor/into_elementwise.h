@@ -25,8 +25,9 @@ enum class IntoCompare { Eq, Ne, Lt, Le, Gt, Ge };
 // out = a op b (Maximum and minimum take a tensor only).
 bool broadcast_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b);
 bool broadcast_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar& b);
-// out = a ** b, for floating compute dtypes (an integer pow checks its exponent's
-// signs first: the allocating op does that).
+// out = a ** b. An integer pow on the CPU raises the allocating op's error for a
+// negative exponent before writing anything (one of another dtype than the
+// result's, and an integer pow on a GPU, return false).
 bool pow_into(const Tensor& out, const Tensor& a, const Tensor& b);
 bool pow_into(const Tensor& out, const Tensor& a, const Scalar& b);
 // out (bool) = a op b.

@@ -27,10 +27,15 @@ std::optional<GpuId> device_path_gpu(const Tensor& t, std::optional<ReduceOp> re
   return id;
 }
 
-Tensor encode_claim(const MemberClaim& claim) {
-  int64_t words[kClaimWords] = {claim.refused_node, 0, 0, claim.cannot_stage_node, claim.fused};
+ClaimWords claim_words(const MemberClaim& claim) {
+  ClaimWords words = {claim.refused_node, 0, 0, claim.cannot_stage_node, claim.fused};
   std::memcpy(&words[1], claim.gpu.data(), claim.gpu.size());
-  return Tensor::from_vector(std::vector<int64_t>(words, words + kClaimWords), {kClaimWords});
+  return words;
+}
+
+Tensor encode_claim(const MemberClaim& claim) {
+  const ClaimWords words = claim_words(claim);
+  return Tensor::from_vector(std::vector<int64_t>(words.begin(), words.end()), {kClaimWords});
 }
 
 std::vector<MemberClaim> decode_claims(const Tensor& rows) {

@@ -41,6 +41,8 @@ std::optional<GpuId> device_path_gpu(const Tensor& t, std::optional<ReduceOp> re
 // One member's row of the exchange's all_gather (5 int64) and back; the rows of
 // all members are a [members, 5] int64 tensor.
 inline constexpr int64_t kClaimWords = 5;
+using ClaimWords = std::array<int64_t, kClaimWords>;
+ClaimWords claim_words(const MemberClaim& claim);
 Tensor encode_claim(const MemberClaim& claim);
 std::vector<MemberClaim> decode_claims(const Tensor& rows);
 

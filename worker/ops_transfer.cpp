@@ -12,6 +12,7 @@
 #include "worker/graph_collective.h"
 #include "worker/graphs.h"
 #include "worker/ops.h"
+#include "worker/replay_into.h"
 #include "worker/session.h"
 #include "worker/sizes.h"
 
@@ -109,9 +110,17 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
   const Shape shape = protocol::shape_from_fb(op.shape(), "to_node");
   const DType dtype = protocol::from_fb(op.dtype());
   const Device device = protocol::from_fb(op.device());
-  // The bytes land in host memory, then go to the device.
-  ctx.reserve(bytes_of(numel_of(shape), dtype), Device::cpu());
-  Tensor out = Tensor::empty(shape, dtype);
+  // In a replay, a CPU copy lands in the storage the previous replay's holds (its
+  // size was checked against the memory limit when it was made). Otherwise the
+  // bytes land in new host memory, then go to the device.
+  const Tensor* kept = device.is_cpu() ? kept_landing(ctx, op.out(), shape, dtype) : nullptr;
+  Tensor out;
+  if (kept != nullptr) {
+    out = *kept;
+  } else {
+    ctx.reserve(bytes_of(numel_of(shape), dtype), Device::cpu());
+    out = Tensor::empty(shape, dtype);
+  }
   const Message status =
       protocol::recv_message(ctx.channel(), op.peer_node() + 1, op.tag(), size_t{1} << 20, ctx.timeout());
   const fb::Message& m = protocol::verify_message(status, "to_node");
@@ -124,6 +133,7 @@ void run(ExecContext& ctx, const fb::RecvFrom& op) {
   ctx.flow(static_cast<uint64_t>(op.tag()), /*begin=*/false);
   // Checked once the bytes are in: the sender is never left waiting for a receive
   // that a refused device would have skipped.
+  if (kept != nullptr) return;
   if (!device.is_cpu()) {
     ctx.reserve(out.nbytes(), device);
     out = out.to(device);
@@ -232,11 +242,17 @@ void run(ExecContext& ctx, const fb::Collective& op) {
   const bool on_gpu = !poison && !e->tensor.device().is_cpu();
   std::optional<std::string> refused;
   std::optional<std::string> cannot_stage;
+  // In a replay, the output of a CPU tensor's collective is written into the
+  // storage the previous replay's holds, which needs no reservation.
+  const Tensor* landing = nullptr;
   if (!poison) {
     try {
-      const uint64_t out_numel =
-          makes_output ? numel_of(protocol::shape_from_fb(op.out_shape(), "collective")) : 0;
-      const uint64_t out_bytes = bytes_of(out_numel, e->tensor.dtype());
+      const Shape out_shape = makes_output ? protocol::shape_from_fb(op.out_shape(), "collective") : Shape{};
+      const uint64_t out_numel = makes_output ? numel_of(out_shape) : 0;
+      if (makes_output && e->tensor.device().is_cpu()) {
+        landing = kept_landing(ctx, op.out(), out_shape, e->tensor.dtype(), {&e->tensor});
+      }
+      const uint64_t out_bytes = landing != nullptr ? 0 : bytes_of(out_numel, e->tensor.dtype());
       const uint64_t staged_bytes =
           needs_host_copy(e->tensor) ? bytes_of(numel_of(e->tensor.shape()), e->tensor.dtype()) : 0;
       // A group of one reduces nothing: no copy.
@@ -292,8 +308,12 @@ void run(ExecContext& ctx, const fb::Collective& op) {
       }
     }
   }
-  Tensor claim_rows = Tensor::empty({group.size(), kClaimWords}, kInt64);
-  group.all_gather(claim_rows, encode_claim(mine), options);
+  // The claims are words of this frame, not tensors of the allocator: a replay's
+  // collective allocates nothing of its own.
+  ClaimWords my_words = claim_words(mine);
+  std::vector<int64_t> all_words(static_cast<size_t>(group.size() * kClaimWords));
+  Tensor claim_rows = Tensor::from_blob(all_words.data(), {group.size(), kClaimWords}, kInt64);
+  group.all_gather(claim_rows, Tensor::from_blob(my_words.data(), {kClaimWords}, kInt64), options);
   const std::vector<MemberClaim> claims = decode_claims(claim_rows);
   if (poison) throw PoisonedInput{poison};
   if (refused) THD_THROW(ValueError, ctx.op_name(), "{}", *refused);
@@ -316,9 +336,12 @@ void run(ExecContext& ctx, const fb::Collective& op) {
       case fb::CollectiveKind::Reduce: return group.reduce(t, op.root(), reduce, options);
       case fb::CollectiveKind::AllGather:
       case fb::CollectiveKind::ReduceScatter: {
-        Tensor out = Tensor::empty(protocol::shape_from_fb(op.out_shape(), "collective"), t.dtype(), t.device());
+        Tensor out = landing != nullptr
+                         ? *landing
+                         : Tensor::empty(protocol::shape_from_fb(op.out_shape(), "collective"), t.dtype(), t.device());
         if (op.kind() == fb::CollectiveKind::AllGather) group.all_gather(out, t, options);
         else group.reduce_scatter(out, t, reduce, options);
+        if (landing != nullptr) return;
         // On the input's device, as the master recorded it.
         ctx.define(op.out(), out.to(e->tensor.device()));
         return;

@@ -192,4 +192,11 @@ bool write_kept(ExecContext& ctx, const fb::Create& op) {
   }
 }
 
+const Tensor* kept_landing(ExecContext& ctx, uint64_t id, const Shape& shape, DType dtype,
+                           std::initializer_list<const Tensor*> inputs) {
+  const Tensor* kept = ctx.reusable(id);
+  if (kept == nullptr || !detail::writable_result(*kept, shape, dtype, Device::cpu(), inputs)) return nullptr;
+  return kept;
+}
+
 }  // namespace thd::worker

@@ -9,6 +9,7 @@
 // result (another shape, dtype or device, storage shared with an input).
 #pragma once
 
+#include <initializer_list>
 #include <vector>
 
 #include "worker/ops.h"
@@ -30,5 +31,12 @@ bool write_kept(ExecContext& ctx, const fb::Softmax& op, const Tensor& a);
 bool write_kept(ExecContext& ctx, const fb::Sort& op, const Tensor& a);
 // rand, randn and randint: drawn from the stream's generator as a new tensor's would be.
 bool write_kept(ExecContext& ctx, const fb::Create& op);
+
+// For an op whose bytes arrive from elsewhere (a worker-to-worker copy, a
+// collective's output): the kept tensor `id` when they can land in it in place of
+// a new CPU tensor of `shape` and `dtype` (contiguous, sharing no storage with
+// `inputs`); null when the op is to make a new tensor.
+const Tensor* kept_landing(ExecContext& ctx, uint64_t id, const Shape& shape, DType dtype,
+                           std::initializer_list<const Tensor*> inputs = {});
 
 }  // namespace thd::worker

@@ -916,6 +916,72 @@ TEST_F(WorkerDecoder, IndexingJoinsVectorProductsSortsAndSequencesAreWrittenInPl
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
 
+TEST_F(WorkerDecoder, IntegerPowersAreWrittenInPlaceByEachReplayAndANegativeExponentFailsAsEagerly) {
+  const fb::Scalar zero, three(fb::ScalarKind::Int, 3, 0), minus_one(fb::ScalarKind::Int, -1, 0),
+      two(fb::ScalarKind::Int, 2, 0), nine(fb::ScalarKind::Int, 9, 0);
+  auto fetch = [&](uint64_t op_id, uint64_t id) {
+    Tensor got = Tensor::zeros({4, 8}, kInt64);
+    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(op_id);
+    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
+    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+      return std::vector{fb::CreateCommand(b, op_id, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
+    }));
+    r.wait();
+    return got;
+  };
+  // 1: the base, 4: the exponent (made before); 2 = 1 ** 3, 3 = 1 ** 4.
+  const std::vector<uint8_t> powers = graph_bytes([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{
+        fb::CreateCommand(b, 901, fb::Op::BinaryScalar, fb::CreateBinaryScalar(b, 2, fb::BinaryOp::Pow, 1, &three).Union()),
+        fb::CreateCommand(b, 902, fb::Op::Binary, fb::CreateBinary(b, 3, fb::BinaryOp::Pow, 1, 4).Union())};
+  });
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{
+        fb::CreateCommand(b, 1, fb::Op::Create,
+                          fb::CreateCreate(b, 1, fb::CreateKind::Randint, fb::DType::Int64, b.CreateVector<int64_t>({4, 8}),
+                                           &zero, &zero, &nine, &zero)
+                              .Union()),
+        fb::CreateCommand(b, 2, fb::Op::Create,
+                          fb::CreateCreate(b, 4, fb::CreateKind::Randint, fb::DType::Int64, b.CreateVector<int64_t>({4, 8}),
+                                           &zero, &zero, &nine, &zero)
+                              .Union()),
+        define_graph(b, 3, 9, powers, {2, 3}), replay_graph(b, 4, 9, 1)};
+  }));
+  const Tensor base = fetch(5, 1), exponent = fetch(6, 4);
+  Tensor cubes = Tensor::zeros({4, 8}, kInt64);
+  const int64_t allocs = memory_stats().num_allocs;
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    std::vector<flatbuffers::Offset<fb::Command>> replays;
+    for (uint64_t i = 0; i < 20; ++i) replays.push_back(replay_graph(b, 10 + i, 9, 2 + i));
+    return replays;
+  }));
+  {
+    const int64_t tag = protocol::kFetchTagBase + 100;
+    Request r = master_->irecv(cubes, 1, {.tag = tag, .timeout = seconds(5)});
+    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+      return std::vector{fb::CreateCommand(b, 100, fb::Op::Fetch, fb::CreateFetch(b, 2, tag).Union())};
+    }));
+    r.wait();
+  }
+  EXPECT_EQ(memory_stats().num_allocs, allocs) << "replays after the first allocated tensors";
+  EXPECT_EQ(cubes.to_vector<int64_t>(), base.pow(3).to_vector<int64_t>());
+  EXPECT_EQ(fetch(101, 3).to_vector<int64_t>(), base.pow(exponent).to_vector<int64_t>());
+  // A negative exponent fails the replay's pow with the eager op's error.
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{fb::CreateCommand(b, 102, fb::Op::Fill, fb::CreateFill(b, 4, &minus_one).Union()),
+                       replay_graph(b, 103, 9, 22)};
+  }));
+  expect_error("integers to negative integer powers are not allowed");
+  // The exponent fixed, the next replay computes it again.
+  send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+    return std::vector{fb::CreateCommand(b, 104, fb::Op::Fill, fb::CreateFill(b, 4, &two).Union()),
+                       replay_graph(b, 105, 9, 23)};
+  }));
+  EXPECT_EQ(fetch(106, 3).to_vector<int64_t>(), base.pow(2).to_vector<int64_t>());
+  expect_still_serving(107);
+  EXPECT_TRUE(worker_error_.empty()) << worker_error_;
+}
+
 TEST_F(WorkerDecoder, RandomlyMutatedGraphsNeverStopTheWorker) {
   const fb::Scalar two(fb::ScalarKind::Float, 0, 2.0), zero;
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {

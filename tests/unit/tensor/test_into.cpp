@@ -91,7 +91,7 @@ TEST(Into, UnaryOpsOfStridedInputsAndOfOtherDtypesWriteWhatTheOpMakes) {
   }
 }
 
-TEST(Into, PowOfFloatsWritesWhatTheOpMakesAndIntegersAreLeftToTheOp) {
+TEST(Into, PowOfFloatsWritesWhatTheOpMakes) {
   for (DType dt : {kFloat32, kFloat64}) {
     const Tensor a = sample({2, 3, 4}, dt).abs(), e = sample({3, 1}, dt, 0.5);
     EXPECT_TRUE(writes([&](const Tensor& o) { return detail::pow_into(o, a, e); }, a.pow(e)));
@@ -99,8 +99,26 @@ TEST(Into, PowOfFloatsWritesWhatTheOpMakesAndIntegersAreLeftToTheOp) {
     EXPECT_TRUE(writes([&](const Tensor& o) { return detail::pow_into(o, a.transpose(0, 2), Scalar(0.5)); },
                        a.transpose(0, 2).pow(0.5)));
   }
-  const Tensor i = sample({4}, kInt64);
-  EXPECT_TRUE(refuses([&](const Tensor& o) { return detail::pow_into(o, i, Scalar(2)); }, Tensor::zeros({4}, kInt64)));
+}
+
+TEST(Into, PowOfIntegersWritesWhatTheOpMakesAndRefusesNegativeExponentsBeforeWriting) {
+  for (DType dt : {kUInt8, kInt8, kInt32, kInt64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor a = sample({2, 3, 4}, dt), e = sample({3, 1}, dt, 0.5).abs();
+    EXPECT_TRUE(writes([&](const Tensor& o) { return detail::pow_into(o, a, e); }, a.pow(e)));
+    EXPECT_TRUE(writes([&](const Tensor& o) { return detail::pow_into(o, a, Scalar(3)); }, a.pow(3)));
+    const Tensor strided = sample({2, 3}, dt, 0.3).abs().t();
+    EXPECT_TRUE(writes([&](const Tensor& o) { return detail::pow_into(o, a.transpose(0, 2), strided); },
+                       a.transpose(0, 2).pow(strided)));
+  }
+  const Tensor i = sample({4}, kInt64), negative = Tensor::from_vector<int64_t>({1, -2, 3, 0});
+  Tensor out = Tensor::full({4}, 7, kInt64);
+  THD_EXPECT_THROW_MSG(detail::pow_into(out, i, negative), ValueError, "negative integer powers");
+  THD_EXPECT_THROW_MSG(detail::pow_into(out, i, Scalar(-1)), ValueError, "negative integer powers");
+  EXPECT_TRUE(same_bytes(out, Tensor::full({4}, 7, kInt64))) << "written before the exponent was checked";
+  // An exponent of another dtype is checked after the conversion the op makes.
+  EXPECT_TRUE(refuses([&](const Tensor& o) { return detail::pow_into(o, i, i.abs().to(kInt32)); },
+                      Tensor::zeros({4}, kInt64)));
 }
 
 TEST(Into, ComparisonsWriteBools) {
