@@ -16,9 +16,7 @@
 #include <thd/memory.h>
 #include <thd/store.h>
 
-#include "datachannel/test_util.h"
-#include "master/session.h"
-#include "worker/worker.h"
+#include "runtime/in_process_nodes.h"
 
 namespace thd {
 namespace {
@@ -29,30 +27,9 @@ constexpr int kReplays = 20;
 
 class GraphMemory : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto store = std::make_shared<HashStore>();
-    std::vector<std::shared_ptr<DataChannel>> channels(3);
-    auto errors = test::run_rank_threads(3, [&](int rank) {
-      DataChannelOptions o{.store = store, .rank = rank, .world_size = 3, .timeout = seconds(10),
-                           .token = test::kToken};
-      channels[static_cast<size_t>(rank)] = DataChannel::create("tcp", o);
-    });
-    for (auto& e : errors) {
-      if (e) std::rethrow_exception(e);
-    }
-    for (size_t w = 1; w < channels.size(); ++w) {
-      workers_.emplace_back([c = channels[w]] { worker::serve(c, {}); });
-    }
-    MasterWorkerOptions options;
-    options.timeout = seconds(10);
-    auto session = std::make_shared<master::Session>(channels[0], options, std::function<void()>{});
-    session->start(/*session_id=*/1, /*seed=*/1);
-    master::set_current_session(session);
-  }
-
   void TearDown() override {
     shutdown();
-    for (auto& w : workers_) w.join();
+    nodes_.join();
   }
 
   // The tensors both workers allocated over kReplays replays after the first.
@@ -65,7 +42,7 @@ class GraphMemory : public ::testing::Test {
     return memory_stats().num_allocs - before;
   }
 
-  std::vector<std::thread> workers_;
+  test::InProcessNodes nodes_{2, {}};
 };
 
 DistributedTensor randn_on(int node, const Shape& shape, DType dtype = kFloat32) {

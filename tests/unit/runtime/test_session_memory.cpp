@@ -17,6 +17,7 @@
 #include "datachannel/test_util.h"
 #include "master/session.h"
 #include "worker/worker.h"
+#include "runtime/in_process_nodes.h"
 
 namespace thd {
 namespace {
@@ -83,37 +84,16 @@ TEST_F(SessionMemory, AReductionOfATensorLargerThanHalfTheLimitIsNotRefused) {
 // (datachannel/collectives/float32_accumulation.h), which the workers reserve.
 class TwoNodeSessionMemory : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto store = std::make_shared<HashStore>();
-    std::vector<std::shared_ptr<DataChannel>> channels(3);
-    auto errors = test::run_rank_threads(3, [&](int rank) {
-      DataChannelOptions o{.store = store, .rank = rank, .world_size = 3, .timeout = seconds(10),
-                           .token = test::kToken};
-      channels[static_cast<size_t>(rank)] = DataChannel::create("tcp", o);
-    });
-    for (auto& e : errors) {
-      if (e) std::rethrow_exception(e);
-    }
-    for (size_t w = 1; w < channels.size(); ++w) {
-      workers_.emplace_back([c = channels[w]] { worker::serve(c, {.memory_bytes = kLimit}); });
-    }
-    MasterWorkerOptions options;
-    options.timeout = seconds(10);
-    auto session = std::make_shared<master::Session>(channels[0], options, std::function<void()>{});
-    session->start(/*session_id=*/1, /*seed=*/1);
-    master::set_current_session(session);
-  }
-
   void TearDown() override {
     try {
       shutdown();
     } catch (const RemoteError&) {
       // A refused collective fails on both nodes; the test saw one of the two errors.
     }
-    for (auto& w : workers_) w.join();
+    nodes_.join();
   }
 
-  std::vector<std::thread> workers_;
+  test::InProcessNodes nodes_{2, {.memory_bytes = kLimit}};
 };
 
 DistributedTensor half_on(int node, int64_t numel, float value) {

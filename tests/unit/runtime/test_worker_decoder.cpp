@@ -81,6 +81,22 @@ class WorkerDecoder : public ::testing::Test {
     protocol::send_message(*master_, 1, protocol::kCommandTag, message, seconds(2));
   }
 
+  // Fetches tensor `id` into `got` with op id `op_id`; waits for everything sent
+  // so far (the fetch comes after it).
+  void fetch_into(uint64_t op_id, uint64_t id, Tensor& got) {
+    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(op_id);
+    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
+    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
+      return std::vector{fb::CreateCommand(b, op_id, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
+    }));
+    r.wait();
+  }
+  Tensor fetch(uint64_t op_id, uint64_t id, const Shape& shape, DType dtype) {
+    Tensor got = Tensor::zeros(shape, dtype);
+    fetch_into(op_id, id, got);
+    return got;
+  }
+
   // The next reply, verified.
   std::vector<uint8_t> next_reply() {
     Message m;
@@ -661,14 +677,8 @@ std::vector<uint8_t> elementwise_chain() {
 TEST_F(WorkerDecoder, AGraphsIntermediatesAreAllocatedOnceAndWrittenByEachReplay) {
   const fb::Scalar two(fb::ScalarKind::Float, 0, 2.0), minus_one(fb::ScalarKind::Float, 0, -1.0), zero;
   Tensor got = Tensor::zeros({256}, kFloat32);
-  // Waits for everything sent so far: the fetch of tensor `id` comes after it.
   auto fetch = [&](uint64_t op_id, uint64_t id) {
-    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(op_id);
-    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
-    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
-      return std::vector{fb::CreateCommand(b, op_id, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
-    }));
-    r.wait();
+    fetch_into(op_id, id, got);
     return got.to_vector<float>();
   };
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {
@@ -748,20 +758,6 @@ TEST_F(WorkerDecoder, ProductsReductionsSoftmaxAndRandomDrawsAreWrittenInPlaceBy
                              fb::CreateCreate(b, id, fb::CreateKind::Rand, fb::DType::Float32,
                                               b.CreateVector<int64_t>(shape), &zero, &zero, &zero, &zero)
                                  .Union());
-  };
-  // Waits for everything sent so far: the fetch of tensor `id` comes after it.
-  auto fetch_into = [&](uint64_t op_id, uint64_t id, Tensor& got) {
-    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(op_id);
-    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
-    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
-      return std::vector{fb::CreateCommand(b, op_id, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
-    }));
-    r.wait();
-  };
-  auto fetch = [&](uint64_t op_id, uint64_t id, const Shape& shape, DType dtype) {
-    Tensor got = Tensor::zeros(shape, dtype);
-    fetch_into(op_id, id, got);
-    return got;
   };
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {
     return std::vector{rand(b, 1, 1, {6, 5}), rand(b, 2, 2, {5, 4}), rand(b, 3, 3, {4}), rand(b, 4, 4, {2, 6, 5}),
@@ -854,20 +850,6 @@ TEST_F(WorkerDecoder, IndexingJoinsVectorProductsSortsAndSequencesAreWrittenInPl
         b, op_id, fb::Op::Create,
         fb::CreateCreate(b, id, kind, dtype, b.CreateVector<int64_t>(shape), &zero, &zero, &end, &zero).Union());
   };
-  // Waits for everything sent so far: the fetch of tensor `id` comes after it.
-  auto fetch_into = [&](uint64_t op_id, uint64_t id, Tensor& got) {
-    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(op_id);
-    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
-    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
-      return std::vector{fb::CreateCommand(b, op_id, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
-    }));
-    r.wait();
-  };
-  auto fetch = [&](uint64_t op_id, uint64_t id, const Shape& shape, DType dtype) {
-    Tensor got = Tensor::zeros(shape, dtype);
-    fetch_into(op_id, id, got);
-    return got;
-  };
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {
     using fb::CreateKind;
     return std::vector{create(b, 1, 1, CreateKind::Rand, fb::DType::Float32, {6, 5}, zero),
@@ -919,16 +901,7 @@ TEST_F(WorkerDecoder, IndexingJoinsVectorProductsSortsAndSequencesAreWrittenInPl
 TEST_F(WorkerDecoder, IntegerPowersAreWrittenInPlaceByEachReplayAndANegativeExponentFailsAsEagerly) {
   const fb::Scalar zero, three(fb::ScalarKind::Int, 3, 0), minus_one(fb::ScalarKind::Int, -1, 0),
       two(fb::ScalarKind::Int, 2, 0), nine(fb::ScalarKind::Int, 9, 0);
-  auto fetch = [&](uint64_t op_id, uint64_t id) {
-    Tensor got = Tensor::zeros({4, 8}, kInt64);
-    const int64_t tag = protocol::kFetchTagBase + static_cast<int64_t>(op_id);
-    Request r = master_->irecv(got, 1, {.tag = tag, .timeout = seconds(5)});
-    send(batch([&](flatbuffers::FlatBufferBuilder& b) {
-      return std::vector{fb::CreateCommand(b, op_id, fb::Op::Fetch, fb::CreateFetch(b, id, tag).Union())};
-    }));
-    r.wait();
-    return got;
-  };
+  auto fetch_int = [&](uint64_t op_id, uint64_t id) { return fetch(op_id, id, {4, 8}, kInt64); };
   // 1: the base, 4: the exponent (made before); 2 = 1 ** 3, 3 = 1 ** 4.
   const std::vector<uint8_t> powers = graph_bytes([&](flatbuffers::FlatBufferBuilder& b) {
     return std::vector{
@@ -947,7 +920,7 @@ TEST_F(WorkerDecoder, IntegerPowersAreWrittenInPlaceByEachReplayAndANegativeExpo
                               .Union()),
         define_graph(b, 3, 9, powers, {2, 3}), replay_graph(b, 4, 9, 1)};
   }));
-  const Tensor base = fetch(5, 1), exponent = fetch(6, 4);
+  const Tensor base = fetch_int(5, 1), exponent = fetch_int(6, 4);
   Tensor cubes = Tensor::zeros({4, 8}, kInt64);
   const int64_t allocs = memory_stats().num_allocs;
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {
@@ -965,7 +938,7 @@ TEST_F(WorkerDecoder, IntegerPowersAreWrittenInPlaceByEachReplayAndANegativeExpo
   }
   EXPECT_EQ(memory_stats().num_allocs, allocs) << "replays after the first allocated tensors";
   EXPECT_EQ(cubes.to_vector<int64_t>(), base.pow(3).to_vector<int64_t>());
-  EXPECT_EQ(fetch(101, 3).to_vector<int64_t>(), base.pow(exponent).to_vector<int64_t>());
+  EXPECT_EQ(fetch_int(101, 3).to_vector<int64_t>(), base.pow(exponent).to_vector<int64_t>());
   // A negative exponent fails the replay's pow with the eager op's error.
   send(batch([&](flatbuffers::FlatBufferBuilder& b) {
     return std::vector{fb::CreateCommand(b, 102, fb::Op::Fill, fb::CreateFill(b, 4, &minus_one).Union()),
@@ -977,7 +950,7 @@ TEST_F(WorkerDecoder, IntegerPowersAreWrittenInPlaceByEachReplayAndANegativeExpo
     return std::vector{fb::CreateCommand(b, 104, fb::Op::Fill, fb::CreateFill(b, 4, &two).Union()),
                        replay_graph(b, 105, 9, 23)};
   }));
-  EXPECT_EQ(fetch(106, 3).to_vector<int64_t>(), base.pow(2).to_vector<int64_t>());
+  EXPECT_EQ(fetch_int(106, 3).to_vector<int64_t>(), base.pow(2).to_vector<int64_t>());
   expect_still_serving(107);
   EXPECT_TRUE(worker_error_.empty()) << worker_error_;
 }
