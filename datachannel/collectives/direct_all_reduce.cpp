@@ -17,7 +17,6 @@
 #include <cstring>
 #include <vector>
 
-#include "datachannel/channel_access.h"
 #include "datachannel/check.h"
 #include "datachannel/collectives/algorithms.h"
 #include "datachannel/collectives/blocks.h"
@@ -156,9 +155,10 @@ void flagged_rooted_all_reduce(Comm& comm, void* data, size_t count, DType dtype
     } catch (const Error&) {
       failure = std::current_exception();
       status = n;  // a member the root cannot name
+      // The member the transport lost (the failure withdrew the other receives,
+      // which read as failed too).
       for (int p = 1; p < n; ++p) {
-        const auto& state = state_of(requests[static_cast<size_t>(p - 1)]);
-        if (state && state->status() == RequestState::Failed) {
+        if (comm.transport().peer_error(comm.world_ranks()[static_cast<size_t>(p)])) {
           status = p + 1;
           break;
         }
