@@ -46,13 +46,6 @@ void HandleTable::poison(uint64_t id, std::shared_ptr<const Poison> poison) {
   note_id(id);
 }
 
-bool HandleTable::erase(uint64_t id) {
-  std::lock_guard lock(mu_);
-  if (entries_.erase(id) == 0) return false;
-  erasures_.fetch_add(1, std::memory_order_acq_rel);
-  return true;
-}
-
 bool HandleTable::take(uint64_t id, Tensor& out) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(id);

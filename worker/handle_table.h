@@ -47,16 +47,14 @@ class HandleTable {
   // of the previous replay, a poison) or whether it was live.
   void assign(uint64_t id, Tensor tensor);
   void poison(uint64_t id, std::shared_ptr<const Poison> poison);
-  // False when the id was not live.
-  bool erase(uint64_t id);
-  // As erase, moving the entry's tensor (undefined for a poison) to `out`: the
-  // caller releases it, outside the table's lock.
+  // Removes the entry, moving its tensor (undefined for a poison) to `out`: the
+  // caller releases it, outside the table's lock. False when the id was not live.
   bool take(uint64_t id, Tensor& out);
   size_t size() const;
   void clear();
   // Bytes of tensor memory the live entries hold (each storage counted once).
   size_t storage_bytes() const;
-  // How many times an entry was erased (erase, clear): an entry's address taken
+  // How many times an entry was erased (take, clear): an entry's address taken
   // when this read n stays valid while it still reads n (a graph's replays keep the
   // addresses of the entries they use, worker/graphs.h).
   uint64_t erasures() const { return erasures_.load(std::memory_order_acquire); }
