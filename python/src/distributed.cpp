@@ -115,6 +115,52 @@ void bind_factories(py::module_& m) {
 
 py::tuple shape_tuple(const DT& t) { return py::tuple(py::cast(t.shape())); }
 
+// max/min as torch's: over everything, a 0-dim tensor; over one int dim, the pair
+// (values, indices) as thd.return_types.max/min; against another tensor, the
+// elementwise maximum/minimum. amax/amin take several dims and give values only. A
+// sequence of dims for max is a TypeError, not the values alone: torch code unpacks
+// `values, indices = x.max(dim)`, which would silently split the values' rows.
+template <DT (DT::*All)() const, DT (DT::*Over)(const Dims&, bool) const,
+          DT (DT::*Arg)(int64_t, bool) const, DT (DT::*Elementwise)(const DT&) const>
+void bind_extremum(py::class_<DT>& c, const char* name, const char* values_name, const char* elementwise_name,
+                   const char* what) {
+  c.def(name, [name, values_name, elementwise_name](const DT& t, const py::object& dim, bool keepdim) -> py::object {
+    if (py::isinstance<DT>(dim)) {
+      const DT& other = dim.cast<const DT&>();
+      py::gil_scoped_release release;
+      return py::cast((t.*Elementwise)(other));
+    }
+    if (dim.is_none()) return py::cast(reduce<All, Over>(t, dim, keepdim, name));
+    if (!py::isinstance<py::int_>(dim)) {
+      throw TypeError(std::string(name) + "(): dim must be an int, got " +
+                          py::str(py::type::of(dim).attr("__name__")).cast<std::string>() + "; " + name +
+                          " over one dim returns (values, indices); use " + values_name +
+                          "(dim) to reduce over several dims, or " + elementwise_name + "(other) for two tensors",
+                      ErrorContext{.op = name});
+    }
+    const int64_t d = dim.cast<int64_t>();
+    std::pair<DT, DT> result = [&] {
+      py::gil_scoped_release release;
+      return std::pair<DT, DT>((t.*Over)(Dims{d}, keepdim), (t.*Arg)(d, keepdim));
+    }();
+    return py::module_::import("thd.return_types").attr(name)(std::move(result.first), std::move(result.second));
+  }, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+        (std::string("The ") + what + " value: over everything (a 0-dim tensor); over one int dim, (values, indices) "
+         "as thd.return_types." + name + " (the index of the first such value, as torch); or, given another tensor, "
+         "the elementwise " + elementwise_name + ".").c_str());
+  c.def(values_name, [values_name](const DT& t, const py::object& dim, bool keepdim) {
+    // torch's amax(dim=()) reduces every dim, as dim=None does here.
+    const bool every = dim.is_none() || (py::isinstance<py::sequence>(dim) && py::len(dim) == 0);
+    if (every && !keepdim) {
+      py::gil_scoped_release release;
+      return (t.*All)();
+    }
+    return reduce<All, Over>(t, every ? py::none() : dim, keepdim, values_name);
+  }, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+        (std::string("The ") + what + " values over `dim` (an int or a sequence; every dim when None or ()), "
+         "without indices.").c_str());
+}
+
 // sum/mean/max/min: over everything (dim=None) or over `dim` (an int or a sequence).
 void bind_tensor_class(py::module_& m) {
   py::class_<DT> c(m, "DistributedTensor", R"doc(A tensor that lives on a worker node (C++ thd::DistributedTensor).
@@ -234,14 +280,8 @@ the worker.)doc");
   c.def("mean", [](const DT& t, const py::object& dim, bool keepdim) {
     return reduce<&DT::mean, &DT::mean>(t, dim, keepdim, "mean");
   }, py::arg("dim") = py::none(), py::arg("keepdim") = false, "The mean, as sum(); floating tensors only.");
-  c.def("max", [](const DT& t, const py::object& dim, bool keepdim) {
-    return reduce<&DT::max, &DT::max>(t, dim, keepdim, "max");
-  }, py::arg("dim") = py::none(), py::arg("keepdim") = false,
-        "The largest value, over everything or over `dim` (values only, as torch.amax).");
-  c.def("min", [](const DT& t, const py::object& dim, bool keepdim) {
-    return reduce<&DT::min, &DT::min>(t, dim, keepdim, "min");
-  }, py::arg("dim") = py::none(), py::arg("keepdim") = false,
-        "The smallest value, over everything or over `dim` (values only, as torch.amin).");
+  bind_extremum<&DT::max, &DT::max, &DT::argmax, &DT::maximum>(c, "max", "amax", "maximum", "largest");
+  bind_extremum<&DT::min, &DT::min, &DT::argmin, &DT::minimum>(c, "min", "amin", "minimum", "smallest");
 }
 
 }  // namespace

@@ -213,10 +213,22 @@ void bind_indexing(py::class_<DT>& c) {
     return t.split(size.cast<std::vector<int64_t>>(), dim);
   }, py::arg("split_size_or_sections"), py::arg("dim") = 0, "Views of equal size (an int) or of the given sizes.");
   c.def("chunk", &DT::chunk, py::arg("chunks"), py::arg("dim") = 0, "`chunks` views of (nearly) equal size.");
-  c.def("sort", &DT::sort, py::arg("dim") = -1, py::arg("descending") = false, Release(),
-        "(values, indices) sorted along dim.");
-  c.def("topk", &DT::topk, py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, py::arg("sorted") = true,
-        Release(), "(values, indices) of the k largest (or smallest) along dim.");
+  c.def("sort", [](const DT& t, int64_t dim, bool descending) {
+    std::pair<DT, DT> r = [&] {
+      py::gil_scoped_release release;
+      return t.sort(dim, descending);
+    }();
+    return py::module_::import("thd.return_types").attr("sort")(std::move(r.first), std::move(r.second));
+  }, py::arg("dim") = -1, py::arg("descending") = false,
+        "(values, indices) sorted along dim, as thd.return_types.sort.");
+  c.def("topk", [](const DT& t, int64_t k, int64_t dim, bool largest, bool sorted) {
+    std::pair<DT, DT> r = [&] {
+      py::gil_scoped_release release;
+      return t.topk(k, dim, largest, sorted);
+    }();
+    return py::module_::import("thd.return_types").attr("topk")(std::move(r.first), std::move(r.second));
+  }, py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, py::arg("sorted") = true,
+        "(values, indices) of the k largest (or smallest) along dim, as thd.return_types.topk.");
 }
 
 

@@ -26,6 +26,7 @@ import threading as _threading
 import numpy as _np
 
 from . import errors
+from . import return_types
 from .errors import (
     AuthError,
     ConnectionError,
@@ -431,3 +432,4 @@ __all__ += [
 __all__ += [n for n in _process_group.__all__ if n not in __all__]
 __all__ += ["from_dlpack", "device", "current_device"]
 __all__ += ["Graph", "graph"]
+__all__ += ["return_types"]

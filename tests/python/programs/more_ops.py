@@ -100,6 +100,8 @@ assert [p.shape for p in a.chunk(2, dim=1)] == [(3, 2), (3, 2)]
 values, indices = (-a).sort(dim=1)
 same(values, np.sort(-a_np, axis=1))
 top, where_top = a.topk(2, dim=1)
+assert type(a.topk(2)) is thd.return_types.topk and type((-a).sort()) is thd.return_types.sort
+same(a.sort(dim=1).values, np.sort(a_np, axis=1))
 same(top, np.sort(a_np, axis=1)[:, ::-1][:, :2])
 
 # ---- free functions and factories ----

@@ -101,8 +101,26 @@ same(a.sum((0, 1)), an.sum())
 assert a.mean().item() == 2.5
 same(a.mean(1), an.mean(1))
 assert a.max().item() == 5.0 and a.min().item() == 0.0
-same(a.max(0), an.max(0))
-same(a.min(dim=1), an.min(1))
+# max/min over one dim: (values, indices) as torch.return_types; a rows-of-two result
+# must not unpack into its rows.
+values, indices = a.max(0)
+same(values, an.max(0))
+same(indices, an.argmax(0))
+m = a.min(dim=1)
+same(m.values, an.min(1))
+same(m.indices, an.argmin(1))
+assert type(m).__name__ == "min" and type(m) is thd.return_types.min
+ties = thd.from_numpy(np.array([[3.0, 1.0, 3.0], [2.0, 2.0, 0.0]], np.float32)).dist_send()
+same(ties.max(1, keepdim=True).indices, [[0], [0]])  # the first of equal values, as torch
+same(a.amax((0, 1)), an.max())
+same(a.amin(1, keepdim=True), an.min(1, keepdims=True))
+same(a.amax(), an.max())
+same(a.max(thd.full((2, 3), 2.5)), np.maximum(an, 2.5))
+try:
+    a.max((0, 1))
+    raise AssertionError("max over several dims must ask for amax")
+except TypeError as e:
+    assert "amax" in str(e), e
 assert isinstance(thd.arange(5).sum().item(), int)
 
 # ---- views ----
