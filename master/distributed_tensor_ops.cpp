@@ -47,6 +47,14 @@ struct Operands {
     return master::emit_new(*session, name, node(), master::on_device(std::move(meta), device()), type,
                             std::forward<Build>(build));
   }
+  // As emit_new, for an elementwise command (out set to the result's id).
+  DistributedTensor emit_elementwise(Tensor meta, const protocol::ElementwiseCommand& command) const {
+    return master::emit_elementwise(*session, name, node(), master::on_device(std::move(meta), device()), command);
+  }
+  // The in-place form of an elementwise command (out == 0), which writes the first operand.
+  void emit_elementwise_inplace(const protocol::ElementwiseCommand& command) const {
+    session->link(node(), name).append_elementwise(command);
+  }
   // The command of an in-place op, which writes the first operand.
   template <typename Build>
   void emit_inplace(fb::Op type, Build&& build) const {
@@ -90,13 +98,18 @@ DistributedTensor emit_new_or_inplace(const Operands<N>& ops, const DistributedT
   return ops.emit_new(master::mirror(shape, dtype), type, build);
 }
 
+using Elementwise = protocol::ElementwiseCommand;
+
+uint8_t code(fb::BinaryOp op) { return static_cast<uint8_t>(op); }
+uint8_t code(fb::UnaryOp op) { return static_cast<uint8_t>(op); }
+
 DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const DistributedTensor& y) {
   const auto ops = operands(protocol::op_name(op), x, y);
   const Handle& a = ops[0];
   const Handle& b = ops[1];
   return ops.at_node([&]() -> DistributedTensor {
-    return ops.emit_new(master::infer(op, a.meta, b.meta), fb::Op::Binary,
-                        [&](auto& bld, uint64_t id) { return fb::CreateBinary(bld, id, op, a.id, b.id).Union(); });
+    return ops.emit_elementwise(master::infer(op, a.meta, b.meta),
+                                Elementwise{.type = fb::Op::Binary, .op = code(op), .a = a.id, .b = b.id});
   });
 }
 
@@ -106,7 +119,7 @@ DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const Distribu
   const Handle& b = ops[1];
   ops.at_node([&] {
     master::check_inplace(op, a.meta, b.meta);
-    ops.emit_inplace(fb::Op::Binary, [&](auto& bld) { return fb::CreateBinary(bld, 0, op, a.id, b.id).Union(); });
+    ops.emit_elementwise_inplace(Elementwise{.type = fb::Op::Binary, .op = code(op), .a = a.id, .b = b.id});
   });
   return x;
 }
@@ -116,10 +129,11 @@ DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const Scal
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
     Tensor meta = master::infer(op, a.meta, v, reverse);
-    const fb::Scalar sv = fbs(v);
-    return ops.emit_new(std::move(meta), fb::Op::BinaryScalar, [&](auto& bld, uint64_t id) {
-      return fb::CreateBinaryScalar(bld, id, op, a.id, &sv, reverse).Union();
-    });
+    return ops.emit_elementwise(std::move(meta), Elementwise{.type = fb::Op::BinaryScalar,
+                                                             .op = code(op),
+                                                             .a = a.id,
+                                                             .scalar = fbs(v),
+                                                             .reverse = reverse});
   });
 }
 
@@ -128,9 +142,8 @@ DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const Scalar& 
   const Handle& a = ops[0];
   ops.at_node([&] {
     master::check_inplace(op, a.meta, v);
-    const fb::Scalar sv = fbs(v);
-    ops.emit_inplace(fb::Op::BinaryScalar,
-                     [&](auto& bld) { return fb::CreateBinaryScalar(bld, 0, op, a.id, &sv, false).Union(); });
+    ops.emit_elementwise_inplace(
+        Elementwise{.type = fb::Op::BinaryScalar, .op = code(op), .a = a.id, .scalar = fbs(v)});
   });
   return x;
 }
@@ -139,8 +152,7 @@ DistributedTensor unary(fb::UnaryOp op, const DistributedTensor& x) {
   const auto ops = operands(protocol::op_name(op), x);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    return ops.emit_new(master::infer(op, a.meta), fb::Op::Unary,
-                        [&](auto& bld, uint64_t id) { return fb::CreateUnary(bld, id, op, a.id).Union(); });
+    return ops.emit_elementwise(master::infer(op, a.meta), Elementwise{.type = fb::Op::Unary, .op = code(op), .a = a.id});
   });
 }
 
@@ -149,7 +161,7 @@ DistributedTensor& unary_(fb::UnaryOp op, DistributedTensor& x) {
   const Handle& a = ops[0];
   ops.at_node([&] {
     master::check_inplace(op, a.meta);
-    ops.emit_inplace(fb::Op::Unary, [&](auto& bld) { return fb::CreateUnary(bld, 0, op, a.id).Union(); });
+    ops.emit_elementwise_inplace(Elementwise{.type = fb::Op::Unary, .op = code(op), .a = a.id});
   });
   return x;
 }
