@@ -340,6 +340,7 @@ void NodeLink::on_ack(uint64_t batch_seq) {
 void NodeLink::on_lost(std::exception_ptr error) {
   std::lock_guard lock(credit_mu_);
   if (!lost_) lost_ = std::move(error);
+  is_lost_.store(true, std::memory_order_release);
   credit_cv_.notify_all();
 }
 
@@ -349,6 +350,7 @@ std::exception_ptr NodeLink::lost() const {
 }
 
 void NodeLink::throw_if_lost() const {
+  if (!is_lost_.load(std::memory_order_acquire)) return;
   if (auto e = lost()) std::rethrow_exception(e);
 }
 

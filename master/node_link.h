@@ -169,6 +169,8 @@ class NodeLink {
   uint64_t ops_finished_ = 0;
   uint32_t ops_running_ = 0;
   std::exception_ptr lost_;
+  // Set once lost_ is: the healthy path of throw_if_lost takes no lock.
+  std::atomic<bool> is_lost_{false};
 };
 
 }  // namespace thd::master
