@@ -2,7 +2,8 @@
 // result's handle and its mirror's storage come from per-thread pools, a result's
 // mirror is made only when something asks for it, and the command is written into
 // the batch's buffer in place. Counted with a replaced operator new, on the issuing
-// thread only (the flusher, reply and transport threads have their own work).
+// thread only (the flusher, reply and transport threads have their own work). And
+// results inferred without a mirror are those inferred through one.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -115,6 +116,33 @@ TEST_F(DispatchAllocations, AFreshResultsMirrorIsMadeOnceFromAnyThread) {
   for (auto& t : threads) t.join();
   for (const Shape& s : seen) EXPECT_EQ(s, (Shape{3, 2}));
   EXPECT_EQ(c.get().to_vector<float>(), std::vector<float>(6, 2.0f));
+}
+
+// The second call of an op is inferred from the dtype cache and the operands'
+// shapes alone: its result has the dtype and shape of the first, inferred through
+// the mirrors, and of the tensor library's own call; and its values are right.
+TEST_F(DispatchAllocations, ResultsInferredFromTheCacheMatchTheLibrary) {
+  const std::vector<DType> dtypes{kBool, kInt32, kInt64, kFloat32, kFloat64};
+  for (DType da : dtypes) {
+    for (DType db : dtypes) {
+      for (const Shape& shape : {Shape{}, Shape{3}, Shape{2, 1, 3}}) {
+        SCOPED_TRACE(std::string(dtype_name(da)) + " " + std::string(dtype_name(db)) + " " + shape_str(shape));
+        const Tensor la = Tensor::ones(shape, da), lb = Tensor::ones(shape, db);
+        const DistributedTensor a = la.dist_send(0), b = lb.dist_send(0);
+        for (int round = 0; round < 2; ++round) {
+          const DistributedTensor sum = a + b, lt = a.lt(b), prod = a * 3, rsub = 2.5 - a, ex = a.exp();
+          EXPECT_EQ(sum.dtype(), (la + lb).dtype());
+          EXPECT_EQ(lt.dtype(), la.lt(lb).dtype());
+          EXPECT_EQ(prod.dtype(), (la * 3).dtype());
+          EXPECT_EQ(rsub.dtype(), (2.5 - la).dtype());
+          EXPECT_EQ(ex.dtype(), la.exp().dtype());
+          EXPECT_EQ(sum.shape(), shape);
+          EXPECT_EQ(ex.shape(), shape);
+          EXPECT_EQ(sum.get().to_vector<double>(), (la + lb).to_vector<double>());
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
