@@ -35,10 +35,10 @@ Members members_of(const char* op, const std::vector<DistributedTensor>& tensors
                 at->second, i, h.node);
     }
     const Handle& first = m.handles.empty() ? h : *m.handles.front();
-    if (h.meta.dtype() != first.meta.dtype() || h.meta.shape() != first.meta.shape()) {
+    if (h.meta().dtype() != first.meta().dtype() || h.meta().shape() != first.meta().shape()) {
       THD_THROW(ValueError, op, "tensor {} (node {}) is {} {}, tensor 0 (node {}) is {} {}: every tensor needs one dtype and shape",
-                i, h.node, dtype_name(h.meta.dtype()), shape_str(h.meta.shape()), first.node,
-                dtype_name(first.meta.dtype()), shape_str(first.meta.shape()));
+                i, h.node, dtype_name(h.meta().dtype()), shape_str(h.meta().shape()), first.node,
+                dtype_name(first.meta().dtype()), shape_str(first.meta().shape()));
     }
     m.handles.push_back(&h);
     m.nodes.push_back(h.node);
@@ -71,7 +71,7 @@ void issue(const char* op, const Members& m, Build&& build) {
 
 void in_place(const char* op, const std::vector<DistributedTensor>& tensors, fb::CollectiveKind kind, int root, ReduceOp r) {
   const Members m = members_of(op, tensors);
-  check_reduce_op(op, r, m.handles.front()->meta.dtype());
+  check_reduce_op(op, r, m.handles.front()->meta().dtype());
   issue(op, m, [&](auto& b, size_t i, uint64_t trace_id) {
     return fb::CreateCollective(b, kind, m.handles[i]->id, 0, 0, b.CreateVector(m.nodes), root,
                                 static_cast<uint8_t>(r), trace_id);
@@ -105,11 +105,11 @@ std::vector<DistributedTensor> with_outputs(const char* op, const std::vector<Di
   const Members m = members_of(op, inputs);
   const Handle& first = *m.handles.front();
   const auto n = static_cast<int64_t>(m.handles.size());
-  Shape out_shape = first.meta.shape();
+  Shape out_shape = first.meta().shape();
   if (kind == fb::CollectiveKind::AllGather) {
     out_shape.insert(out_shape.begin(), n);
   } else {
-    check_reduce_op(op, r, first.meta.dtype());
+    check_reduce_op(op, r, first.meta().dtype());
     if (out_shape.empty() || out_shape[0] % n != 0) {
       THD_THROW(ShapeError, op, "input shape {} needs a first dim divisible by the {} tensors",
                 shape_str(out_shape), n);
@@ -118,7 +118,7 @@ std::vector<DistributedTensor> with_outputs(const char* op, const std::vector<Di
   }
   std::vector<DistributedTensor> outputs;
   for (const Handle* h : m.handles) {
-    outputs.emplace_back(m.session->new_handle(h->node, h->device, master::mirror(out_shape, h->meta.dtype())));
+    outputs.emplace_back(m.session->new_handle(h->node, h->device, master::mirror(out_shape, h->meta().dtype())));
   }
   issue(op, m, [&](auto& b, size_t i, uint64_t trace_id) {
     return fb::CreateCollective(b, kind, m.handles[i]->id, outputs[i].id(), b.CreateVector(out_shape),

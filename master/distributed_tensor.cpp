@@ -67,15 +67,15 @@ DistributedTensor::DistributedTensor(const Shape& shape, DType dtype, Device dev
 
 int DistributedTensor::node() const { return operand(*this, "node").node; }
 Device DistributedTensor::device() const { return operand(*this, "device").device; }
-DType DistributedTensor::dtype() const { return operand(*this, "dtype").meta.dtype(); }
-const Shape& DistributedTensor::shape() const { return operand(*this, "shape").meta.shape(); }
-const Shape& DistributedTensor::strides() const { return operand(*this, "strides").meta.strides(); }
-int64_t DistributedTensor::dim() const { return operand(*this, "dim").meta.dim(); }
-int64_t DistributedTensor::size(int64_t d) const { return operand(*this, "size").meta.size(d); }
-int64_t DistributedTensor::numel() const { return operand(*this, "numel").meta.numel(); }
-size_t DistributedTensor::element_size() const { return operand(*this, "element_size").meta.element_size(); }
-size_t DistributedTensor::nbytes() const { return operand(*this, "nbytes").meta.nbytes(); }
-bool DistributedTensor::is_contiguous() const { return operand(*this, "is_contiguous").meta.is_contiguous(); }
+DType DistributedTensor::dtype() const { return operand(*this, "dtype").meta().dtype(); }
+const Shape& DistributedTensor::shape() const { return operand(*this, "shape").meta().shape(); }
+const Shape& DistributedTensor::strides() const { return operand(*this, "strides").meta().strides(); }
+int64_t DistributedTensor::dim() const { return operand(*this, "dim").meta().dim(); }
+int64_t DistributedTensor::size(int64_t d) const { return operand(*this, "size").meta().size(d); }
+int64_t DistributedTensor::numel() const { return operand(*this, "numel").meta().numel(); }
+size_t DistributedTensor::element_size() const { return operand(*this, "element_size").meta().element_size(); }
+size_t DistributedTensor::nbytes() const { return operand(*this, "nbytes").meta().nbytes(); }
+bool DistributedTensor::is_contiguous() const { return operand(*this, "is_contiguous").meta().is_contiguous(); }
 uint64_t DistributedTensor::id() const { return operand(*this, "id").id; }
 
 Tensor DistributedTensor::get() const {
@@ -118,7 +118,7 @@ DistributedTensor DistributedTensor::to_node(int target) const {
   const int64_t tag = s->next_transfer_tag();
   // On the same device of node k (cuda:1 stays cuda:1): its worker refuses a GPU
   // it does not have.
-  const Tensor meta = master::mirror(h.meta.shape(), h.meta.dtype(), h.device);
+  const Tensor meta = master::mirror(h.meta().shape(), h.meta().dtype(), h.device);
   auto out = s->new_handle(target, h.device, meta);
   const fb::Device dev = protocol::to_fb(h.device);
   // Both halves under one lock: every worker sees cross-node commands in one global
@@ -144,7 +144,7 @@ DistributedTensor DistributedTensor::to(Device device, bool copy) const {
   master::check_device_valid(device, "to");
   auto s = session_of(h, "to");
   return master::at_node(h.node, [&] {
-    return emit_new(*s, "to", h.node, master::mirror(h.meta.shape(), h.meta.dtype(), device), fb::Op::ToDevice,
+    return emit_new(*s, "to", h.node, master::mirror(h.meta().shape(), h.meta().dtype(), device), fb::Op::ToDevice,
                     [&](auto& b, uint64_t id) {
                       const fb::Device dev = protocol::to_fb(device);
                       return fb::CreateToDevice(b, id, h.id, &dev).Union();
@@ -222,7 +222,7 @@ std::string DistributedTensor::str() const {
   if (!defined()) return "DistributedTensor(undefined)";
   const master::Handle& h = *handle_;
   return fmt::format("DistributedTensor(node={}, device={}, dtype={}, shape={}, id={})", h.node, h.device.str(),
-                     dtype_name(h.meta.dtype()), shape_str(h.meta.shape()), h.id);
+                     dtype_name(h.meta().dtype()), shape_str(h.meta().shape()), h.id);
 }
 
 std::ostream& operator<<(std::ostream& os, const DistributedTensor& t) { return os << t.str(); }

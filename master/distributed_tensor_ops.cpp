@@ -47,6 +47,18 @@ struct Operands {
     return master::emit_new(*session, name, node(), master::on_device(std::move(meta), device()), type,
                             std::forward<Build>(build));
   }
+  // As emit_new, for an elementwise command (out set to the result's id).
+  DistributedTensor emit_elementwise(Tensor meta, const protocol::ElementwiseCommand& command) const {
+    return master::emit_elementwise(*session, name, node(), master::on_device(std::move(meta), device()), command);
+  }
+  // As emit_elementwise, for a result whose mirror is made on first use.
+  DistributedTensor emit_fresh(const master::FreshMeta& fresh, const protocol::ElementwiseCommand& command) const {
+    return master::emit_fresh(*session, name, node(), device(), fresh, command);
+  }
+  // The in-place form of an elementwise command (out == 0), which writes the first operand.
+  void emit_elementwise_inplace(const protocol::ElementwiseCommand& command) const {
+    session->link(node(), name).append_elementwise(command);
+  }
   // The command of an in-place op, which writes the first operand.
   template <typename Build>
   void emit_inplace(fb::Op type, Build&& build) const {
@@ -75,7 +87,7 @@ Operands<sizeof...(Ts)> operands(const char* name, const Ts&... xs) {
 }
 
 // A probe index for index ops' inference: zeros (a valid index) of `i`'s rank and dtype.
-Tensor index_probe(const Handle& i) { return Tensor::zeros(Shape(i.meta.shape().size(), 1), i.meta.dtype()); }
+Tensor index_probe(const Handle& i) { return Tensor::zeros(Shape(i.meta().shape().size(), 1), i.meta().dtype()); }
 
 // The command of an op that comes as a new tensor of `shape` and `dtype` (x.op())
 // and in place (x.op_(), writing `self`, the first operand): `build(b, id)` makes
@@ -90,13 +102,19 @@ DistributedTensor emit_new_or_inplace(const Operands<N>& ops, const DistributedT
   return ops.emit_new(master::mirror(shape, dtype), type, build);
 }
 
+using Elementwise = protocol::ElementwiseCommand;
+
+uint8_t code(fb::BinaryOp op) { return static_cast<uint8_t>(op); }
+uint8_t code(fb::UnaryOp op) { return static_cast<uint8_t>(op); }
+
 DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const DistributedTensor& y) {
   const auto ops = operands(protocol::op_name(op), x, y);
   const Handle& a = ops[0];
   const Handle& b = ops[1];
   return ops.at_node([&]() -> DistributedTensor {
-    return ops.emit_new(master::infer(op, a.meta, b.meta), fb::Op::Binary,
-                        [&](auto& bld, uint64_t id) { return fb::CreateBinary(bld, id, op, a.id, b.id).Union(); });
+    const Elementwise command{.type = fb::Op::Binary, .op = code(op), .a = a.id, .b = b.id};
+    if (const auto fresh = master::infer_fresh(op, a, b)) return ops.emit_fresh(*fresh, command);
+    return ops.emit_elementwise(master::infer(op, a.meta(), b.meta()), command);
   });
 }
 
@@ -105,8 +123,8 @@ DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const Distribu
   const Handle& a = ops[0];
   const Handle& b = ops[1];
   ops.at_node([&] {
-    master::check_inplace(op, a.meta, b.meta);
-    ops.emit_inplace(fb::Op::Binary, [&](auto& bld) { return fb::CreateBinary(bld, 0, op, a.id, b.id).Union(); });
+    master::check_inplace(op, a.meta(), b.meta());
+    ops.emit_elementwise_inplace(Elementwise{.type = fb::Op::Binary, .op = code(op), .a = a.id, .b = b.id});
   });
   return x;
 }
@@ -115,11 +133,10 @@ DistributedTensor binary(fb::BinaryOp op, const DistributedTensor& x, const Scal
   const auto ops = operands(protocol::op_name(op), x);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    Tensor meta = master::infer(op, a.meta, v, reverse);
-    const fb::Scalar sv = fbs(v);
-    return ops.emit_new(std::move(meta), fb::Op::BinaryScalar, [&](auto& bld, uint64_t id) {
-      return fb::CreateBinaryScalar(bld, id, op, a.id, &sv, reverse).Union();
-    });
+    const Elementwise command{
+        .type = fb::Op::BinaryScalar, .op = code(op), .a = a.id, .scalar = fbs(v), .reverse = reverse};
+    if (const auto fresh = master::infer_fresh(op, a, v, reverse)) return ops.emit_fresh(*fresh, command);
+    return ops.emit_elementwise(master::infer(op, a.meta(), v, reverse), command);
   });
 }
 
@@ -127,10 +144,9 @@ DistributedTensor& binary_(fb::BinaryOp op, DistributedTensor& x, const Scalar& 
   const auto ops = operands(protocol::op_name(op), x);
   const Handle& a = ops[0];
   ops.at_node([&] {
-    master::check_inplace(op, a.meta, v);
-    const fb::Scalar sv = fbs(v);
-    ops.emit_inplace(fb::Op::BinaryScalar,
-                     [&](auto& bld) { return fb::CreateBinaryScalar(bld, 0, op, a.id, &sv, false).Union(); });
+    master::check_inplace(op, a.meta(), v);
+    ops.emit_elementwise_inplace(
+        Elementwise{.type = fb::Op::BinaryScalar, .op = code(op), .a = a.id, .scalar = fbs(v)});
   });
   return x;
 }
@@ -139,8 +155,9 @@ DistributedTensor unary(fb::UnaryOp op, const DistributedTensor& x) {
   const auto ops = operands(protocol::op_name(op), x);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    return ops.emit_new(master::infer(op, a.meta), fb::Op::Unary,
-                        [&](auto& bld, uint64_t id) { return fb::CreateUnary(bld, id, op, a.id).Union(); });
+    const Elementwise command{.type = fb::Op::Unary, .op = code(op), .a = a.id};
+    if (const auto fresh = master::infer_fresh(op, a)) return ops.emit_fresh(*fresh, command);
+    return ops.emit_elementwise(master::infer(op, a.meta()), command);
   });
 }
 
@@ -148,8 +165,8 @@ DistributedTensor& unary_(fb::UnaryOp op, DistributedTensor& x) {
   const auto ops = operands(protocol::op_name(op), x);
   const Handle& a = ops[0];
   ops.at_node([&] {
-    master::check_inplace(op, a.meta);
-    ops.emit_inplace(fb::Op::Unary, [&](auto& bld) { return fb::CreateUnary(bld, 0, op, a.id).Union(); });
+    master::check_inplace(op, a.meta());
+    ops.emit_elementwise_inplace(Elementwise{.type = fb::Op::Unary, .op = code(op), .a = a.id});
   });
   return x;
 }
@@ -167,7 +184,7 @@ DistributedTensor make_view(const char* name, const DistributedTensor& x, fb::Vi
   const auto ops = operands(name, x);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    Tensor meta = local(a.meta);
+    Tensor meta = local(a.meta());
     return ops.emit_new(std::move(meta), fb::Op::ViewOp, [&](auto& b, uint64_t id) {
       const auto shape = b.CreateVector(v.shape);
       const auto dims = b.CreateVector(v.dims);
@@ -193,8 +210,8 @@ DistributedTensor reduce(const char* name, const DistributedTensor& x, fb::Reduc
   const auto ops = operands(name, x);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    const Shape shape = all ? Shape{} : master::reduced_shape(name, a.meta.shape(), dims, keepdim);
-    const DType dtype = local(master::probe_of(a.meta)).dtype();
+    const Shape shape = all ? Shape{} : master::reduced_shape(name, a.meta().shape(), dims, keepdim);
+    const DType dtype = local(master::probe_of(a.meta())).dtype();
     return ops.emit_new(master::mirror(shape, dtype), fb::Op::Reduce, [&](auto& b, uint64_t id) {
       return fb::CreateReduce(b, id, kind, a.id, all, b.CreateVector(dims), keepdim, p, correction).Union();
     });
@@ -206,10 +223,10 @@ DistributedTensor clamp_op(DistributedTensor& self, bool inplace, const std::opt
   const auto ops = operands(inplace ? "clamp_" : "clamp", self);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    Tensor p = master::probe_of(a.meta);
+    Tensor p = master::probe_of(a.meta());
     const DType dtype = inplace ? p.clamp_(lo, hi).dtype() : p.clamp(lo, hi).dtype();
     const fb::Scalar l = fbs(lo.value_or(0)), h = fbs(hi.value_or(0));
-    return emit_new_or_inplace(ops, self, inplace, a.meta.shape(), dtype, fb::Op::Clamp,
+    return emit_new_or_inplace(ops, self, inplace, a.meta().shape(), dtype, fb::Op::Clamp,
                                [&](auto& b, uint64_t id) {
                                  return fb::CreateClamp(b, id, a.id, lo.has_value(), &l, hi.has_value(), &h).Union();
                                });
@@ -222,16 +239,16 @@ DistributedTensor masked_fill_op(DistributedTensor& self, bool inplace, const Di
   const Handle& a = ops[0];
   const Handle& m = ops[1];
   return ops.at_node([&]() -> DistributedTensor {
-    master::check_broadcasts_to(ops.name, m.meta.shape(), a.meta.shape());
-    Tensor p = master::probe_of(a.meta);
+    master::check_broadcasts_to(ops.name, m.meta().shape(), a.meta().shape());
+    Tensor p = master::probe_of(a.meta());
     if (inplace) {
-      p.masked_fill_(master::probe_of(m.meta), value);
+      p.masked_fill_(master::probe_of(m.meta()), value);
     } else {
-      (void)p.masked_fill(master::probe_of(m.meta), value);
+      (void)p.masked_fill(master::probe_of(m.meta()), value);
     }
     const fb::Scalar v = fbs(value);
     return emit_new_or_inplace(
-        ops, self, inplace, a.meta.shape(), a.meta.dtype(), fb::Op::MaskedFill,
+        ops, self, inplace, a.meta().shape(), a.meta().dtype(), fb::Op::MaskedFill,
         [&](auto& b, uint64_t id) { return fb::CreateMaskedFill(b, id, a.id, m.id, &v).Union(); });
   });
 }
@@ -240,9 +257,9 @@ DistributedTensor softmax_op(const DistributedTensor& x, int64_t d, bool log) {
   const auto ops = operands(log ? "log_softmax" : "softmax", x);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    const Tensor p = master::probe_of(a.meta);
+    const Tensor p = master::probe_of(a.meta());
     const DType dtype = (log ? p.log_softmax(d) : p.softmax(d)).dtype();
-    return ops.emit_new(master::mirror(a.meta.shape(), dtype), fb::Op::Softmax,
+    return ops.emit_new(master::mirror(a.meta().shape(), dtype), fb::Op::Softmax,
                         [&](auto& b, uint64_t id) { return fb::CreateSoftmax(b, id, a.id, d, log).Union(); });
   });
 }
@@ -254,12 +271,12 @@ DistributedTensor matmul_op(fb::MatmulKind kind, const char* name, const Distrib
   const Handle& a = ops[0];
   const Handle& b = ops[1];
   return ops.at_node([&]() -> DistributedTensor {
-    const DType dtype = local(master::probe_of(a.meta), master::probe_of(b.meta)).dtype();
-    const Shape shape = kind == fb::MatmulKind::Outer ? Shape{a.meta.numel(), b.meta.numel()}
-                                                      : master::matmul_shape(name, a.meta.shape(), b.meta.shape());
-    if (kind == fb::MatmulKind::Bmm && a.meta.size(0) != b.meta.size(0)) {
-      THD_THROW(ShapeError, name, "batch sizes differ: {} and {}", shape_str(a.meta.shape()),
-                shape_str(b.meta.shape()));
+    const DType dtype = local(master::probe_of(a.meta()), master::probe_of(b.meta())).dtype();
+    const Shape shape = kind == fb::MatmulKind::Outer ? Shape{a.meta().numel(), b.meta().numel()}
+                                                      : master::matmul_shape(name, a.meta().shape(), b.meta().shape());
+    if (kind == fb::MatmulKind::Bmm && a.meta().size(0) != b.meta().size(0)) {
+      THD_THROW(ShapeError, name, "batch sizes differ: {} and {}", shape_str(a.meta().shape()),
+                shape_str(b.meta().shape()));
     }
     return ops.emit_new(master::mirror(shape, dtype), fb::Op::Matmul,
                         [&](auto& bld, uint64_t id) { return fb::CreateMatmul(bld, id, kind, a.id, b.id).Union(); });
@@ -328,7 +345,7 @@ DistributedTensor DistributedTensor::unsqueeze(int64_t d) const {
                    [&](const Tensor& m) { return m.unsqueeze(d); });
 }
 DistributedTensor DistributedTensor::contiguous() const {
-  if (operand(*this, "contiguous").meta.is_contiguous()) return *this;
+  if (operand(*this, "contiguous").meta().is_contiguous()) return *this;
   return unary(fb::UnaryOp::Contiguous, *this);
 }
 DistributedTensor DistributedTensor::clone() const { return unary(fb::UnaryOp::Clone, *this); }
@@ -418,12 +435,12 @@ DistributedTensor& DistributedTensor::clamp_(std::optional<Scalar> lo, std::opti
 }
 
 DistributedTensor DistributedTensor::to(DType dtype, bool copy) const {
-  if (dtype == operand(*this, "to").meta.dtype() && !copy) return *this;
+  if (dtype == operand(*this, "to").meta().dtype() && !copy) return *this;
   const auto ops = operands("to", *this);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    (void)master::probe_of(a.meta).to(dtype);
-    return ops.emit_new(master::mirror(a.meta.shape(), dtype), fb::Op::Cast, [&](auto& b, uint64_t id) {
+    (void)master::probe_of(a.meta()).to(dtype);
+    return ops.emit_new(master::mirror(a.meta().shape(), dtype), fb::Op::Cast, [&](auto& b, uint64_t id) {
       return fb::CreateCast(b, id, a.id, protocol::to_fb(dtype)).Union();
     });
   });
@@ -432,8 +449,8 @@ DistributedTensor DistributedTensor::to(DType dtype, bool copy) const {
 DistributedTensor& DistributedTensor::fill_(Scalar value) {
   const auto ops = operands("fill_", *this);
   const Handle& a = ops[0];
-  ops.at_node([&] { master::check_writable("fill_", a.meta); });
-  Tensor p = master::probe_of(a.meta);
+  ops.at_node([&] { master::check_writable("fill_", a.meta()); });
+  Tensor p = master::probe_of(a.meta());
   p.fill_(value);  // the value must fit the dtype
   const fb::Scalar v = fbs(value);
   ops.emit_inplace(fb::Op::Fill, [&](auto& b) { return fb::CreateFill(b, a.id, &v).Union(); });
@@ -446,7 +463,7 @@ DistributedTensor& DistributedTensor::copy_(const DistributedTensor& src) {
   const Handle& a = ops[0];
   const Handle& b = ops[1];
   ops.at_node([&] {
-    master::check_broadcasts_to("copy_", b.meta.shape(), a.meta.shape());
+    master::check_broadcasts_to("copy_", b.meta().shape(), a.meta().shape());
     ops.emit_inplace(fb::Op::CopyFrom, [&](auto& bld) { return fb::CreateCopyFrom(bld, a.id, b.id).Union(); });
   });
   return *this;
@@ -564,9 +581,9 @@ DistributedTensor DistributedTensor::addmm(const DistributedTensor& m1, const Di
   const Handle& b = ops[2];
   return ops.at_node([&]() -> DistributedTensor {
     const DType dtype =
-        master::probe_of(self.meta).addmm(master::probe_of(a.meta), master::probe_of(b.meta), beta, alpha).dtype();
-    const Shape mm = master::matmul_shape("addmm", a.meta.shape(), b.meta.shape());
-    master::check_broadcasts_to("addmm", self.meta.shape(), mm);
+        master::probe_of(self.meta()).addmm(master::probe_of(a.meta()), master::probe_of(b.meta()), beta, alpha).dtype();
+    const Shape mm = master::matmul_shape("addmm", a.meta().shape(), b.meta().shape());
+    master::check_broadcasts_to("addmm", self.meta().shape(), mm);
     const fb::Scalar fbeta = fbs(beta), falpha = fbs(alpha);
     return ops.emit_new(master::mirror(mm, dtype), fb::Op::Addmm, [&](auto& bld, uint64_t id) {
       return fb::CreateAddmm(bld, id, self.id, a.id, b.id, &fbeta, &falpha).Union();
@@ -582,9 +599,9 @@ DistributedTensor DistributedTensor::index_select(int64_t d, const DistributedTe
   const Handle& a = ops[0];
   const Handle& i = ops[1];
   return ops.at_node([&]() -> DistributedTensor {
-    const DType dtype = master::probe_of(a.meta).index_select(d, index_probe(i)).dtype();
-    Shape shape = a.meta.shape();
-    if (!shape.empty()) shape[master::wrap_dim("index_select", d, a.meta.dim())] = i.meta.numel();
+    const DType dtype = master::probe_of(a.meta()).index_select(d, index_probe(i)).dtype();
+    Shape shape = a.meta().shape();
+    if (!shape.empty()) shape[master::wrap_dim("index_select", d, a.meta().dim())] = i.meta().numel();
     return ops.emit_new(master::mirror(shape, dtype), fb::Op::IndexOp, [&](auto& b, uint64_t id) {
       return fb::CreateIndexOp(b, id, fb::IndexKind::IndexSelect, a.id, d, i.id).Union();
     });
@@ -595,8 +612,8 @@ DistributedTensor DistributedTensor::gather(int64_t d, const DistributedTensor& 
   const Handle& a = ops[0];
   const Handle& i = ops[1];
   return ops.at_node([&]() -> DistributedTensor {
-    const DType dtype = master::probe_of(a.meta).gather(d, index_probe(i)).dtype();
-    return ops.emit_new(master::mirror(i.meta.shape(), dtype), fb::Op::IndexOp, [&](auto& b, uint64_t id) {
+    const DType dtype = master::probe_of(a.meta()).gather(d, index_probe(i)).dtype();
+    return ops.emit_new(master::mirror(i.meta().shape(), dtype), fb::Op::IndexOp, [&](auto& b, uint64_t id) {
       return fb::CreateIndexOp(b, id, fb::IndexKind::Gather, a.id, d, i.id).Union();
     });
   });
@@ -619,18 +636,18 @@ DistributedTensor scatter_op(DistributedTensor& self, bool inplace, int64_t d, c
   const Handle& a = ops[0];
   const Handle& i = ops[1];
   return ops.at_node([&]() -> DistributedTensor {
-    Tensor pa = master::probe_of(a.meta);
+    Tensor pa = master::probe_of(a.meta());
     Scalar value = 0;
     uint64_t src_id = 0;
     if constexpr (from_tensor) {
-      (void)pa.scatter(d, index_probe(i), master::probe_of(ops[2].meta));
+      (void)pa.scatter(d, index_probe(i), master::probe_of(ops[2].meta()));
       src_id = ops[2].id;
     } else {
       (void)pa.scatter(d, index_probe(i), src);
       value = src;
     }
     const fb::Scalar v = fbs(value);
-    return emit_new_or_inplace(ops, self, inplace, a.meta.shape(), a.meta.dtype(), fb::Op::Scatter,
+    return emit_new_or_inplace(ops, self, inplace, a.meta().shape(), a.meta().dtype(), fb::Op::Scatter,
                                [&](auto& b, uint64_t id) {
                                  return fb::CreateScatter(b, id, a.id, d, i.id, src_id, &v).Union();
                                });
@@ -670,7 +687,7 @@ std::vector<DistributedTensor> DistributedTensor::split(const std::vector<int64_
   const auto ops = operands("split", *this);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> decltype(auto) {
-    const std::vector<Tensor> metas = a.meta.split(sizes, d);  // views of the mirror: exact
+    const std::vector<Tensor> metas = a.meta().split(sizes, d);  // views of the mirror: exact
     std::vector<DistributedTensor> out;
     std::vector<uint64_t> ids;
     for (const Tensor& m : metas) {
@@ -686,13 +703,13 @@ std::vector<DistributedTensor> DistributedTensor::split(const std::vector<int64_
 std::vector<DistributedTensor> DistributedTensor::split(int64_t split_size, int64_t d) const {
   const Handle& a = operand(*this, "split");
   std::vector<int64_t> sizes;
-  for (const Tensor& m : a.meta.split(split_size, d)) sizes.push_back(m.size(d));
+  for (const Tensor& m : a.meta().split(split_size, d)) sizes.push_back(m.size(d));
   return split(sizes, d);
 }
 std::vector<DistributedTensor> DistributedTensor::chunk(int64_t chunks, int64_t d) const {
   const Handle& a = operand(*this, "chunk");
   std::vector<int64_t> sizes;
-  for (const Tensor& m : a.meta.chunk(chunks, d)) sizes.push_back(m.size(d));
+  for (const Tensor& m : a.meta().chunk(chunks, d)) sizes.push_back(m.size(d));
   return split(sizes, d);
 }
 
@@ -702,17 +719,17 @@ std::pair<DistributedTensor, DistributedTensor> sort_op(const DistributedTensor&
   const auto ops = operands(name, x);
   const Handle& a = ops[0];
   return ops.at_node([&]() -> std::pair<DistributedTensor, DistributedTensor> {
-    Shape shape = a.meta.shape();
+    Shape shape = a.meta().shape();
     if (k >= 0) {
-      const int64_t w = master::wrap_dim(name, d, a.meta.dim());
+      const int64_t w = master::wrap_dim(name, d, a.meta().dim());
       const int64_t size = shape.empty() ? 1 : shape[w];
       if (k > size) THD_THROW(IndexError, name, "k ({}) is larger than the size {} of dim {}", k, size, w);
       if (!shape.empty()) shape[w] = k;
-      (void)master::probe_of(a.meta).topk(std::min<int64_t>(k, 1), d, descending, sorted);
+      (void)master::probe_of(a.meta()).topk(std::min<int64_t>(k, 1), d, descending, sorted);
     } else {
-      (void)master::probe_of(a.meta).sort(d, descending);
+      (void)master::probe_of(a.meta()).sort(d, descending);
     }
-    auto values = ops.session->new_handle(a.node, a.device, master::mirror(shape, a.meta.dtype()));
+    auto values = ops.session->new_handle(a.node, a.device, master::mirror(shape, a.meta().dtype()));
     auto indices = ops.session->new_handle(a.node, a.device, master::mirror(shape, kInt64));
     ops.session->link(a.node, name).append(fb::Op::Sort, [&](auto& b) {
       return fb::CreateSort(b, values->id, indices->id, a.id, d, descending, k, sorted).Union();
@@ -740,8 +757,8 @@ DistributedTensor join(const char* name, fb::JoinKind kind, const std::vector<Di
   std::vector<uint64_t> ids;
   for (const auto& t : tensors) {
     hs.push_back(&operand(t, name));
-    shapes.push_back(hs.back()->meta.shape());
-    probes.push_back(master::probe_of(hs.back()->meta));
+    shapes.push_back(hs.back()->meta().shape());
+    probes.push_back(master::probe_of(hs.back()->meta()));
     ids.push_back(hs.back()->id);
     master::check_same_node(name, {hs.front(), hs.back()});
   }
@@ -770,8 +787,8 @@ DistributedTensor where(const DistributedTensor& cond, const DistributedTensor& 
   const Handle& b = ops[2];
   return ops.at_node([&]() -> DistributedTensor {
     const Shape shape =
-        master::broadcast_for("where", master::broadcast_for("where", c.meta.shape(), a.meta.shape()), b.meta.shape());
-    const DType dtype = where(master::probe_of(c.meta), master::probe_of(a.meta), master::probe_of(b.meta)).dtype();
+        master::broadcast_for("where", master::broadcast_for("where", c.meta().shape(), a.meta().shape()), b.meta().shape());
+    const DType dtype = where(master::probe_of(c.meta()), master::probe_of(a.meta()), master::probe_of(b.meta())).dtype();
     const fb::Scalar zero;
     return ops.emit_new(master::mirror(shape, dtype), fb::Op::Where, [&](auto& bld, uint64_t id) {
       return fb::CreateWhere(bld, id, c.id, a.id, b.id, &zero, &zero).Union();
@@ -782,9 +799,9 @@ DistributedTensor where(const DistributedTensor& cond, Scalar x, Scalar y) {
   const auto ops = operands("where", cond);
   const Handle& c = ops[0];
   return ops.at_node([&]() -> DistributedTensor {
-    const DType dtype = where(master::probe_of(c.meta), x, y).dtype();
+    const DType dtype = where(master::probe_of(c.meta()), x, y).dtype();
     const fb::Scalar sa = fbs(x), sb = fbs(y);
-    return ops.emit_new(master::mirror(c.meta.shape(), dtype), fb::Op::Where, [&](auto& bld, uint64_t id) {
+    return ops.emit_new(master::mirror(c.meta().shape(), dtype), fb::Op::Where, [&](auto& bld, uint64_t id) {
       return fb::CreateWhere(bld, id, c.id, 0, 0, &sa, &sb).Union();
     });
   });

@@ -50,7 +50,7 @@ void check_same_device(const char* op, std::initializer_list<const Handle*> hand
   const Handle* first = *handles.begin();
   for (const Handle* h : handles) {
     if (h->device != first->device) {
-      detail::check_same_device(op, {&first->meta, &h->meta});  // throws the library's error
+      detail::check_same_device(op, {&first->meta(), &h->meta()});  // throws the library's error
     }
   }
 }

@@ -36,6 +36,27 @@ DistributedTensor emit_new(Session& s, const char* op, int node, Tensor meta, fb
   return DistributedTensor(std::move(h));
 }
 
+// As emit_new, for an elementwise command (its `out` set here to the new tensor's id).
+inline DistributedTensor emit_elementwise(Session& s, const char* op, int node, Tensor meta,
+                                          protocol::ElementwiseCommand command) {
+  NodeLink& link = s.link(node, op);
+  const Device device = meta.device();
+  auto h = s.new_handle(node, device, std::move(meta));
+  command.out = h->id;
+  link.append_elementwise(command);
+  return DistributedTensor(std::move(h));
+}
+
+// As emit_elementwise, for a result whose mirror is made on first use.
+inline DistributedTensor emit_fresh(Session& s, const char* op, int node, Device device, const FreshMeta& fresh,
+                                    protocol::ElementwiseCommand command) {
+  NodeLink& link = s.link(node, op);
+  auto h = s.new_handle(node, device, fresh);
+  command.out = h->id;
+  link.append_elementwise(command);
+  return DistributedTensor(std::move(h));
+}
+
 // A command that writes an existing tensor (in-place ops).
 template <typename Build>
 void emit_inplace(Session& s, const char* op, const Handle& target, fb::Op type, Build&& build) {

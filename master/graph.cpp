@@ -11,6 +11,9 @@ namespace thd::master {
 namespace {
 
 thread_local Capture* t_capture = nullptr;
+// Captures open on any thread: while there are none, an op need not look up its
+// thread's capture (a thread-local lookup per operand and per command).
+std::atomic<int> g_open_captures{0};
 
 // Room for the DefineGraph around a node's commands in one message.
 constexpr size_t kDefineEnvelopeBytes = size_t{64} << 10;
@@ -29,15 +32,25 @@ Capture::Capture(std::shared_ptr<Session> session) : session_(std::move(session)
   if (t_capture != nullptr) {
     THD_THROW(ValueError, "GraphCapture", "this thread is capturing a graph already (captures do not nest)");
   }
+  g_open_captures.fetch_add(1);
   t_capture = this;
 }
 
+void Capture::close_slot() {
+  if (*slot_ != this) return;
+  *slot_ = nullptr;
+  g_open_captures.fetch_sub(1);
+}
+
 Capture::~Capture() {
-  if (*slot_ == this) *slot_ = nullptr;
+  close_slot();
   if (!ended_) discard();
 }
 
-Capture* Capture::active() { return t_capture; }
+Capture* Capture::active() {
+  // This thread's own open capture counts: its count is never 0 to this thread.
+  return g_open_captures.load(std::memory_order_relaxed) == 0 ? nullptr : t_capture;
+}
 
 bool Capture::takes(fb::Op type) {
   switch (protocol::in_graph(type)) {
@@ -117,7 +130,7 @@ void Capture::discard() {
 Graph Capture::end() {
   if (ended_) THD_THROW(ValueError, "GraphCapture::end", "the capture has ended already");
   ended_ = true;
-  if (*slot_ == this) *slot_ = nullptr;
+  close_slot();
   auto state = std::make_shared<GraphState>();
   try {
     state->session = session_;
@@ -250,12 +263,12 @@ size_t GraphState::memory_bytes(int node) const {
   for (const auto& h : owned) own_ids.insert(h->id);
   std::set<const StorageImpl*> outside, counted;
   for (const auto& h : used) {
-    if (h->node == node && own_ids.count(h->id) == 0) outside.insert(h->meta.storage().get());
+    if (h->node == node && own_ids.count(h->id) == 0) outside.insert(h->meta().storage().get());
   }
   size_t bytes = 0;
   for (const auto& h : owned) {
     if (h->node != node) continue;
-    const StorageImpl* st = h->meta.storage().get();
+    const StorageImpl* st = h->meta().storage().get();
     if (outside.count(st) != 0 || !counted.insert(st).second) continue;
     bytes += st->nbytes();
   }

@@ -56,6 +56,8 @@ class Capture {
     std::vector<flatbuffers::Offset<fb::Command>> commands;
     std::vector<uint64_t> owned;
   };
+  // Clears the capturing thread's slot, if it still holds this capture.
+  void close_slot();
   // The capture is over without a graph: its tensors are never made.
   void discard();
   // A DropGraph of `graph` to each node of `parts` (a lost one skipped).

@@ -2,13 +2,27 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
 #include <unordered_map>
 
+#include "master/block_pool.h"
+
 #include "tensor/check.h"
+#include "tensor/shape_util.h"
 
 namespace thd::master {
 
-Tensor mirror(const Shape& shape, DType dtype, Device device, const char* op) {
+namespace {
+
+// The storage of a mirror: no bytes, `nbytes` on `device`; from the pool (one per
+// op's result).
+Storage meta_storage(size_t nbytes, Device device) {
+  return std::allocate_shared<StorageImpl>(PoolAllocator<StorageImpl>{}, StorageImpl::Meta{}, nbytes, device);
+}
+
+}  // namespace
+
+Tensor mirror(Shape&& shape, DType dtype, Device device, const char* op) {
   const auto es = static_cast<int64_t>(element_size(dtype));
   const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
   int64_t numel = 1;
@@ -20,17 +34,46 @@ Tensor mirror(const Shape& shape, DType dtype, Device device, const char* op) {
     }
     numel = empty ? 0 : numel * d;
   }
-  return Tensor::meta(shape, dtype, device);
+  Shape strides = detail::contiguous_strides(shape);
+  return Tensor(meta_storage(static_cast<size_t>(numel * es), device), dtype, std::move(shape), std::move(strides), 0);
+}
+
+Tensor mirror(const Shape& shape, DType dtype, Device device, const char* op) {
+  return mirror(Shape(shape), dtype, device, op);
 }
 
 Tensor on_device(Tensor meta, Device device) {
   if (meta.device() == device) return meta;  // the hot path: moved, not copied
-  auto storage = std::make_shared<StorageImpl>(StorageImpl::Meta{}, meta.storage()->nbytes(), device);
-  return Tensor(std::move(storage), meta.dtype(), meta.shape(), meta.strides(), meta.storage_offset());
+  return Tensor(meta_storage(meta.storage()->nbytes(), device), meta.dtype(), meta.shape(), meta.strides(),
+                meta.storage_offset());
 }
 
 Handle::Handle(std::weak_ptr<Session> session, uint64_t id, int node, Device device, Tensor meta)
-    : session(std::move(session)), id(id), node(node), device(device), meta(on_device(std::move(meta), device)) {}
+    : session(std::move(session)),
+      id(id),
+      node(node),
+      device(device),
+      dtype_(meta.dtype()),
+      rank_(meta.shape().size()),
+      meta_(on_device(std::move(meta), device)) {
+  if (rank_ <= FreshMeta::kMaxInlineDims) std::copy(meta_.shape().begin(), meta_.shape().end(), dims_.begin());
+  meta_made_.store(true, std::memory_order_release);
+}
+
+Handle::Handle(std::weak_ptr<Session> session, uint64_t id, int node, Device device, const FreshMeta& fresh)
+    : session(std::move(session)), id(id), node(node), device(device), dtype_(fresh.dtype), rank_(fresh.rank),
+      dims_(fresh.dims) {}
+
+const Tensor& Handle::make_meta() const {
+  // Rare (a fresh result's first view, fetch or non-elementwise op): one lock for all.
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  if (!meta_made_.load(std::memory_order_relaxed)) {
+    meta_ = mirror(Shape(dims_.begin(), dims_.begin() + static_cast<std::ptrdiff_t>(rank_)), dtype_, device);
+    meta_made_.store(true, std::memory_order_release);
+  }
+  return meta_;
+}
 
 Tensor probe_of(const Tensor& meta) {
   // Sizes of 0 stay 0, so ops that refuse empty input (max() of nothing) refuse
@@ -42,16 +85,24 @@ Tensor probe_of(const Tensor& meta) {
 
 DType probe_dtype(const std::function<Tensor()>& op) { return op().dtype(); }
 
-DType cached_probe_dtype(uint64_t key, const std::function<Tensor()>& op) {
-  // Per thread: no lock on the hot path. Failing probes are not cached, so their
-  // error is raised again on every bad call.
+namespace {
+
+// Per thread: no lock on the hot path.
+std::unordered_map<uint64_t, DType>& dtype_cache() {
   thread_local std::unordered_map<uint64_t, DType> cache;
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  const DType d = op().dtype();
-  cache.emplace(key, d);
-  return d;
+  return cache;
 }
+
+}  // namespace
+
+std::optional<DType> cached_dtype(uint64_t key) {
+  const auto& cache = dtype_cache();
+  const auto it = cache.find(key);
+  if (it == cache.end()) return std::nullopt;
+  return it->second;
+}
+
+void remember_dtype(uint64_t key, DType dtype) { dtype_cache().emplace(key, dtype); }
 
 int64_t wrap_dim(const char* op, int64_t dim, int64_t rank) {
   const int64_t r = std::max<int64_t>(rank, 1);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include <thd/tensor.h>
@@ -21,9 +22,19 @@ namespace thd::master {
 Tensor probe_of(const Tensor& meta);
 // Runs `op` on probes (rethrowing its error under `name`) and returns its dtype.
 DType probe_dtype(const std::function<Tensor()>& op);
+// The dtype remembered under `key` on this thread, if any; remember_dtype records one.
+std::optional<DType> cached_dtype(uint64_t key);
+void remember_dtype(uint64_t key, DType dtype);
 // As probe_dtype, remembered under `key` (which must encode everything the result
-// depends on: the op, the dtypes, the ranks that matter, scalar kinds).
-DType cached_probe_dtype(uint64_t key, const std::function<Tensor()>& op);
+// depends on: the op, the dtypes, the ranks that matter, scalar kinds). Failing
+// probes are not remembered, so their error is raised again on every bad call.
+template <typename Probe>
+DType cached_probe_dtype(uint64_t key, Probe&& probe) {
+  if (const auto d = cached_dtype(key)) return *d;
+  const DType d = probe().dtype();
+  remember_dtype(key, d);
+  return d;
+}
 
 // The result of an elementwise op of the op table (protocol/op_table.h) on the
 // mirrors `a` (and `b`): a mirror of the result's shape (broadcast for two
@@ -33,6 +44,14 @@ Tensor infer(protocol::fb::UnaryOp op, const Tensor& a);
 Tensor infer(protocol::fb::BinaryOp op, const Tensor& a, const Tensor& b);
 // `reverse`: b op a (2 - t).
 Tensor infer(protocol::fb::BinaryOp op, const Tensor& a, const Scalar& b, bool reverse);
+// The result of the same ops as infer's, for the common case it answers from the
+// operands' shapes and dtypes alone: the operands' shape (equal shapes for two
+// tensors, of at most FreshMeta::kMaxInlineDims dims), and a dtype this thread has
+// inferred before for the same op, dtypes and ranks. nullopt otherwise: infer
+// then gives the result, or the error.
+std::optional<FreshMeta> infer_fresh(protocol::fb::UnaryOp op, const Handle& a);
+std::optional<FreshMeta> infer_fresh(protocol::fb::BinaryOp op, const Handle& a, const Handle& b);
+std::optional<FreshMeta> infer_fresh(protocol::fb::BinaryOp op, const Handle& a, const Scalar& b, bool reverse);
 // The checks of the in-place forms (self.op_(...)) on the mirrors: self is
 // writable, keeps its shape and can hold the result's dtype.
 void check_inplace(protocol::fb::UnaryOp op, const Tensor& self);

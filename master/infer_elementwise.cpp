@@ -29,16 +29,51 @@ DType unary_dtype(fb::UnaryOp op, const Tensor& a) {
                             [&] { return protocol::call(op, probe_of(a)); });
 }
 
+// The fresh result of shape `shape` and a remembered `dtype`, unless its bytes
+// would not fit in int64 (infer raises that).
+std::optional<FreshMeta> fresh_of(std::span<const int64_t> shape, std::optional<DType> dtype) {
+  if (!dtype || shape.size() > FreshMeta::kMaxInlineDims) return std::nullopt;
+  FreshMeta m{.dtype = *dtype, .rank = static_cast<uint8_t>(shape.size()), .dims = {}};
+  const auto es = static_cast<int64_t>(element_size(*dtype));
+  int64_t bytes = es;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t d = shape[i];
+    if (d == 0) bytes = 0;
+    if (bytes != 0 && d > INT64_MAX / bytes) return std::nullopt;
+    bytes *= d;
+    m.dims[i] = d;
+  }
+  return m;
+}
+
 }  // namespace
+
+std::optional<FreshMeta> infer_fresh(fb::UnaryOp op, const Handle& a) {
+  return fresh_of(a.shape(), cached_dtype(key(Family::Unary, code(op), a.dtype(), a.dtype(), 0)));
+}
+
+std::optional<FreshMeta> infer_fresh(fb::BinaryOp op, const Handle& a, const Handle& b) {
+  const auto shape = a.shape();
+  const auto other = b.shape();
+  if (!std::equal(shape.begin(), shape.end(), other.begin(), other.end())) return std::nullopt;
+  const bool scalar = shape.empty();
+  return fresh_of(shape, cached_dtype(key(Family::Binary, code(op), a.dtype(), b.dtype(), scalar << 1 | scalar)));
+}
+
+std::optional<FreshMeta> infer_fresh(fb::BinaryOp op, const Handle& a, const Scalar& b, bool reverse) {
+  const auto shape = a.shape();
+  return fresh_of(shape, cached_dtype(key(Family::BinaryScalar, code(op), a.dtype(), b.natural_dtype(),
+                                          static_cast<uint64_t>(shape.empty()) << 1 | reverse)));
+}
 
 Tensor infer(fb::UnaryOp op, const Tensor& a) { return mirror(a.shape(), unary_dtype(op, a)); }
 
 Tensor infer(fb::BinaryOp op, const Tensor& a, const Tensor& b) {
-  const Shape shape = broadcast_for(protocol::op_name(op), a.shape(), b.shape());
+  Shape shape = broadcast_for(protocol::op_name(op), a.shape(), b.shape());
   const DType dtype =
       cached_probe_dtype(key(Family::Binary, code(op), a.dtype(), b.dtype(), (a.dim() == 0) << 1 | (b.dim() == 0)),
                          [&] { return protocol::call(op, probe_of(a), probe_of(b)); });
-  return mirror(shape, dtype);
+  return mirror(std::move(shape), dtype);
 }
 
 Tensor infer(fb::BinaryOp op, const Tensor& a, const Scalar& b, bool reverse) {

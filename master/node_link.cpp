@@ -43,6 +43,20 @@ uint64_t NodeLink::append_on(uint32_t stream, fb::Op type, const BuildOp& build,
   if (Capture* capture = Capture::active(); capture != nullptr && Capture::takes(type)) {
     return capture->record(*this, stream, type, build);
   }
+  return append_with(
+      [&](uint64_t id) { return fb::CreateCommand(builder_, id, type, build(builder_), stream); }, entangled);
+}
+
+uint64_t NodeLink::append_elementwise(const protocol::ElementwiseCommand& command) {
+  const uint32_t stream = scoped_stream(node_);
+  if (Capture* capture = Capture::active(); capture != nullptr && Capture::takes(command.type)) {
+    return capture->record(*this, stream, command.type, [&](Builder& b) { return command.build(b); });
+  }
+  return append_with([&](uint64_t id) { return writer_.write(builder_, id, stream, command); }, false);
+}
+
+template <typename Write>
+uint64_t NodeLink::append_with(Write&& write, bool entangled) {
   throw_if_lost();
   uint64_t id;
   bool first;
@@ -50,10 +64,9 @@ uint64_t NodeLink::append_on(uint32_t stream, fb::Op type, const BuildOp& build,
   {
     std::lock_guard lock(mu_);
     id = next_op_id_();
-    const auto table = build(builder_);
     first = commands_.empty();
     if (first) first_append_ = Clock::now();
-    commands_.push_back(fb::CreateCommand(builder_, id, type, table, stream));
+    commands_.push_back(write(id));
     appended_.fetch_add(1);
     if (entangled) entangled_.store(true);
     pending_.store(true);  // seq_cst: paired with the flusher's asleep flag
@@ -163,6 +176,7 @@ void NodeLink::flush_locked() {
   // Whatever happens below, this buffer is consumed: a lost node fails it.
   auto reset = [&] {
     builder_.Clear();
+    writer_.reset();
     commands_.clear();
     {
       // Frees queued while this batch was sent stay pending; the vector's capacity
@@ -326,6 +340,7 @@ void NodeLink::on_ack(uint64_t batch_seq) {
 void NodeLink::on_lost(std::exception_ptr error) {
   std::lock_guard lock(credit_mu_);
   if (!lost_) lost_ = std::move(error);
+  is_lost_.store(true, std::memory_order_release);
   credit_cv_.notify_all();
 }
 
@@ -335,6 +350,7 @@ std::exception_ptr NodeLink::lost() const {
 }
 
 void NodeLink::throw_if_lost() const {
+  if (!is_lost_.load(std::memory_order_acquire)) return;
   if (auto e = lost()) std::rethrow_exception(e);
 }
 

@@ -17,6 +17,7 @@
 #include <thd/distributed.h>
 
 #include "protocol/codec.h"
+#include "protocol/command_writer.h"
 
 namespace thd::master {
 
@@ -55,6 +56,9 @@ class NodeLink {
   // others getting theirs (it would wait in the op for them), so whenever any link
   // sends a batch, the session sends every link that holds such a part too.
   uint64_t append_on(uint32_t stream, fb::Op type, const BuildOp& build, bool entangled = false);
+  // As append, for the hot elementwise ops: the command is written in one piece
+  // (protocol/command_writer.h), on this thread's current stream of the node.
+  uint64_t append_elementwise(const protocol::ElementwiseCommand& command);
   // As append, with a tensor whose bytes follow the batch on the upload tag.
   uint64_t append_upload(const BuildOp& build, const Tensor& contiguous);
   // Queues a Free of `id` for the next batch (never blocks, never throws). It lands
@@ -103,6 +107,9 @@ class NodeLink {
     uint64_t position;  // appended_ when it was queued
   };
 
+  // The append of one command that write(id) puts into the buffer (under mu_).
+  template <typename Write>
+  uint64_t append_with(Write&& write, bool entangled);
   void flush_locked();
   // The batch's frees (CommandBatch.frees), each placed ahead of the first command
   // appended after it, and the op id they are reported under (under mu_).
@@ -128,6 +135,7 @@ class NodeLink {
 
   mutable std::mutex mu_;  // the buffer; held while a batch is sent, to keep order
   Builder builder_;
+  protocol::CommandWriter writer_;  // reset with the builder
   std::vector<flatbuffers::Offset<fb::Command>> commands_;
   std::vector<Tensor> uploads_;
   int64_t upload_bytes_ = 0;
@@ -161,6 +169,8 @@ class NodeLink {
   uint64_t ops_finished_ = 0;
   uint32_t ops_running_ = 0;
   std::exception_ptr lost_;
+  // Set once lost_ is: the healthy path of throw_if_lost takes no lock.
+  std::atomic<bool> is_lost_{false};
 };
 
 }  // namespace thd::master

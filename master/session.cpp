@@ -1,5 +1,6 @@
 #include "master/session.h"
 
+#include "master/block_pool.h"
 #include "master/graph.h"
 #include "master/interruptible_wait.h"
 
@@ -127,7 +128,16 @@ int64_t Session::next_fetch_tag() { return protocol::kFetchTagBase + next_fetch_
 int64_t Session::next_transfer_tag() { return protocol::kTransferTagBase + next_transfer_.fetch_add(1); }
 
 std::shared_ptr<Handle> Session::new_handle(int node, Device device, Tensor meta) {
-  auto h = std::make_shared<Handle>(weak_from_this(), next_tensor_id(), node, device, std::move(meta));
+  auto h = std::allocate_shared<Handle>(PoolAllocator<Handle>{}, weak_from_this(), next_tensor_id(), node, device,
+                                        std::move(meta));
+  // A tensor a captured op creates is the graph's.
+  if (Capture* capture = Capture::active(); capture != nullptr && &capture->session() == this) capture->own(h);
+  return h;
+}
+
+std::shared_ptr<Handle> Session::new_handle(int node, Device device, const FreshMeta& fresh) {
+  auto h = std::allocate_shared<Handle>(PoolAllocator<Handle>{}, weak_from_this(), next_tensor_id(), node, device,
+                                        fresh);
   // A tensor a captured op creates is the graph's.
   if (Capture* capture = Capture::active(); capture != nullptr && &capture->session() == this) capture->own(h);
   return h;
@@ -419,13 +429,13 @@ Tensor Session::fetch(const Handle& h) {
     const Handle& h;
     ~TraceGet() {
       if (s->tracing()) {
-        s->trace_slice("get", start, {{"node", h.node}, {"tensor", h.id}, {"bytes", h.meta.nbytes()}});
+        s->trace_slice("get", start, {{"node", h.node}, {"tensor", h.id}, {"bytes", h.meta().nbytes()}});
       }
     }
   } trace_get{this, start, h};
   NodeLink& l = link(h.node, "get");
   l.throw_if_lost();
-  Tensor out = Tensor::empty(h.meta.shape(), h.meta.dtype());
+  Tensor out = Tensor::empty(h.meta().shape(), h.meta().dtype());
   const int64_t tag = next_fetch_tag();
   // No deadline of its own: the wait below gives up when the node stops making
   // progress, and cancels it.

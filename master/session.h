@@ -53,6 +53,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // A handle for a new remote tensor on `node`.
   std::shared_ptr<Handle> new_handle(int node, Device device, Tensor meta);
+  // A handle for a new contiguous tensor whose mirror is made on first use.
+  std::shared_ptr<Handle> new_handle(int node, Device device, const FreshMeta& fresh);
 
   // ---- streams and events (streams_api.cpp) ----
   uint64_t next_event_id() { return next_event_id_.fetch_add(1, std::memory_order_relaxed); }

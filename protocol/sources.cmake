@@ -1,6 +1,7 @@
 # The protocol layer's sources, relative to the repository root.
 set(THD_PROTOCOL_SOURCES
   protocol/codec.cpp
+  protocol/command_writer.cpp
   protocol/framing.cpp
   protocol/graph_ops.cpp
 )
