@@ -12,12 +12,27 @@
 
 namespace thd::master {
 
+// Under AddressSanitizer every block goes back to the heap at once, so a handle
+// used after its release is reported instead of reading a reused block.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kPoolBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kPoolBlocks = false;
+#else
+inline constexpr bool kPoolBlocks = true;
+#endif
+#else
+inline constexpr bool kPoolBlocks = true;
+#endif
+
 template <size_t Size, size_t Align>
 class BlockPool {
  public:
   static constexpr size_t kMaxFree = 256;
 
   static void* allocate() {
+    if constexpr (!kPoolBlocks) return heap_allocate();
     List& l = list();
     if (Node* n = l.head) {
       l.head = n->next;
@@ -28,6 +43,7 @@ class BlockPool {
   }
 
   static void deallocate(void* p) {
+    if constexpr (!kPoolBlocks) return heap_deallocate(p);
     // After this thread's list is gone (a block freed by a later thread-local
     // destructor), blocks go straight back to the heap.
     if (!exited()) {
