@@ -50,7 +50,7 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
       heartbeat_out_(static_cast<size_t>(size()), nullptr),
       lost_peers_(rank(), size(), name_ + " backend"),
       engine_(std::move(pipe), tuning, proof_, liveness_, lost_peers_),
-      direct_(engine_.native() && engine_.pipe().offers_direct()) {
+      direct_(tuning.direct_path && engine_.native() && engine_.pipe().offers_direct()) {
   THD_CHECK(auth.store != nullptr, ValueError, "DataChannel::create", "the {} backend needs the channel's store",
             name_);
   try {

@@ -147,8 +147,8 @@ class PipeTransport final : public Transport {
   LostPeers lost_peers_;
   mutable std::mutex mu_;  // the engine lock: every engine call and so every pipe call
   PipeEngine engine_;
-  // The pipe takes direct sends and receives (MessagePipe::offers_direct) and the
-  // engine has it match natively.
+  // The pipe takes direct sends and receives (MessagePipe::offers_direct), the
+  // engine has it match natively, and the tuning allows it (THD_PIPE_DIRECT).
   const bool direct_;
   DirectCounts direct_counts_;  // under mu_
 

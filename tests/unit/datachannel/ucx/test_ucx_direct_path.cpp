@@ -5,6 +5,7 @@
 // memory and over TCP loopback.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -44,12 +45,13 @@ PipeSettings settings_for(const std::string& transports) {
 // Two PipeTransports over UCX, made and destroyed by one thread per rank.
 class DirectPath : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override {
+  void SetUp() override { make_ranks({}); }
+  void make_ranks(const detail::pipe::PipeTuning& tuning) {
     auto store = std::make_shared<HashStore>(kLong);
     run_ranks(2, [&](int r) {
       detail::pipe::PipeAuth auth{net::AuthToken(std::string(kToken), "test"), store, kLong};
-      ranks_[static_cast<size_t>(r)] =
-          std::make_unique<PipeTransport>(make_pipe(options_for(store, r, 2), settings_for(GetParam())), auth);
+      ranks_[static_cast<size_t>(r)] = std::make_unique<PipeTransport>(
+          make_pipe(options_for(store, r, 2), settings_for(GetParam())), auth, tuning);
     });
   }
   void TearDown() override {
@@ -115,6 +117,30 @@ TEST_P(DirectPath, SmallBlockingMessagesGoStraightToThePipeBothWays) {
     const auto counts = rank(r).direct_counts();
     EXPECT_EQ(counts.sends, static_cast<uint64_t>(kRounds)) << "rank " << r;
     EXPECT_EQ(counts.recvs, static_cast<uint64_t>(kRounds)) << "rank " << r;
+  }
+}
+
+TEST_P(DirectPath, TheTuningSwitchSendsEverythingThroughTheEngine) {
+  TearDown();
+  detail::pipe::PipeTuning tuning;
+  tuning.direct_path = false;
+  make_ranks(tuning);
+  run_ranks(2, [&](int r) {
+    Transport& t = rank(r);
+    std::vector<uint8_t> word(8, static_cast<uint8_t>(r));
+    if (r == 0) {
+      send(t, word, 1, raw_envelope(3, 8));
+      EXPECT_EQ(t.recv_blocking(word, 1, raw_envelope(3, 8), spec(r)), 1);
+      EXPECT_EQ(word, std::vector<uint8_t>(8, 1));
+    } else {
+      EXPECT_EQ(t.recv_blocking(word, 0, raw_envelope(3, 8), spec(r)), 0);
+      std::fill(word.begin(), word.end(), uint8_t{1});
+      send(t, word, 0, raw_envelope(3, 8));
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(rank(r).direct_counts().sends, 0U);
+    EXPECT_EQ(rank(r).direct_counts().recvs, 0U);
   }
 }
 
