@@ -93,6 +93,11 @@ class MessagePipe {
   // call done() for it; false when it can no longer be withdrawn (the library has
   // matched it): done() will still come.
   virtual bool cancel(PipeOp* op) = 0;
+  // Stops reporting to `op`, which cancel() could not withdraw and whose owner
+  // cannot wait for it any longer: done() is never called for it, and the library
+  // keeps what it still holds until it lets go. Pipes whose library never holds
+  // an op past its peer's loss need do nothing.
+  virtual void forget(PipeOp* /*op*/) noexcept {}
 
   // Completes what the library has finished, calling done(); returns how many
   // ops completed (0 when nothing happened).

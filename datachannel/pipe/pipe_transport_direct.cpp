@@ -71,8 +71,10 @@ void PipeTransport::withdraw_direct(DirectRecv& recv, std::exception_ptr why) {
     return;
   }
   // The library matched it already (a rendezvous under way): its bytes land in
-  // the caller's memory, so it must end before this returns. A sender that does
-  // not finish it in time is lost, and the forced close of its endpoint ends it.
+  // the caller's memory, so it should end before this returns. A sender that
+  // does not finish it in time is lost, and the forced close of its endpoint
+  // ends it; should even that not, the pipe forgets the op, which lives in this
+  // caller's frame.
   auto ended = [&] { return recv.state.finished(); };
   const int peer = recv.source();
   if (drive_locked(lock, net::deadline_after(tuning_.withdraw_wait), ended)) return;
@@ -80,7 +82,9 @@ void PipeTransport::withdraw_direct(DirectRecv& recv, std::exception_ptr why) {
                                                  "a withdrawn receive from rank {} did not finish within {} ms", peer,
                                                  tuning_.withdraw_wait.count()));
   engine_.settle();
-  drive_locked(lock, net::Deadline::max(), ended);
+  if (drive_locked(lock, net::deadline_after(tuning_.close_linger), ended)) return;
+  engine_.pipe().forget(&recv);
+  recv.state.fail(std::move(why));
 }
 
 PipeTransport::DirectCounts PipeTransport::direct_counts() const {

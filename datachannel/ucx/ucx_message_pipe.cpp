@@ -639,6 +639,15 @@ bool UcxMessagePipe::cancel(pipe::PipeOp* op) {
   return false;
 }
 
+void UcxMessagePipe::forget(pipe::PipeOp* op) noexcept {
+  // Still listed, so that the destructor frees the request, but with no op: a
+  // later op at the same address is not mistaken for it.
+  if (RequestSlot* pending = find_pending(op); pending != nullptr) {
+    pending->orphaned = true;
+    pending->op = nullptr;
+  }
+}
+
 // ---- progress and sleep -----------------------------------------------------------
 
 bool UcxMessagePipe::drive_worker() {

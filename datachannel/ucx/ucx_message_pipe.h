@@ -91,6 +91,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   bool send_at_once(int peer, uint32_t tag, std::span<const uint8_t> data) override;
   void recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) override;
   bool cancel(pipe::PipeOp* op) override;
+  void forget(pipe::PipeOp* op) noexcept override;
   int progress() override;
   bool arm() override;
   void sleep(net::Deadline until, bool busy) override;
