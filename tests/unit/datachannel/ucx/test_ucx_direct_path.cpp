@@ -10,10 +10,12 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <thd/interrupt.h>
 #include <thd/store.h>
 
 #include "datachannel/net/auth.h"
@@ -250,6 +252,50 @@ TEST_P(DirectPath, AReceiveEndsAtItsDeadlineAndTakesNothingAfter) {
       send(t, message, 0, raw_envelope(9, 8));
     }
   });
+}
+
+// The host's interrupt check (thd/interrupt.h) ends a wait the way its deadline
+// does: the receive is withdrawn before the check's exception leaves, and takes
+// nothing after.
+struct Interrupted : std::runtime_error {
+  Interrupted() : std::runtime_error("interrupted by the test's check") {}
+};
+std::atomic<bool> g_interrupt{false};
+void throw_when_asked() {
+  if (g_interrupt.load()) throw Interrupted();
+}
+
+TEST_P(DirectPath, AnInterruptCheckThatThrowsWithdrawsTheReceive) {
+  set_interrupt_check(&throw_when_asked);
+  g_interrupt.store(true);
+  run_ranks(2, [&](int r) {
+    Transport& t = rank(r);
+    std::vector<uint8_t> in(8);
+    if (r == 0) {
+      const auto start = net::Clock::now();
+      EXPECT_THROW(t.recv_blocking(in, 1, raw_envelope(11, 8), spec(r)), Interrupted);
+      EXPECT_LT(net::Clock::now() - start, 2s);
+      g_interrupt.store(false);
+      EXPECT_EQ(rank(0).direct_counts().recvs, 1U);
+      const std::vector<uint8_t> go(8, 'g');
+      send(t, go, 1, raw_envelope(12, 8));
+      EXPECT_EQ(t.recv_blocking(in, 1, raw_envelope(11, 8), spec(r)), 1);
+      EXPECT_EQ(in, std::vector<uint8_t>(8, 'm'));
+    } else {
+      // Waits out rank 0's interrupted receive (its own waits check too: it
+      // retries until the check lets it through).
+      for (;;) {
+        try {
+          EXPECT_EQ(t.recv_blocking(in, 0, raw_envelope(12, 8), spec(r)), 0);
+          break;
+        } catch (const Interrupted&) {
+        }
+      }
+      const std::vector<uint8_t> message(8, 'm');
+      send(t, message, 0, raw_envelope(11, 8));
+    }
+  });
+  set_interrupt_check(nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, DirectPath, ::testing::Values("shm", "tcp"),
