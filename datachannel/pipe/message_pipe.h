@@ -93,6 +93,11 @@ class MessagePipe {
   // call done() for it; false when it can no longer be withdrawn (the library has
   // matched it): done() will still come.
   virtual bool cancel(PipeOp* op) = 0;
+  // Stops reporting to `op`, which cancel() could not withdraw and whose owner
+  // cannot wait for it any longer: done() is never called for it, and the library
+  // keeps what it still holds until it lets go. Pipes whose library never holds
+  // an op past its peer's loss need do nothing.
+  virtual void forget(PipeOp* /*op*/) noexcept {}
 
   // Completes what the library has finished, calling done(); returns how many
   // ops completed (0 when nothing happened).
@@ -179,6 +184,28 @@ class MessagePipe {
     size_t length = 0;
   };
   virtual std::optional<Probed> probe_tagged(uint64_t /*tag*/, uint64_t /*mask*/) { return std::nullopt; }
+
+  // ---- the direct path for small blocking messages (optional) ----
+  // A pipe that matches natively may also take a blocking send or receive of a
+  // point-to-point message from PipeTransport straight (its direct path,
+  // docs/backends.md), packing the envelope into its tag itself: the general
+  // calls above cost a virtual call and a packing of their own each. Whether it
+  // does (false: the two calls below are never made).
+  virtual bool offers_direct() const noexcept { return false; }
+  // send_tagged_at_once() of a message with `envelope` from this rank to `peer`
+  // (another rank, healthy as far as the caller knows): true when it left whole
+  // within the call; false, with nothing sent, when the envelope does not fit the
+  // tag or the library would have had to queue it.
+  virtual bool send_direct(int /*peer*/, const Envelope& /*envelope*/, std::span<const uint8_t> /*data*/) {
+    return false;
+  }
+  // recv_tagged() of the next message with `envelope` from `peer` (another rank),
+  // the message's tag written to *sender_tag before op->done(): true when posted;
+  // false, with nothing posted, when the envelope does not fit the tag.
+  virtual bool recv_direct(int /*peer*/, const Envelope& /*envelope*/, std::span<uint8_t> /*data*/,
+                           uint64_t* /*sender_tag*/, PipeOp* /*op*/) {
+    return false;
+  }
 
  private:
   int rank_;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "datachannel/check.h"
+#include "datachannel/pipe/native_arrival.h"
 #include "datachannel/pipe/small_message_header.h"
 
 #include <thd/dtype.h>
@@ -858,7 +859,7 @@ void PipeEngine::advance_native() {
     const MessagePipe::NativeOrigin origin = pipe_->native_origin(probed->tag);
     detail::PostedRecv posted{r.request, r.data, r.source, r.envelope};
     if (auto error = detail::accept_any_length(rank(), origin.sender, posted,
-                                               native_arrival(r, origin.dtype, probed->length), probed->length,
+                                               native_arrival(r.envelope, origin.dtype, probed->length), probed->length,
                                                nullptr)) {
       r.request->fail(error);
       r.discarding = true;
@@ -883,15 +884,6 @@ void PipeEngine::post_native(NativeRecv& r) {
   pipe_->recv_tagged(r.source == kAnySource ? -1 : r.source, r.match.tag, r.match.mask, r.data, &r.sender_tag, &r);
 }
 
-Envelope PipeEngine::native_arrival(const NativeRecv& r, uint8_t dtype, size_t bytes) const {
-  Envelope got = r.envelope;
-  got.kind = MessageKind{};
-  got.kind.op = MessageOp::P2P;
-  got.kind.dtype = dtype;
-  got.kind.count = dtype == detail::kRawBytes ? bytes : bytes / element_size(static_cast<DType>(dtype));
-  return got;
-}
-
 void PipeEngine::on_native(NativeRecv& r, std::exception_ptr error, size_t bytes) {
   const std::shared_ptr<RequestState> request = r.request;
   if (request && !r.discarding) {
@@ -901,13 +893,13 @@ void PipeEngine::on_native(NativeRecv& r, std::exception_ptr error, size_t bytes
       // any mismatch is, with both kinds and lengths.
       if (bytes > 0 && !request->any_length) {
         error = detail::message_mismatch(rank(), origin.sender, r.envelope, r.data.size(),
-                                         native_arrival(r, origin.dtype, bytes), bytes);
+                                         native_arrival(r.envelope, origin.dtype, bytes), bytes);
       }
       request->fail(error);
     } else if (request->any_length) {
       request->complete(origin.sender, bytes);
     } else if (auto mismatch = detail::check_match(rank(), origin.sender, r.envelope, r.data.size(),
-                                                   native_arrival(r, origin.dtype, bytes), bytes)) {
+                                                   native_arrival(r.envelope, origin.dtype, bytes), bytes)) {
       request->fail(mismatch);
     } else {
       request->complete(origin.sender, bytes);

@@ -119,6 +119,31 @@ class PipeEngine {
   void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
                  const std::shared_ptr<RequestState>& request);
 
+  // ---- the direct path (PipeTransport's: small blocking messages straight to
+  // the pipe, MessagePipe::send_direct/recv_direct) ----
+  // The library matches this channel's point-to-point messages itself.
+  bool native() const noexcept { return native_; }
+  // The largest message the direct path takes: a small one, which leaves whole
+  // within its send and lands whole within the library's callback.
+  static constexpr size_t kDirectBytes = 256;
+  // Whether a blocking send to `dst` may go straight to the pipe: the channel is
+  // open and `dst` another rank not lost. Its order needs nothing more: every
+  // message the library matches is handed to it at once (send_native and
+  // send_native_at_once never hold one back), on the one endpoint to each peer.
+  bool direct_send_allowed(int dst) const noexcept {
+    return !closing_ && dst >= 0 && dst < size_ && dst != rank_ && !(lost_.any() && lost_.error(dst));
+  }
+  // Whether a blocking receive from `src` may be posted straight to the pipe: as
+  // above (a receive from a lost peer takes the general path, which fails it
+  // with the transport's error), from one rank, and no receive of the engine's
+  // held back from the library (native_waiting_, a receive of any length ahead
+  // of it). The library gives a message to the oldest receive it holds, so a
+  // direct receive comes after every receive posted before it, as MPI's order
+  // asks, but would overtake one the engine has not posted yet.
+  bool direct_recv_allowed(int src) const noexcept {
+    return native_waiting_ == 0 && direct_send_allowed(src);
+  }
+
   // ---- progress ----
   // Posts the control receives handled since the last flush, one pipe progress
   // round, and what it completed handled: how many pipe ops completed.
@@ -253,8 +278,6 @@ class PipeEngine {
   void post_native(NativeRecv& r);
   void on_native(NativeRecv& r, std::exception_ptr error, size_t bytes);
   void erase_native(NativeRecv& r);
-  // The envelope of a message that matched `r`, from what its tag says.
-  Envelope native_arrival(const NativeRecv& r, uint8_t dtype, size_t bytes) const;
   void on_control(ControlInbox& inbox, std::exception_ptr error, size_t bytes);
   // Checks a control message of a proved peer (not a heartbeat): false, and why,
   // for bytes that are not a thd message or announcement. *header_bytes is where

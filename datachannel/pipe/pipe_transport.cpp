@@ -49,7 +49,8 @@ PipeTransport::PipeTransport(std::unique_ptr<MessagePipe> pipe, PipeAuth auth, c
                 net::Clock::now()),
       heartbeat_out_(static_cast<size_t>(size()), nullptr),
       lost_peers_(rank(), size(), name_ + " backend"),
-      engine_(std::move(pipe), tuning, proof_, liveness_, lost_peers_) {
+      engine_(std::move(pipe), tuning, proof_, liveness_, lost_peers_),
+      direct_(tuning.direct_path && engine_.native() && engine_.pipe().offers_direct()) {
   THD_CHECK(auth.store != nullptr, ValueError, "DataChannel::create", "the {} backend needs the channel's store",
             name_);
   try {
@@ -140,6 +141,7 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
 
 std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8_t> data, int dst,
                                                            const Envelope& envelope, const RequestMaker& make_request) {
+  if (send_direct(data, dst, envelope)) return nullptr;
   std::unique_lock lock(mu_);
   if (engine_.send_native_at_once(data, dst, envelope)) {
     lock.unlock();
@@ -181,6 +183,10 @@ void PipeTransport::post_recv(std::span<uint8_t> data, int src, const Envelope& 
 
 int PipeTransport::recv_blocking(std::span<uint8_t> data, int src, const Envelope& envelope,
                                  const RequestSpec& spec) {
+  if (direct_ && data.size() <= PipeEngine::kDirectBytes && src != kAnySource) {
+    DirectRecv recv(spec, this, engine_.pipe(), data, envelope, src);
+    if (post_direct(recv)) return wait_direct(recv);
+  }
   // The request lives on this stack, behind a pointer that owns nothing: the
   // queues' copies of it cost no atomic count, and none outlives this call (the
   // receive is matched or withdrawn before it returns; Transport's contract).

@@ -8,6 +8,14 @@
 // pipe: a progress thread drives it and sleeps in MessagePipe::sleep() while
 // nothing happens; a waiter spins on the pipe for a moment first (latency) and
 // then blocks on its request.
+//
+// The direct path (pipe_transport_direct.cpp): a small blocking send or receive
+// of a point-to-point message the library matches itself goes from
+// send_blocking/recv_blocking straight to the pipe (MessagePipe::send_direct,
+// recv_direct), under the lock but past the engine's records, match queues and
+// shared requests; the receive's op and request live on the waiter's stack
+// (direct_recv.h). The engine says when order allows it (PipeEngine::
+// direct_send_allowed, direct_recv_allowed); everything else takes the general path.
 #pragma once
 
 #include <atomic>
@@ -26,6 +34,7 @@
 #include <thd/store.h>
 
 #include "datachannel/net/auth.h"
+#include "datachannel/pipe/direct_recv.h"
 #include "datachannel/pipe/liveness.h"
 #include "datachannel/pipe/lost_peers.h"
 #include "datachannel/pipe/message_pipe.h"
@@ -83,7 +92,31 @@ class PipeTransport final : public Transport {
   bool peer_departed(int world_rank) const override;
   HostCollectives* host_collectives() noexcept override { return host_collectives_; }
 
+  // How many blocking sends and receives took the direct path (for tests and
+  // diagnostics).
+  struct DirectCounts {
+    uint64_t sends = 0;
+    uint64_t recvs = 0;
+  };
+  DirectCounts direct_counts() const;
+
  private:
+  // ---- the direct path (pipe_transport_direct.cpp) ----
+  // Sends a small message straight to the pipe; false when the direct path does
+  // not take it (nothing sent).
+  bool send_direct(std::span<const uint8_t> data, int dst, const Envelope& envelope);
+  // Posts `recv` straight to the pipe; false when the direct path does not take it
+  // (nothing posted).
+  bool post_direct(DirectRecv& recv);
+  // Waits for a receive post_direct posted, withdrawing it at its deadline or when
+  // an interrupt check throws; returns the world rank it came from or throws its error.
+  int wait_direct(DirectRecv& recv);
+  // wait() in periods with the host's interrupt check between them (thd/interrupt.h).
+  bool wait_interruptibly(RequestState& request, net::Deadline until);
+  // Takes `recv` back from the pipe and fails it with `why`; a receive the library
+  // already matched is waited for, as its bytes land in the caller's memory.
+  void withdraw_direct(DirectRecv& recv, std::exception_ptr why);
+
   void prove_token(const PipeAuth& auth);
   // Drives the pipe until `finished` holds or `until` passes; false on timeout.
   bool drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until, const std::function<bool()>& finished);
@@ -114,6 +147,10 @@ class PipeTransport final : public Transport {
   LostPeers lost_peers_;
   mutable std::mutex mu_;  // the engine lock: every engine call and so every pipe call
   PipeEngine engine_;
+  // The pipe takes direct sends and receives (MessagePipe::offers_direct), the
+  // engine has it match natively, and the tuning allows it (THD_PIPE_DIRECT).
+  const bool direct_;
+  DirectCounts direct_counts_;  // under mu_
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};

@@ -50,6 +50,7 @@ PipeTuning pipe_tuning_from_env(const net::EnvLookup& env) {
     t.heartbeat_interval = std::min(t.heartbeat_interval, t.heartbeat_timeout / 4);
   }
   if (auto on = env_switch(env, "THD_PIPE_NATIVE_MATCHING")) t.native_matching = *on;
+  if (auto on = env_switch(env, "THD_PIPE_DIRECT")) t.direct_path = *on;
   if (auto ns = env_number(env, "THD_PIPE_YIELD_SWITCH_NS", 1, 1000000, "nanoseconds")) {
     t.yield_switch = std::chrono::nanoseconds(*ns);
   }

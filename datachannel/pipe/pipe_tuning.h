@@ -48,10 +48,15 @@ struct PipeTuning {
   // library itself, where the pipe can (MessagePipe::matches_natively: ucx, libfabric);
   // THD_PIPE_NATIVE_MATCHING=0 sends them as control messages like the rest.
   bool native_matching = true;
+  // Small blocking sends and receives of those messages go straight to the pipe,
+  // where it offers that (PipeTransport's direct path); THD_PIPE_DIRECT=0 sends
+  // them through the engine like the rest.
+  bool direct_path = true;
 };
 
 // The defaults with THD_PIPE_SPIN_US, THD_PIPE_HEARTBEAT_TIMEOUT_MS,
-// THD_PIPE_YIELD_SWITCH_NS and THD_MAX_UNEXPECTED_BYTES applied; ValueError for a
+// THD_PIPE_YIELD_SWITCH_NS, THD_PIPE_NATIVE_MATCHING, THD_PIPE_DIRECT and
+// THD_MAX_UNEXPECTED_BYTES applied; ValueError for a
 // malformed value.
 PipeTuning pipe_tuning_from_env(const net::EnvLookup& env = net::process_env);
 // The environment's tuning, adjusted for this rank's host: with more ranks on it

@@ -305,6 +305,21 @@ void UcxMessagePipe::recv_tagged(int peer, uint64_t tag, uint64_t mask, std::spa
             static_cast<uint32_t>(tag & kTagMask), op, sender_tag);
 }
 
+bool UcxMessagePipe::send_direct(int peer, const Envelope& envelope, std::span<const uint8_t> data) {
+  if (!fits_native(envelope, rank())) [[unlikely]] return false;
+  return send_whole(peer, pack_native({native_dtype(envelope.kind.dtype), rank(), envelope.context / 2, envelope.tag}),
+                    data);
+}
+
+bool UcxMessagePipe::recv_direct(int peer, const Envelope& envelope, std::span<uint8_t> data, uint64_t* sender_tag,
+                                 pipe::PipeOp* op) {
+  if (!fits_native(envelope, peer)) [[unlikely]] return false;
+  const auto match = ucx::native_match(envelope, peer);
+  post_recv(peer, match.tag, match.mask, data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Recv,
+            static_cast<uint32_t>(envelope.tag), op, sender_tag);
+  return true;
+}
+
 std::optional<pipe::MessagePipe::Probed> UcxMessagePipe::probe_tagged(uint64_t tag, uint64_t mask) {
   ucp_tag_recv_info_t info{};
   if (ucp_tag_probe_nb(worker_.get(), tag, mask, 0, &info) == nullptr) return std::nullopt;
@@ -622,6 +637,15 @@ bool UcxMessagePipe::cancel(pipe::PipeOp* op) {
   // Matched (or handed to a tag-offloading NIC): it completes, and is reported.
   if (RequestSlot* again = find_pending(op); again != nullptr) again->withdrawing = false;
   return false;
+}
+
+void UcxMessagePipe::forget(pipe::PipeOp* op) noexcept {
+  // Still listed, so that the destructor frees the request, but with no op: a
+  // later op at the same address is not mistaken for it.
+  if (RequestSlot* pending = find_pending(op); pending != nullptr) {
+    pending->orphaned = true;
+    pending->op = nullptr;
+  }
 }
 
 // ---- progress and sleep -----------------------------------------------------------

@@ -91,6 +91,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   bool send_at_once(int peer, uint32_t tag, std::span<const uint8_t> data) override;
   void recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::PipeOp* op) override;
   bool cancel(pipe::PipeOp* op) override;
+  void forget(pipe::PipeOp* op) noexcept override;
   int progress() override;
   bool arm() override;
   void sleep(net::Deadline until, bool busy) override;
@@ -118,6 +119,11 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   void recv_tagged(int peer, uint64_t tag, uint64_t mask, std::span<uint8_t> data, uint64_t* sender_tag,
                    pipe::PipeOp* op) override;
   std::optional<Probed> probe_tagged(uint64_t tag, uint64_t mask) override;
+  // The direct path: the native tag packed here, then send_whole / post_recv.
+  bool offers_direct() const noexcept override { return matches_natively(); }
+  bool send_direct(int peer, const Envelope& envelope, std::span<const uint8_t> data) override;
+  bool recv_direct(int peer, const Envelope& envelope, std::span<uint8_t> data, uint64_t* sender_tag,
+                   pipe::PipeOp* op) override;
 
  private:
   struct Peer {

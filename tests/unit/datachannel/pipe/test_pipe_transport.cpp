@@ -976,6 +976,20 @@ TEST(PipeTuning, NativeMatchingIsOnUnlessTheEnvironmentTurnsItOff) {
                        "THD_PIPE_NATIVE_MATCHING must be 0 (off) or 1 (on), got 'yes'");
 }
 
+TEST(PipeTuning, TheDirectPathIsOnUnlessTheEnvironmentTurnsItOff) {
+  auto env_of = [](const char* value) {
+    return [value](const char* name) -> std::optional<std::string> {
+      if (std::string(name) == "THD_PIPE_DIRECT") return std::string(value);
+      return std::nullopt;
+    };
+  };
+  EXPECT_TRUE(detail::pipe::pipe_tuning_from_env(env_of("")).direct_path);
+  EXPECT_FALSE(detail::pipe::pipe_tuning_from_env(env_of("0")).direct_path);
+  EXPECT_TRUE(detail::pipe::pipe_tuning_from_env(env_of("1")).direct_path);
+  THD_EXPECT_THROW_MSG((void)detail::pipe::pipe_tuning_from_env(env_of("on")), ValueError,
+                       "THD_PIPE_DIRECT must be 0 (off) or 1 (on), got 'on'");
+}
+
 TEST(PipeTuning, LoopbackWorldCountsAsOneHost) {
   ScopedEnv spin("THD_PIPE_SPIN_US", nullptr);
   ScopedEnv local("LOCAL_WORLD_SIZE", nullptr);

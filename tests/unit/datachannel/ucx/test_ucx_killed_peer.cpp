@@ -182,6 +182,37 @@ TEST_P(UcxKilledPeer, TheProcessWatchFailsASendInFlightAndEveryReceiveFromThePee
   EXPECT_LT(net::Clock::now() - later, 500ms);
 }
 
+// A blocking receive on the direct path (straight to the pipe, past the engine's
+// queues) fails the same way when its peer is killed while it waits.
+TEST_P(UcxKilledPeer, ABlockingReceiveOnTheDirectPathFailsWithPeerLostWithinASecond) {
+  const pid_t child = spawn_peer();
+  auto st = store();
+  PipeTransport t(make_pipe(options_for(st, 0, 2), settings_for(GetParam())), auth_for(st));
+  std::vector<uint8_t> word(8);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(200ms);
+    kill_peer(child);
+  });
+  const auto start = net::Clock::now();
+  std::exception_ptr error;
+  try {
+    t.recv_blocking(word, 1, raw_envelope(4, 8),
+                    {detail::OpLabel::recv_from(1, 4), net::deadline_after(10s), 0, false, {}, nullptr});
+  } catch (...) {
+    error = std::current_exception();
+  }
+  killer.join();
+  EXPECT_LT(net::Clock::now() - start, 1200ms);
+  EXPECT_TRUE(holds<PeerLost>(error)) << what(error);
+  EXPECT_EQ(t.direct_counts().recvs, 1U) << "the receive did not take the direct path";
+  // Later ones fail at once, on the general path.
+  const auto later = net::Clock::now();
+  EXPECT_THROW(t.recv_blocking(word, 1, raw_envelope(5, 8),
+                               {detail::OpLabel::recv_from(1, 5), net::deadline_after(10s), 0, false, {}, nullptr}),
+               PeerLost);
+  EXPECT_LT(net::Clock::now() - later, 500ms);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, UcxKilledPeer, ::testing::Values("shm", "tcp"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 

@@ -426,6 +426,29 @@ TEST_P(UcxPipe, CancelWithdrawsOnlyAReceiveNotYetMatched) {
   EXPECT_TRUE(big_in == big);
 }
 
+// forget(): the op is never told, whatever becomes of its request, and a later
+// op at the same address is not mistaken for it.
+TEST_P(UcxPipe, AForgottenOpIsNeverTold) {
+  World w(2, settings());
+  std::vector<uint8_t> in(32, 0), again(32, 0);
+  TestOp forgotten, sent, later, sent_later;
+  w[1].recv(0, 9, bytes_of(in), &forgotten);
+  w[1].forget(&forgotten);
+  EXPECT_FALSE(w[1].cancel(&forgotten)) << "cancel found the forgotten op";
+  const std::vector<uint8_t> out = test::pattern(32, 5);
+  w[0].send(1, 9, bytes_of(out), &sent);
+  ASSERT_TRUE(w.drive_until_finished({&sent}));
+  w.drive_until([] { return false; }, 20ms);
+  EXPECT_EQ(forgotten.calls(), 0) << "a forgotten op was told it finished";
+  // The request lives on in UCX until its message came: the next one goes to a
+  // new receive.
+  w[0].send(1, 9, bytes_of(out), &sent_later);
+  w[1].recv(0, 9, bytes_of(again), &later);
+  ASSERT_TRUE(w.drive_until_finished({&sent_later, &later}));
+  EXPECT_TRUE(again == out);
+  EXPECT_EQ(forgotten.calls(), 0);
+}
+
 TEST_P(UcxPipe, WorldOfThreeMatchesEachSenderExactly) {
   World w(3, settings());
   // Every rank sends to every other with the same tag; receives name the sender.

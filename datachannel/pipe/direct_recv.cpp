@@ -1,0 +1,30 @@
+#include "datachannel/pipe/direct_recv.h"
+
+#include "datachannel/pipe/native_arrival.h"
+
+namespace thd::detail::pipe {
+
+void DirectRecv::done(std::exception_ptr error, size_t bytes) noexcept {
+  const MessagePipe::NativeOrigin origin = pipe_.native_origin(sender_tag_);
+  // The message the receive was posted for: its envelope differs from the
+  // receive's in nothing else (the library matched the rest of it).
+  if (error == nullptr && bytes == data_.size() && origin.dtype == envelope_.kind.dtype) [[likely]] {
+    state.complete(origin.sender, bytes);
+    return;
+  }
+  const Envelope got = native_arrival(envelope_, origin.dtype, bytes);
+  if (error != nullptr) {
+    // A message longer than the receive (the pipe gives its length): named as any
+    // mismatch is, with both kinds and lengths.
+    if (bytes > 0) error = message_mismatch(state.rank, origin.sender, envelope_, data_.size(), got, bytes);
+    state.fail(std::move(error));
+    return;
+  }
+  if (auto mismatch = check_match(state.rank, origin.sender, envelope_, data_.size(), got, bytes)) {
+    state.fail(std::move(mismatch));
+    return;
+  }
+  state.complete(origin.sender, bytes);
+}
+
+}  // namespace thd::detail::pipe
