@@ -109,9 +109,18 @@ std::shared_ptr<detail::RequestState> send_lazily(GroupState& g, std::string_vie
   return req;
 }
 
-// A blocking send waits for the request send_lazily made, if it made one.
-void wait_for(std::shared_ptr<detail::RequestState> request) {
-  if (request) Request(std::move(request)).wait();
+// A blocking send waits for the request send_lazily made, if it made one. A wait
+// the host's interrupt check ends leaves a send of raw bytes withdrawn, as it
+// reads the caller's memory; a tensor's send keeps its storage and goes on.
+void wait_for(std::shared_ptr<detail::RequestState> request, bool keeps_its_memory) {
+  if (!request) return;
+  const Request r(std::move(request));
+  try {
+    r.wait();
+  } catch (...) {
+    if (!keeps_its_memory && !r.test()) r.cancel(std::current_exception());
+    throw;
+  }
 }
 
 // isend: a message that leaves within the call gets its (finished) request made
@@ -193,7 +202,7 @@ void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options)
   Tensor copy;
   const Tensor& src = contiguous_source(tensor, copy);
   const TensorMessage m = message_of(src);
-  wait_for(send_lazily(state(), "send", m.bytes, m.kind, dst, options, &src));
+  wait_for(send_lazily(state(), "send", m.bytes, m.kind, dst, options, &src), /*keeps_its_memory=*/true);
 }
 
 int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
@@ -209,7 +218,8 @@ int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
 }
 
 void DataChannel::send_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
-  wait_for(send_lazily(state(), "send_bytes", data, bytes_kind(data.size()), dst, options, nullptr));
+  wait_for(send_lazily(state(), "send_bytes", data, bytes_kind(data.size()), dst, options, nullptr),
+           /*keeps_its_memory=*/false);
 }
 
 int DataChannel::recv_bytes(std::span<uint8_t> data, int src, const P2POptions& options) {

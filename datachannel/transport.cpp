@@ -37,7 +37,14 @@ int Transport::recv_blocking(std::span<uint8_t> data, int src, const Envelope& e
   // that it is destroyed before the allocator's per-thread spares at thread exit.
   thread_local std::shared_ptr<RequestState> finished;
   finished = nullptr;
-  Request(request).wait();
+  try {
+    Request(request).wait();
+  } catch (...) {
+    // The host's interrupt check ends a wait with its own exception, the receive
+    // still posted: withdrawn, it takes no later message into the caller's memory.
+    if (!request->finished()) cancel(request, std::current_exception());
+    throw;
+  }
   const int source = request->source;
   // One that keeps a tensor goes now: the tensor's memory is not held past the call.
   if (spec.keep == nullptr) finished = std::move(request);

@@ -202,7 +202,14 @@ int PipeTransport::recv_blocking(std::span<uint8_t> data, int src, const Envelop
     if (!state.finished() && !state.passive_wait && !engine_.closing()) engine_.drive_once();
   }
   wake_sleeper();
-  Request(request).wait();
+  try {
+    Request(request).wait();
+  } catch (...) {
+    // The host's interrupt check ends a wait with its own exception, the receive
+    // still posted: withdraw it before this frame, which holds its request, goes.
+    if (!state.finished()) cancel(request, std::current_exception());
+    throw;
+  }
   return state.source;
 }
 

@@ -7,6 +7,8 @@
 #include <thread>
 #include <tuple>
 
+#include <thd/interrupt.h>
+
 #include "backends.h"
 #include "checks.h"
 #include "op_checks.h"
@@ -388,6 +390,55 @@ TEST_P(P2P, ManyThreadsShareOneChannel) {
       if (e) std::rethrow_exception(e);
     }
   });
+}
+
+// The host's interrupt check (thd/interrupt.h) ends a blocking receive the way its
+// deadline does: the receive is withdrawn before the call returns, so the message
+// sent afterwards goes to the next receive, not into the abandoned one's memory.
+struct Interrupted : std::runtime_error {
+  Interrupted() : std::runtime_error("interrupted by the test's check") {}
+};
+thread_local bool t_interrupt = false;
+void interrupt_this_thread_when_asked() {
+  if (t_interrupt) throw Interrupted();
+}
+
+TEST_P(P2P, AnInterruptedBlockingReceiveIsWithdrawnAndTakesNoLaterMessage) {
+  set_interrupt_check(&interrupt_this_thread_when_asked);
+  run_world(backend(), 2, [](RankEnv& env) {
+    // Small messages and ones past every backend's eager and direct sizes.
+    for (const size_t n : {size_t{8}, size_t{300}, size_t{(1u << 20) + 5}}) {
+      const int64_t tag = static_cast<int64_t>(n % 1000);
+      std::vector<uint8_t> in(n, 0);
+      if (env.rank == 0) {
+        t_interrupt = true;
+        const milliseconds took = time_of([&] {
+          require_throws<Interrupted>([&] { env.dc.recv_bytes(in, 1, {.tag = tag}); }, {"interrupted"},
+                                      "an interrupted recv_bytes");
+        });
+        t_interrupt = false;
+        require(took < milliseconds(5000), "the interrupt took " + std::to_string(took.count()) + " ms");
+        Tensor got = sentinel(kInt64, {4});
+        env.sync.arrive_and_wait();  // rank 1 sends only now
+        env.dc.recv_bytes(in, 1, {.tag = tag});
+        require(in == std::vector<uint8_t>(n, 'm'), "the receive after the interrupted one got its message");
+        // The tensor form too: its storage is kept, and the receive still withdrawn.
+        t_interrupt = true;
+        require_throws<Interrupted>([&] { env.dc.recv(got, 1, {.tag = tag + 1}); }, {"interrupted"},
+                                    "an interrupted recv");
+        t_interrupt = false;
+        env.sync.arrive_and_wait();
+        env.dc.recv(got, 1, {.tag = tag + 1});
+        require_same(got, Tensor::full({4}, 7, kInt64), "the recv after the interrupted one");
+      } else {
+        env.sync.arrive_and_wait();
+        env.dc.send_bytes(std::vector<uint8_t>(n, 'm'), 0, {.tag = tag});
+        env.sync.arrive_and_wait();
+        env.dc.send(Tensor::full({4}, 7, kInt64), 0, {.tag = tag + 1});
+      }
+    }
+  });
+  set_interrupt_check(nullptr);
 }
 
 THD_CONFORMANCE_BACKENDS(P2P);

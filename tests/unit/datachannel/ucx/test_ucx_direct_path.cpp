@@ -298,6 +298,41 @@ TEST_P(DirectPath, AnInterruptCheckThatThrowsWithdrawsTheReceive) {
   set_interrupt_check(nullptr);
 }
 
+TEST_P(DirectPath, AnInterruptCheckThatThrowsWithdrawsAReceiveOnTheEnginesPathToo) {
+  // Past kDirectBytes: the receive is the engine's, its request on the waiter's
+  // stack; left posted, the message below would land in a dead frame.
+  constexpr size_t kBytes = detail::pipe::PipeEngine::kDirectBytes + 1;
+  set_interrupt_check(&throw_when_asked);
+  g_interrupt.store(true);
+  run_ranks(2, [&](int r) {
+    Transport& t = rank(r);
+    if (r == 0) {
+      std::vector<uint8_t> in(kBytes);
+      const auto start = net::Clock::now();
+      EXPECT_THROW(t.recv_blocking(in, 1, raw_envelope(11, kBytes), spec(r)), Interrupted);
+      EXPECT_LT(net::Clock::now() - start, 2s);
+      g_interrupt.store(false);
+      EXPECT_EQ(rank(0).direct_counts().recvs, 0U);
+      const std::vector<uint8_t> go(8, 'g');
+      send(t, go, 1, raw_envelope(12, 8));
+      EXPECT_EQ(t.recv_blocking(in, 1, raw_envelope(11, kBytes), spec(r)), 1);
+      EXPECT_EQ(in, std::vector<uint8_t>(kBytes, 'm'));
+    } else {
+      std::vector<uint8_t> in(8);
+      for (;;) {
+        try {
+          EXPECT_EQ(t.recv_blocking(in, 0, raw_envelope(12, 8), spec(r)), 0);
+          break;
+        } catch (const Interrupted&) {
+        }
+      }
+      const std::vector<uint8_t> message(kBytes, 'm');
+      send(t, message, 0, raw_envelope(11, kBytes));
+    }
+  });
+  set_interrupt_check(nullptr);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, DirectPath, ::testing::Values("shm", "tcp"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
