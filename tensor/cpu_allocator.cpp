@@ -170,6 +170,10 @@ MemoryStats CpuAllocator::stats() const {
   return m;
 }
 
+int64_t CpuAllocator::allocated_bytes() const {
+  return state().allocated_bytes.load(std::memory_order_relaxed);
+}
+
 void CpuAllocator::reset_peak() {
   State& s = state();
   s.peak_allocated_bytes.store(s.allocated_bytes.load(std::memory_order_relaxed),

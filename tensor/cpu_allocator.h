@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <thd/memory.h>
 
@@ -32,6 +33,8 @@ class CpuAllocator {
   void uncount_small(size_t nbytes);
 
   MemoryStats stats() const;
+  // stats().allocated_bytes without the cache's lock (an op's memory-limit check).
+  int64_t allocated_bytes() const;
   void reset_peak();
   void empty_cache();
 
