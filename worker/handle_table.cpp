@@ -95,16 +95,27 @@ HandleTable::Page* HandleTable::link(uint64_t id) {
   p->pins.store(1, std::memory_order_relaxed);
   page_place.store(p, std::memory_order_release);
   ++b->linked;
+  if (newest_page_ == nullptr || page_number(id) > newest_.load(std::memory_order_relaxed)) {
+    // The page new ids went to until now is left to the ids still live in it.
+    Page* previous = newest_page_;
+    newest_page_ = p;
+    newest_.store(page_number(id), std::memory_order_release);
+    if (previous != nullptr) retire_locked(previous);
+  }
   return p;
 }
 
 void HandleTable::unpin(Page* p) {
-  if (p->pins.fetch_sub(1, std::memory_order_acq_rel) == 1) retire(p);
+  if (p->pins.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The newest page stays while empty: a program's loop frees its previous result
+  // before it makes the next one, often the only entry of that page.
+  if (p->number.load(std::memory_order_relaxed) >= newest_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(mu_);
+  retire_locked(p);
 }
 
-void HandleTable::retire(Page* p) {
-  std::lock_guard lock(mu_);
-  // Someone may have pinned it since its count reached 0.
+void HandleTable::retire_locked(Page* p) {
+  // Someone may have pinned it since its count reached 0, or retired it.
   uint32_t zero = 0;
   if (!p->pins.compare_exchange_strong(zero, kRetired, std::memory_order_acq_rel)) return;
   const uint64_t first = p->number.load(std::memory_order_relaxed) << kPageBits;

@@ -43,8 +43,9 @@ struct Entry {
 // pointers indexed by the id's high bits modulo the window. Looking an id up, and
 // defining or erasing one in a page that exists, takes no lock: a slot holds its id
 // in an atomic, published after its entry is written, and a reader checks it. Pages
-// and blocks are made, and unlinked once empty, under a lock (once per kPageSlots
-// ids when ids come in order); unlinked ones are kept for reuse until the table
+// and blocks are made, and unlinked once empty (the newest page only once a newer
+// one is made), under a lock: once per kPageSlots ids when ids come in order.
+// Unlinked ones are kept for reuse until the table
 // goes, never freed, so a reader holding a stale pointer reads memory that is still
 // a page (whose slots then hold other ids). An id whose window slot is held by a
 // block of other ids (live tensors more than the window's span of ids apart) goes
@@ -122,7 +123,8 @@ class HandleTable {
   Page* link(uint64_t id);
   static bool try_pin(Page* p);
   void unpin(Page* p);
-  void retire(Page* p);
+  // Unlinks an empty page (under mu_); nothing when it is pinned again, or unlinked.
+  void retire_locked(Page* p);
   // Where a new id goes: its slot, made live (pinned) but not yet published (its id
   // reads kClaiming); null when the id is already live (`existing` then set when it
   // is in the window) or goes to the map (`outside`).
@@ -138,6 +140,9 @@ class HandleTable {
   std::vector<std::unique_ptr<Block>> blocks_;  // every block made (under mu_)
   std::vector<Page*> free_pages_;               // unlinked, for reuse (under mu_)
   std::vector<Block*> free_blocks_;             // unlinked, for reuse (under mu_)
+  // The page of the highest page number linked: kept while empty (under mu_).
+  Page* newest_page_ = nullptr;
+  std::atomic<uint64_t> newest_{0};  // its number
 
   mutable std::mutex outside_mu_;
   std::unordered_map<uint64_t, std::unique_ptr<Entry>> outside_;

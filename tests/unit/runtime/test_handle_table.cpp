@@ -120,10 +120,14 @@ TEST(HandleTable, KeepsIdsFarApartOutsideTheWindow) {
   EXPECT_FALSE(t.take(far, out));
   EXPECT_EQ(t.outside_window(), 0u);
   EXPECT_EQ(t.size(), 0u);
-  // With 5 gone its block is unlinked: `far` has the window slot to itself now.
+  // With 5 gone its page is unlinked once a newer page is made (the newest page
+  // stays while empty), and its block with it: `far` has the window slot to itself.
+  const uint64_t next_block = HandleTable::kPageSlots * HandleTable::kBlockPages;
+  t.define(next_block, value(11));
   t.define(far, value(10));
   EXPECT_EQ(t.outside_window(), 0u);
   EXPECT_EQ(first(t.find(far)), 10.0f);
+  EXPECT_EQ(first(t.find(next_block)), 11.0f);
 }
 
 // Streams' threads define and free their own ids, interleaved so that they share
