@@ -193,6 +193,20 @@ void HandleTable::put(uint64_t id, Entry entry, bool must_be_new) {
 
 void HandleTable::define(uint64_t id, Tensor tensor) {
   if (id == 0) THD_THROW(ValueError, "define", "tensor id 0 is reserved for \"no tensor\"");
+  if (outside_size_.load(std::memory_order_acquire) == 0) {
+    // Every op's result: straight into its slot, without put()'s Entry in between.
+    Slot* existing = nullptr;
+    bool outside = false;
+    if (Slot* s = claim(id, &existing, &outside)) {
+      s->entry.tensor = std::move(tensor);
+      size_.fetch_add(1, std::memory_order_relaxed);
+      s->id.store(id, std::memory_order_release);
+      return;
+    }
+    if (existing != nullptr) {
+      THD_THROW(ValueError, "define", "tensor id {} is already in use (the master never reuses an id)", id);
+    }
+  }
   put(id, Entry{std::move(tensor), nullptr}, /*must_be_new=*/true);
 }
 
