@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -49,6 +50,13 @@ struct State {
   size_t cached_bytes = 0;              // guarded by mu, as the fields below
   int64_t num_cache_hits = 0;
   size_t limit = cache_limit();
+
+  // The kept blocks of small storages: kSmallSlots per size class of 64 bytes.
+  static constexpr size_t kSmallClasses = CpuAllocator::kSmallCacheBytes / 64;
+  static constexpr size_t kSmallSlots = 4;
+  std::array<std::array<std::atomic<void*>, kSmallSlots>, kSmallClasses> small{};
+  std::atomic<int64_t> small_cached_bytes{0};
+  std::atomic<int64_t> small_cache_hits{0};
 
   void add_allocated(size_t bytes) {
     const int64_t now =
@@ -150,13 +158,54 @@ void CpuAllocator::deallocate(void* p, size_t allocated) {
   s.release_until(s.limit);
 }
 
-void CpuAllocator::count_small(size_t nbytes) {
+namespace {
+
+// The size class of a small storage's block of `bytes`: blocks of one class are
+// interchangeable (each is malloc'ed at the class's full size).
+size_t small_class(size_t bytes) { return (bytes + 63) / 64 - 1; }
+
+}  // namespace
+
+void* CpuAllocator::allocate_small(size_t bytes, size_t nbytes) {
   State& s = state();
+  void* p = nullptr;
+  if (bytes <= kSmallCacheBytes) {
+    const size_t c = small_class(bytes);
+    for (std::atomic<void*>& slot : s.small[c]) {
+      if (slot.load(std::memory_order_relaxed) == nullptr) continue;
+      p = slot.exchange(nullptr, std::memory_order_acquire);
+      if (p != nullptr) {
+        s.small_cached_bytes.fetch_sub(static_cast<int64_t>((c + 1) * 64), std::memory_order_relaxed);
+        s.small_cache_hits.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+    }
+    if (p == nullptr) p = std::malloc((c + 1) * 64);
+  } else {
+    p = std::malloc(bytes);
+  }
+  if (p == nullptr) return nullptr;
   s.num_allocs.fetch_add(1, std::memory_order_relaxed);
   s.add_allocated(small_block_size(nbytes));
+  return p;
 }
 
-void CpuAllocator::uncount_small(size_t nbytes) { state().sub_allocated(small_block_size(nbytes)); }
+void CpuAllocator::deallocate_small(void* p, size_t bytes, size_t nbytes) {
+  State& s = state();
+  s.sub_allocated(small_block_size(nbytes));
+  if (bytes <= kSmallCacheBytes) {
+    const size_t c = small_class(bytes);
+    for (std::atomic<void*>& slot : s.small[c]) {
+      void* empty = nullptr;
+      if (slot.load(std::memory_order_relaxed) == nullptr &&
+          slot.compare_exchange_strong(empty, p, std::memory_order_release, std::memory_order_relaxed)) {
+        s.small_cached_bytes.fetch_add(static_cast<int64_t>((c + 1) * 64), std::memory_order_relaxed);
+        return;
+      }
+    }
+  }
+  std::free(p);
+}
 
 MemoryStats CpuAllocator::stats() const {
   State& s = state();
@@ -165,9 +214,13 @@ MemoryStats CpuAllocator::stats() const {
   m.peak_allocated_bytes = s.peak_allocated_bytes.load(std::memory_order_relaxed);
   m.num_allocs = s.num_allocs.load(std::memory_order_relaxed);
   std::lock_guard lock(s.mu);
-  m.cached_bytes = static_cast<int64_t>(s.cached_bytes);
-  m.num_cache_hits = s.num_cache_hits;
+  m.cached_bytes = static_cast<int64_t>(s.cached_bytes) + s.small_cached_bytes.load(std::memory_order_relaxed);
+  m.num_cache_hits = s.num_cache_hits + s.small_cache_hits.load(std::memory_order_relaxed);
   return m;
+}
+
+int64_t CpuAllocator::allocated_bytes() const {
+  return state().allocated_bytes.load(std::memory_order_relaxed);
 }
 
 void CpuAllocator::reset_peak() {
@@ -178,6 +231,14 @@ void CpuAllocator::reset_peak() {
 
 void CpuAllocator::empty_cache() {
   State& s = state();
+  for (size_t c = 0; c < s.small.size(); ++c) {
+    for (std::atomic<void*>& slot : s.small[c]) {
+      if (void* p = slot.exchange(nullptr, std::memory_order_acquire)) {
+        s.small_cached_bytes.fetch_sub(static_cast<int64_t>((c + 1) * 64), std::memory_order_relaxed);
+        std::free(p);
+      }
+    }
+  }
   std::lock_guard lock(s.mu);
   s.release_until(0);
 }

@@ -4,12 +4,14 @@
 // pages requested, and are cached when freed: a loop that makes a same-sized result
 // each iteration reuses warm pages instead of page-faulting fresh ones (a fresh
 // 64 MiB output costs more in faults than the add that fills it). The cache is
-// bounded (THD_CPU_CACHE_BYTES, default 1 GiB); small blocks go to malloc. The
-// counters of small blocks are atomics, so the many small allocations of small ops
-// take no lock.
+// bounded (THD_CPU_CACHE_BYTES, default 1 GiB). Small blocks come from malloc; the
+// small storages' blocks are kept too, a few per size class in slots taken and filled
+// with one atomic exchange each. The counters of small blocks are atomics, so the many
+// small allocations of small ops take no lock.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <thd/memory.h>
 
@@ -25,13 +27,20 @@ class CpuAllocator {
   void* allocate(size_t nbytes, size_t* allocated);
   void deallocate(void* p, size_t allocated);
 
-  // The bookkeeping alone, for small data (nbytes < kLargeBlock) whose memory the
-  // caller gets from the heap itself (allocate_storage() puts a small storage's data
-  // in the heap block of its control block): counted as allocate() would count it.
-  void count_small(size_t nbytes);
-  void uncount_small(size_t nbytes);
+  // A heap block of at least `bytes` for a small storage (allocate_storage() puts a
+  // small storage's control block, StorageImpl and data in one block), counted as
+  // `nbytes` (< kLargeBlock) of tensor data, as allocate() would count it. Blocks of up
+  // to kSmallCacheBytes are kept when freed, a few of each size class, and handed out
+  // again: the result of a loop's small op takes the block its previous result freed,
+  // without the heap. A kept block counts as cached, not allocated (one cache hit
+  // when reused). nullptr when out of memory.
+  void* allocate_small(size_t bytes, size_t nbytes);
+  void deallocate_small(void* p, size_t bytes, size_t nbytes);
+  static constexpr size_t kSmallCacheBytes = 4096;
 
   MemoryStats stats() const;
+  // stats().allocated_bytes without the cache's lock (an op's memory-limit check).
+  int64_t allocated_bytes() const;
   void reset_peak();
   void empty_cache();
 

@@ -21,6 +21,7 @@
 #include "tensor/loops.h"
 #include "tensor/op_util.h"
 #include "tensor/shape_util.h"
+#include "tensor/storage_alloc.h"
 
 namespace thd::detail {
 
@@ -111,9 +112,11 @@ std::optional<FlatPlan<NIn + 1>> plan_flat(const std::array<const Tensor*, NIn>&
       return std::nullopt;
     }
   }
-  const Device device = inputs[0]->device();
+  // Read from the storages (inputs are defined), not through the checked accessors:
+  // this runs for every small op. A meta input goes the general way, which refuses it.
+  const Device device = inputs[0]->storage()->device();
   for (const Tensor* in : inputs) {
-    if (in->device() != device) return std::nullopt;
+    if (in->storage()->device() != device || in->storage()->is_meta()) return std::nullopt;
   }
   const Shape& out_shape = shape != nullptr ? *shape : inputs[0]->shape();  // 0-dim
   int64_t numel = 1;
@@ -134,14 +137,16 @@ std::optional<FlatPlan<NIn + 1>> plan_flat(const std::array<const Tensor*, NIn>&
     }
     plan.base[0] = static_cast<char*>(self->data_ptr());
   } else {
-    plan.out = Tensor::empty(out_shape, result, device);
-    plan.base[0] = static_cast<char*>(plan.out.data_ptr());
+    // The shape is an input's: its element count is known to be valid.
+    plan.out = Tensor(allocate_storage(static_cast<size_t>(numel) * element_size(result), device), result,
+                      out_shape, contiguous_strides(out_shape), 0);
+    plan.base[0] = static_cast<char*>(plan.out.storage()->data());
   }
   plan.step[0] = static_cast<int64_t>(element_size(result));
   const auto in_step = static_cast<int64_t>(element_size(compute));
   for (size_t k = 0; k < NIn; ++k) {
     const Tensor& in = *inputs[k];
-    plan.base[k + 1] = static_cast<char*>(in.data_ptr());
+    plan.base[k + 1] = static_cast<char*>(in.storage()->data()) + in.storage_offset() * in_step;
     plan.step[k + 1] = in.dim() == 0 ? 0 : in_step;
   }
   return plan;

@@ -60,8 +60,9 @@ namespace {
 // The allocator std::allocate_shared builds a small storage with. Every block it
 // hands out has room for `nbytes` of data, 64-byte aligned, behind the object it is
 // asked for (the control block, which holds the StorageImpl); construct() builds the
-// StorageImpl over the bytes behind itself, so a small storage costs one heap
-// allocation where StorageImpl(nbytes, device) costs two.
+// StorageImpl over the bytes behind itself, so a small storage costs one block where
+// StorageImpl(nbytes, device) costs two, and the block is one the CPU allocator may
+// keep for the next small storage when this one goes.
 template <typename T>
 class TrailingDataAllocator {
  public:
@@ -73,17 +74,14 @@ class TrailingDataAllocator {
       : nbytes_(other.nbytes()) {}
 
   size_t nbytes() const { return nbytes_; }
+  size_t block_bytes(size_t n) const { return n * sizeof(T) + CpuAllocator::kAlignment - 1 + nbytes_; }
 
   T* allocate(size_t n) {
-    void* p = std::malloc(n * sizeof(T) + CpuAllocator::kAlignment - 1 + nbytes_);
+    void* p = CpuAllocator::instance().allocate_small(block_bytes(n), nbytes_);
     if (p == nullptr) throw_out_of_memory(nbytes_, Device::cpu());
-    CpuAllocator::instance().count_small(nbytes_);
     return static_cast<T*>(p);
   }
-  void deallocate(T* p, size_t) {
-    std::free(p);
-    CpuAllocator::instance().uncount_small(nbytes_);
-  }
+  void deallocate(T* p, size_t n) { CpuAllocator::instance().deallocate_small(p, block_bytes(n), nbytes_); }
 
   // The object lies inside a block from allocate(), so the data fits behind it.
   void construct(StorageImpl* p, Device device) {

@@ -62,7 +62,7 @@ const Tensor& ExecContext::input(uint64_t id) {
   }
   if (auto p = poison_of(e)) throw PoisonedInput{std::move(p)};
   if (!op_device_known_) {
-    op_device_ = e->tensor.device();
+    op_device_ = e->tensor.storage()->device();  // not poisoned: defined
     op_device_known_ = true;
   }
   if (session_.check() != nullptr) {

@@ -42,10 +42,10 @@ class GraphDef {
 
   // The live entry `id` of `table` for command `index` of the graph (nullptr when
   // not live). A replay's command looks each of its tensors up in the handle table
-  // (a hash lookup under its lock) once, and later replays use the entry's address
-  // as long as the table erased nothing meanwhile. Only the stream that runs
-  // command `index` calls this for it (a command always runs on its stream, one
-  // replay after the other), so the kept lookups take no lock.
+  // once, and later replays use the entry's address as long as the table erased
+  // nothing meanwhile. Only the stream that runs command `index` calls this for it
+  // (a command always runs on its stream, one replay after the other), so the kept
+  // lookups take no lock.
   const Entry* lookup(size_t index, uint64_t id, const HandleTable& table) const;
   // owns(tensor) for an output of command `index`, kept with its lookups (the
   // same stream-only use): a replay's op asks it without a hash lookup.

@@ -156,7 +156,10 @@ void run(ExecContext& ctx, const fb::Binary& op) {
   if (op.out() == 0) return protocol::call_(op.op(), target(ctx, op.a()), b);
   const Tensor& a = ctx.input(op.a());
   if (write_kept(ctx, op, a, b)) return;
-  ctx.reserve(computed_bytes(broadcast_numel({a.shape(), b.shape()}), result_type(a, b)));
+  // Operands of one shape and dtype (most ops) need no broadcasting or promotion rules.
+  const bool alike = a.dtype() == b.dtype() && a.shape() == b.shape();
+  ctx.reserve(computed_bytes(alike ? numel_of(a.shape()) : broadcast_numel({a.shape(), b.shape()}),
+                             alike ? a.dtype() : result_type(a, b)));
   ctx.define(op.out(), protocol::call(op.op(), a, b));
 }
 

@@ -22,6 +22,7 @@
 
 #include "protocol/framing.h"
 #include "streams/trace.h"
+#include "tensor/cpu_allocator.h"
 #include "worker/events.h"
 #include "worker/exec_context.h"
 #include "worker/graphs.h"
@@ -62,7 +63,7 @@ class Session {
   // (reserve's check for the CPU, without naming an op: an op's name is built only
   // for the error).
   bool host_fits(uint64_t bytes) const {
-    const auto in_use = static_cast<uint64_t>(std::max<int64_t>(memory_stats().allocated_bytes, 0));
+    const auto in_use = static_cast<uint64_t>(std::max<int64_t>(detail::CpuAllocator::instance().allocated_bytes(), 0));
     return bytes <= memory_limit_ && in_use <= memory_limit_ - bytes;
   }
   // ValueError naming `op` unless a view of `bytes` (elements times their size, not

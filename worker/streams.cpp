@@ -47,6 +47,7 @@ void StreamSet::create(uint32_t id, bool high_priority) {
   }
   session_.seed_stream(entry->ctx);
   live_.emplace(id, std::move(entry));
+  count_locked();
 }
 
 void StreamSet::destroy(uint32_t id) {
@@ -81,6 +82,8 @@ StreamEntry& StreamSet::running(const ExecContext& ctx) {
 }
 
 bool StreamSet::idle() const {
+  // No streams: nothing to lock for (every op of a program that uses none asks).
+  if (count_.load(std::memory_order_acquire) == 0) return true;
   std::lock_guard lock(mu_);
   for (const auto& [id, s] : live_) {
     if (s->executor.queued() != 0) return false;
@@ -156,6 +159,7 @@ void StreamSet::stop_all() {
     std::lock_guard lock(mu_);
     live.swap(live_);
     retired.swap(retired_);
+    count_locked();
   }
   // Destroyed outside the lock: their last tasks may still look streams up.
   live.clear();
@@ -164,6 +168,7 @@ void StreamSet::stop_all() {
 
 void StreamSet::reap_locked() {
   std::erase_if(retired_, [](const std::unique_ptr<StreamEntry>& s) { return s->executor.queued() == 0; });
+  count_locked();
 }
 
 }  // namespace thd::worker

@@ -3,6 +3,7 @@
 // an in-order executor with its own ExecContext.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -57,12 +58,16 @@ class StreamSet {
 
  private:
   void reap_locked();
+  // Records the streams' count (under mu_).
+  void count_locked() { count_.store(live_.size() + retired_.size(), std::memory_order_release); }
 
   Session& session_;
   ExecContext default_;
   mutable std::mutex mu_;
   std::map<uint32_t, std::unique_ptr<StreamEntry>> live_;
   std::vector<std::unique_ptr<StreamEntry>> retired_;  // destroyed, still running their work
+  // live_ and retired_ together: idle() answers without the lock while there are none.
+  std::atomic<size_t> count_{0};
 };
 
 }  // namespace thd::worker

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <thd/memory.h>
 #include <thd/tensor.h>
@@ -126,6 +127,46 @@ TEST(Creation, PrintsLikeTorch) {
   std::string big = Tensor::arange(5000).str();
   EXPECT_NE(big.find("..."), std::string::npos);
   EXPECT_EQ(Tensor().str(), "tensor(undefined)");
+}
+
+// A loop's small result takes the block its previous result freed; the kept block
+// counts as cached, not allocated, so a memory limit on allocated_bytes sees exactly
+// the live tensors.
+TEST(Memory, SmallStoragesReuseFreedBlocks) {
+  empty_cache();
+  const Shape shape{333};  // a size class no other test's tensors are likely to share
+  const MemoryStats s0 = memory_stats();
+  void* first = nullptr;
+  int64_t held = 0;
+  {
+    Tensor a = Tensor::empty(shape);
+    first = a.data_ptr();
+    held = memory_stats().allocated_bytes - s0.allocated_bytes;
+    EXPECT_GE(held, 333 * 4);
+  }
+  const MemoryStats s1 = memory_stats();
+  EXPECT_EQ(s1.allocated_bytes, s0.allocated_bytes);
+  EXPECT_GT(s1.cached_bytes, s0.cached_bytes);
+  for (int i = 0; i < 10; ++i) {
+    Tensor b = Tensor::empty(shape);
+    EXPECT_EQ(b.data_ptr(), first);
+    EXPECT_EQ(memory_stats().allocated_bytes - s0.allocated_bytes, held);
+  }
+  const MemoryStats s2 = memory_stats();
+  EXPECT_EQ(s2.num_cache_hits, s1.num_cache_hits + 10);
+  EXPECT_EQ(s2.num_allocs, s1.num_allocs + 10);
+  EXPECT_EQ(s2.allocated_bytes, s0.allocated_bytes);
+  // Several freed at once are kept too, up to a few of a class; the rest go back to the heap.
+  {
+    std::vector<Tensor> many;
+    for (int i = 0; i < 16; ++i) many.push_back(Tensor::full(shape, i));
+    EXPECT_EQ(memory_stats().allocated_bytes - s0.allocated_bytes, 16 * held);
+    EXPECT_EQ(many[15].to_vector<float>()[332], 15.0f);
+  }
+  EXPECT_EQ(memory_stats().allocated_bytes, s0.allocated_bytes);
+  empty_cache();
+  EXPECT_EQ(memory_stats().cached_bytes, 0);
+  EXPECT_EQ(memory_stats().allocated_bytes, s0.allocated_bytes);
 }
 
 TEST(Memory, CachingAllocatorReusesLargeBlocks) {
