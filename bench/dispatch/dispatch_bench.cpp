@@ -46,10 +46,11 @@ const SuiteShape kGraphs{"graphs", 3, FigureSet::Graphs, {}};
 const SuiteShape kCuda{"mw-cuda", 1, FigureSet::Cuda, {}};
 
 // Every wait of the master, the worker and the peer for one another (rendezvous
-// included), and how long the children have to exit after the run.
+// included), and how long the children have to exit after the run: as long as any
+// other wait, since a worker under callgrind takes tens of seconds to write its
+// profile and exit (docs/performance.md, "Per-op costs").
 constexpr std::chrono::seconds kTimeout{120};
 constexpr std::chrono::seconds kQuickTimeout{20};
-constexpr std::chrono::seconds kExitTimeout{10};
 
 std::chrono::milliseconds timeout_of(const Options& opt) { return opt.quick ? kQuickTimeout : kTimeout; }
 
@@ -112,7 +113,7 @@ void run_master(Context& ctx, const SuiteShape& suite) {
     }
     throw;
   }
-  job->finish(kExitTimeout);
+  job->finish(timeout_of(opt));
 }
 
 [[noreturn]] void run_worker(const Options& opt) {
