@@ -41,6 +41,20 @@ void check_dtype(const char* op, DType compute) {
   }
 }
 
+// As torch: subtraction refuses a bool operand whatever the other's dtype (a bool
+// minus an int would silently compute in the int's dtype), with torch's two messages.
+template <typename Op>
+void check_bool_operands(const char* op, bool a_is_bool, bool b_is_bool) {
+  if constexpr (std::is_same_v<Op, SubOp>) {
+    THD_CHECK(!(a_is_bool && b_is_bool), TypeError, op,
+              "subtraction, the `-` operator, with two bool tensors is not supported; use "
+              "the `^` or logical_xor() operator instead");
+    THD_CHECK(!a_is_bool && !b_is_bool, TypeError, op,
+              "subtraction, the `-` operator, with a bool tensor is not supported; to invert a mask, use "
+              "the `~` or logical_not() operator instead");
+  }
+}
+
 // Runs Op's typed kernel over operands laid out by plan_flat or plan_elementwise.
 template <typename Op, typename Plan>
 void launch(const char* op, DType compute, const Plan& plan) {
@@ -125,6 +139,7 @@ template <typename Op>
 Tensor tensor_tensor(const char* op, const Tensor& a, const Tensor& b) {
   check_data(a, op, "self");
   check_data(b, op, "other");
+  check_bool_operands<Op>(op, a.dtype() == kBool, b.dtype() == kBool);
   const DType c = compute_dtype<Op>(result_type(a, b));
   if (on_cuda(op, a)) {
     if constexpr (kWithCuda) return run_cuda<Op>(op, a, b, c);
@@ -140,6 +155,7 @@ constexpr bool scalar_stays_value = !std::is_same_v<Op, PowOp>;
 template <typename Op>
 Tensor tensor_scalar(const char* op, const Tensor& a, const Scalar& b) {
   check_data(a, op, "self");
+  check_bool_operands<Op>(op, a.dtype() == kBool, b.is_bool());
   DType c = compute_dtype<Op>(result_type(a, b));
   if (on_cuda(op, a)) {
     if constexpr (kWithCuda) return run_cuda<Op>(op, a, b, c);
@@ -157,6 +173,7 @@ Tensor tensor_scalar(const char* op, const Tensor& a, const Scalar& b) {
 template <typename Op>
 Tensor scalar_tensor_op(const char* op, const Scalar& a, const Tensor& b) {
   check_data(b, op, "other");
+  check_bool_operands<Op>(op, a.is_bool(), b.dtype() == kBool);
   DType c = compute_dtype<Op>(result_type(b, a));
   if (on_cuda(op, b)) {
     if constexpr (kWithCuda) return run_cuda<Op>(op, a, b, c);
@@ -168,6 +185,7 @@ template <typename Op>
 Tensor& inplace(const char* op, Tensor& self, const Tensor& other) {
   check_data(self, op, "self");
   check_data(other, op, "other");
+  check_bool_operands<Op>(op, self.dtype() == kBool, other.dtype() == kBool);
   const DType c = compute_dtype<Op>(result_type(self, other));
   if (on_cuda(op, self)) {
     if constexpr (kWithCuda) {
@@ -182,6 +200,7 @@ Tensor& inplace(const char* op, Tensor& self, const Tensor& other) {
 template <typename Op>
 Tensor& inplace(const char* op, Tensor& self, const Scalar& other) {
   check_data(self, op, "self");
+  check_bool_operands<Op>(op, self.dtype() == kBool, other.is_bool());
   DType c = compute_dtype<Op>(result_type(self, other));
   if (on_cuda(op, self)) {
     if constexpr (kWithCuda) {

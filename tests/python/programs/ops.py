@@ -122,6 +122,14 @@ try:
 except TypeError as e:
     assert "amax" in str(e), e
 assert isinstance(thd.arange(5).sum().item(), int)
+# Subtraction refuses bool operands at the call site, as torch does.
+mask = thd.ones(3, dtype=thd.bool)
+for bad in (lambda: mask - thd.ones(3, dtype=thd.int64), lambda: 1 - mask, lambda: mask - mask):
+    try:
+        bad()
+        raise AssertionError("subtracting a bool tensor must raise")
+    except thd.TypeError as e:
+        assert "bool" in str(e), e
 
 # ---- views ----
 same(a.view(3, 2), an.reshape(3, 2))

@@ -169,6 +169,23 @@ TEST(Binary, InPlaceChecksShapeAndDType) {
   THD_EXPECT_THROW_MSG(e.add_(1), ValueError, "single memory location");
 }
 
+TEST(Binary, SubtractionRefusesEveryBoolOperandAsTorch) {
+  const Tensor mask = Tensor::ones({3}, kBool);
+  const Tensor ints = Tensor::ones({3}, kInt64);
+  THD_EXPECT_THROW_MSG(mask - mask, TypeError, "two bool tensors");
+  THD_EXPECT_THROW_MSG(mask - ints, TypeError, "with a bool tensor is not supported");
+  THD_EXPECT_THROW_MSG(ints - mask, TypeError, "with a bool tensor is not supported");
+  THD_EXPECT_THROW_MSG(mask - Tensor::ones({3}), TypeError, "with a bool tensor is not supported");
+  THD_EXPECT_THROW_MSG(mask - 1, TypeError, "with a bool tensor is not supported");
+  THD_EXPECT_THROW_MSG(1 - mask, TypeError, "with a bool tensor is not supported");
+  THD_EXPECT_THROW_MSG(ints - Scalar(true), TypeError, "with a bool tensor is not supported");
+  Tensor target = Tensor::ones({3}, kInt64);
+  THD_EXPECT_THROW_MSG(target.sub_(mask), TypeError, "with a bool tensor is not supported");
+  EXPECT_TRUE(close(target, {1, 1, 1}));
+  // The other ops take bools as before.
+  EXPECT_TRUE(close(mask + ints, {2, 2, 2}));
+}
+
 TEST(Binary, ShapeErrorsNameBothShapes) {
   Tensor a = Tensor::ones({2, 3}), b = Tensor::ones({4});
   THD_EXPECT_THROW_MSG(a + b, ShapeError, "add: shapes [2, 3] and [4] are not broadcastable");
