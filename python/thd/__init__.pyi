@@ -518,6 +518,19 @@ def get_group_rank(group: ProcessGroup | None, global_rank: builtins.int) -> bui
     """Global rank -> rank in the group."""
 def get_global_rank(group: ProcessGroup | None, group_rank: builtins.int) -> builtins.int:
     """Rank in the group -> global rank."""
+def get_process_group_ranks(group: ProcessGroup | None) -> list[builtins.int]:
+    """The global ranks of the group's members, in group-rank order."""
+class P2POp:
+    """One point-to-point op of batch_isend_irecv: op is thd.isend or thd.irecv."""
+    op: Any
+    tensor: Tensor
+    peer: builtins.int
+    group: ProcessGroup | None
+    tag: builtins.int
+    def __init__(self, op: Any, tensor: Tensor, peer: builtins.int, group: ProcessGroup | None = None,
+                 tag: builtins.int = 0) -> None: ...
+def batch_isend_irecv(p2p_op_list: Sequence[P2POp]) -> list[Work]:
+    """Posts every op of the list in order; their Work objects."""
 def is_backend_available(backend: str) -> builtins.bool:
     """True when this build has the backend."""
 def is_mpi_available() -> builtins.bool:

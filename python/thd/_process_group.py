@@ -241,6 +241,59 @@ def irecv(tensor, src=None, group=None, tag=0):
     return _C._pg_irecv(_tensor(tensor, "irecv", "tensor"), src, group, tag)
 
 
+class P2POp:
+    """P2POp(op, tensor, peer, group=None, tag=0): one point-to-point operation of a
+    batch_isend_irecv (torch.distributed.P2POp). `op` is thd.isend or thd.irecv,
+    `peer` a global rank."""
+
+    def __init__(self, op, tensor, peer, group=None, tag=0):
+        if op is not isend and op is not irecv:
+            raise ValueError("P2POp: op must be thd.isend or thd.irecv, got " + getattr(op, "__name__", repr(op)),
+                             op="P2POp")
+        self.op = op
+        self.tensor = _tensor(tensor, "P2POp", "tensor")
+        self.peer = _rank_arg(peer, "P2POp", "peer")
+        self.group = group
+        self.tag = tag
+
+    def __repr__(self):
+        return f"P2POp(op={self.op.__name__}, peer={self.peer}, tag={self.tag})"
+
+
+def batch_isend_irecv(p2p_op_list):
+    """Posts every P2POp of the list, in order, and returns their thd.Work objects
+    (torch.distributed.batch_isend_irecv). Every op of the batch uses one group; a
+    list that is empty, holds something else or mixes groups is refused before
+    anything is posted."""
+    ops = list(p2p_op_list) if isinstance(p2p_op_list, (list, tuple)) else None
+    if not ops:
+        raise ValueError("batch_isend_irecv: expected a non-empty list of thd.P2POp", op="batch_isend_irecv")
+    for i, p in enumerate(ops):
+        if not isinstance(p, P2POp):
+            raise TypeError(f"batch_isend_irecv: item {i} is a {type(p).__name__}, not a thd.P2POp",
+                            op="batch_isend_irecv")
+    group = ops[0].group
+    if any(p.group is not group for p in ops):
+        raise ValueError("batch_isend_irecv: every op of a batch must use the same group", op="batch_isend_irecv")
+    # Checked before the first post, so that a bad op leaves nothing half posted.
+    me = get_rank(group)
+    for i, p in enumerate(ops):
+        if get_group_rank(group, p.peer) == me:
+            raise ValueError(f"batch_isend_irecv: op {i} names this rank ({p.peer}) as its peer",
+                             op="batch_isend_irecv")
+        if p.op is irecv and not p.tensor.is_contiguous():
+            raise ValueError(f"batch_isend_irecv: op {i} receives into a non-contiguous tensor; receive into "
+                             "t.contiguous() and copy back", op="batch_isend_irecv")
+    works = [p.op(p.tensor, p.peer, p.group, p.tag) for p in ops]
+    return works
+
+
+def get_process_group_ranks(group):
+    """The global ranks of `group`'s members, in group-rank order
+    (torch.distributed.get_process_group_ranks)."""
+    return [get_global_rank(group, r) for r in range(get_world_size(group))]
+
+
 # ---- collectives shared with master-worker mode ---------------------------------------------
 
 
@@ -464,5 +517,5 @@ __all__ = [
     "gather", "gather_object", "get_backend", "get_global_rank", "get_group_rank", "get_rank", "get_world_size",
     "init_process_group", "irecv", "is_backend_available", "is_initialized", "is_mpi_available",
     "is_nccl_available", "isend", "new_group", "recv", "reduce", "reduce_scatter", "reduce_scatter_tensor",
-    "scatter", "scatter_object_list", "send",
+    "scatter", "scatter_object_list", "send", "P2POp", "batch_isend_irecv", "get_process_group_ranks",
 ]

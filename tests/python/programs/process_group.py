@@ -185,6 +185,30 @@ else:
     raises(thd.ValueError, "not a member of the group", thd.all_reduce, local([1.0]), group=evens)
 everyone = thd.new_group()
 assert everyone.size() == n
+assert thd.get_process_group_ranks(evens) == [0, 2] and thd.get_process_group_ranks(None) == list(range(n))
+
+# ---- batch_isend_irecv: a ring exchange in both directions ------------------------------------------
+right, left = (r + 1) % n, (r - 1) % n
+from_left, from_right = local([0.0, 0.0]), local([0.0, 0.0])
+works = thd.batch_isend_irecv([
+    thd.P2POp(thd.irecv, from_left, left, tag=40),
+    thd.P2POp(thd.irecv, from_right, right, tag=41),
+    thd.P2POp(thd.isend, local([r, r]), right, tag=40),
+    thd.P2POp(thd.isend, local([-r, -r]), left, tag=41),
+])
+assert len(works) == 4 and all(isinstance(w, thd.Work) for w in works)
+for w in works:
+    w.wait()
+same(from_left, [left, left])
+same(from_right, [-right, -right])
+raises(thd.ValueError, "thd.isend or thd.irecv", thd.P2POp, thd.send, local([1.0]), right)
+raises(thd.ValueError, "non-empty list", thd.batch_isend_irecv, [])
+raises(thd.TypeError, "not a thd.P2POp", thd.batch_isend_irecv, [thd.P2POp(thd.isend, local([1.0]), right), 3])
+raises(thd.ValueError, "names this rank", thd.batch_isend_irecv,
+       [thd.P2POp(thd.isend, local([1.0]), right), thd.P2POp(thd.isend, local([1.0]), r)])
+raises(thd.ValueError, "same group", thd.batch_isend_irecv,
+       [thd.P2POp(thd.isend, local([1.0]), right), thd.P2POp(thd.isend, local([1.0]), right, group=everyone)])
+thd.barrier()
 
 # ---- objects ----------------------------------------------------------------------------------------
 objs = [{"lr": 0.1}, "two", 3] if r == 1 else [None]
