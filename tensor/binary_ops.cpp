@@ -200,19 +200,41 @@ Tensor& inplace(const char* op, Tensor& self, const Scalar& other) {
   return self;
 }
 
-// a op b into `out` on the flat path (tensor/into.h).
+// Op's kernel of element type T over a flat plan: the loop launch() runs.
+template <typename Op, typename T>
+void flat_kernel(const FlatBinary& p) {
+  for_each_flat<3>(p.base, p.step, p.numel,
+                   [](char** ptr, const int64_t* s, int64_t n) {
+                     Op f;
+                     binary_run<T, T>(ptr, s, n, f);
+                   });
+}
+
+// a op b into `out` on the flat path (tensor/into.h), planned and not run.
 template <typename Op>
-bool into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (!out.defined() || !a.defined() || !b.defined() || !a.device().is_cpu()) return false;
-  if (a.shares_storage(out) || b.shares_storage(out)) return false;
+std::optional<FlatBinary> plan_into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!out.defined() || !a.defined() || !b.defined() || !a.device().is_cpu()) return std::nullopt;
+  if (a.shares_storage(out) || b.shares_storage(out)) return std::nullopt;
   const DType c = compute_dtype<Op>(result_type(a, b));
-  if (!dtype_in(c, allowed_dtypes<Op>())) return false;
+  if (!dtype_in(c, allowed_dtypes<Op>())) return std::nullopt;
   if constexpr (std::is_same_v<Op, SubOp>) {
-    if (c == kBool) return false;
+    if (c == kBool) return std::nullopt;
   }
   auto flat = plan_flat<2>({&a, &b}, c, c, &out);
-  if (!flat) return false;
-  launch<Op>(op, c, *flat);
+  if (!flat) return std::nullopt;
+  FlatBinary plan{flat->base, flat->step, flat->numel, nullptr};
+  dispatch<allowed_dtypes<Op>()>(c, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    plan.kernel = &flat_kernel<Op, T>;
+  });
+  return plan;
+}
+
+template <typename Op>
+bool into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  const std::optional<FlatBinary> plan = plan_into<Op>(op, out, a, b);
+  if (!plan) return false;
+  plan->run();
   return true;
 }
 
@@ -281,6 +303,15 @@ namespace detail {
 
 bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b) {
   return with_into_binary(op, [&]<typename Op>(Op, const char* name) { return into<Op>(name, out, a, b); });
+}
+
+std::optional<FlatBinary> plan_binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  std::optional<FlatBinary> plan;
+  with_into_binary(op, [&]<typename Op>(Op, const char* name) {
+    plan = plan_into<Op>(name, out, a, b);
+    return plan.has_value();
+  });
+  return plan;
 }
 
 bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar& b) {

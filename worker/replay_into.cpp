@@ -11,6 +11,7 @@
 #include "tensor/into_reduce.h"
 #include "tensor/into_softmax.h"
 #include "tensor/into_sort.h"
+#include "worker/graphs.h"
 
 namespace thd::worker {
 
@@ -80,7 +81,19 @@ std::optional<detail::IntoReduce> reduction_of(fb::ReduceKind kind) {
 
 bool write_kept(ExecContext& ctx, const fb::Binary& op, const Tensor& a, const Tensor& b) {
   const Tensor* kept = ctx.reusable(op.out());
-  return kept != nullptr && binary_into(*kept, op.op(), a, b);
+  if (kept == nullptr) return false;
+  const auto kind = arithmetic_of(op.op());
+  if (!kind) return binary_into(*kept, op.op(), a, b);
+  const std::optional<detail::FlatBinary> plan = detail::plan_binary_into(*kind, *kept, a, b);
+  if (!plan) return detail::broadcast_into(*kind, *kept, a, b);
+  plan->run();
+  // The command loop runs the next replays of this command itself when the whole
+  // graph is on the default stream: there the plan is run again (worker/kept_plans.h).
+  const GraphRun* run = ctx.prepared().graph;
+  if (ctx.stream() == 0 && run->graph->default_stream_only()) {
+    run->graph->plans().keep(ctx.prepared().index, ctx.table(), {op.out(), op.a(), op.b()}, *plan);
+  }
+  return true;
 }
 
 bool write_kept(ExecContext& ctx, const fb::BinaryScalar& op, const Tensor& a) {
