@@ -8,14 +8,6 @@ namespace {
 
 std::atomic<uint64_t> runs{0};
 
-bool same(const Shape& a, const Shape& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 uint64_t kept_plan_runs() { return runs.load(std::memory_order_relaxed); }
@@ -24,15 +16,53 @@ bool KeptPlans::unchanged(const Operand& o) {
   const Entry& e = *o.entry;
   if (e.poison || !e.tensor.defined()) return false;
   const Tensor& t = e.tensor;
-  return t.storage()->data() == o.data && t.storage_offset() == o.offset && t.dtype() == o.dtype &&
-         same(t.shape(), o.shape) && same(t.strides(), o.strides);
+  if (t.storage()->data() != o.data || t.storage_offset() != o.offset || t.dtype() != o.dtype) return false;
+  const Shape& shape = t.shape();
+  if (shape.size() != o.dims) return false;
+  const Shape& strides = t.strides();
+  for (size_t d = 0; d < o.dims; ++d) {
+    if (shape[d] != o.shape[d] || strides[d] != o.strides[d]) return false;
+  }
+  return true;
+}
+
+bool KeptPlans::take(Operand& o, const Entry* e) {
+  if (e == nullptr || e->poison || !e->tensor.defined()) return false;
+  const Tensor& t = e->tensor;
+  if (t.shape().size() > kMaxDims) return false;
+  o.entry = e;
+  o.data = t.storage()->data();
+  o.offset = t.storage_offset();
+  o.dtype = t.dtype();
+  o.dims = static_cast<uint8_t>(t.shape().size());
+  for (size_t d = 0; d < o.dims; ++d) {
+    o.shape[d] = t.shape()[d];
+    o.strides[d] = t.strides()[d];
+  }
+  return true;
+}
+
+bool KeptPlans::refind(Plan& plan, const HandleTable& table) {
+  // The count first: an erasure after it, before the lookups, shows as a change.
+  const uint64_t erasures = table.erasures();
+  for (Operand& o : plan.operands) {
+    o.entry = table.find(o.id);
+    if (o.entry == nullptr) {
+      plan.valid = false;
+      return false;
+    }
+  }
+  plan.erasures = erasures;
+  return true;
 }
 
 bool KeptPlans::run(size_t index, const HandleTable& table) {
   if (index >= plans_.size()) return false;
   Plan& plan = plans_[index];
-  // The entries' addresses hold while the table erases nothing (worker/graphs.h).
-  if (!plan.valid || plan.erasures != table.erasures()) return false;
+  if (!plan.valid) return false;
+  // The entries' addresses hold while the table erases nothing (worker/graphs.h);
+  // after an erasure (a free elsewhere, between replays) they are found again.
+  if (plan.erasures != table.erasures() && !refind(plan, table)) return false;
   for (const Operand& o : plan.operands) {
     if (!unchanged(o)) return false;
   }
@@ -47,13 +77,10 @@ void KeptPlans::keep(size_t index, const HandleTable& table, const std::array<ui
   if (plans_.empty()) plans_.resize(commands_);
   Plan& plan = plans_[index];
   plan.valid = false;
-  // The count first: an erasure after it, before the lookups, shows as a change.
   plan.erasures = table.erasures();
   for (size_t k = 0; k < ids.size(); ++k) {
-    const Entry* e = table.find(ids[k]);
-    if (e == nullptr || e->poison || !e->tensor.defined()) return;
-    const Tensor& t = e->tensor;
-    plan.operands[k] = Operand{e, t.storage()->data(), t.storage_offset(), t.dtype(), t.shape(), t.strides()};
+    plan.operands[k].id = ids[k];
+    if (!take(plan.operands[k], table.find(ids[k]))) return;
   }
   plan.flat = flat;
   plan.valid = true;

@@ -36,14 +36,18 @@ class KeptPlans {
  private:
   // A tensor as the plan saw it: the storage's memory and the layout over it. (The
   // memory, not the storage object: a tensor re-made in memory at the same address
-  // and in the same layout is read and written exactly as the plan does.)
+  // and in the same layout is read and written exactly as the plan does.) Plans are
+  // kept for tensors of up to kMaxDims dims, held here without an allocation.
+  static constexpr size_t kMaxDims = 4;
   struct Operand {
+    uint64_t id = 0;
     const Entry* entry = nullptr;
     const void* data = nullptr;
     int64_t offset = 0;
     DType dtype = kFloat32;
-    Shape shape;
-    Shape strides;
+    uint8_t dims = 0;
+    std::array<int64_t, kMaxDims> shape{};
+    std::array<int64_t, kMaxDims> strides{};
   };
   struct Plan {
     bool valid = false;
@@ -52,6 +56,9 @@ class KeptPlans {
     detail::FlatBinary flat{};
   };
   static bool unchanged(const Operand& o);
+  static bool take(Operand& o, const Entry* e);
+  // After the table erased entries: the operands' entries found again.
+  static bool refind(Plan& plan, const HandleTable& table);
 
   size_t commands_;
   std::vector<Plan> plans_;  // one per command, once one kept a plan

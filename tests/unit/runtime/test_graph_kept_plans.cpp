@@ -109,5 +109,29 @@ TEST_F(GraphKeptPlans, AnInputPoisonedAndRemadeBetweenReplaysIsNoticedByTheKeptP
   EXPECT_TRUE(same_values(taker2.get(), Tensor::full({16}, 1000.0f)));
 }
 
+TEST_F(GraphKeptPlans, TensorsFreedBetweenReplaysLeaveTheKeptPlansRunning) {
+  DistributedTensor a = DistributedTensor::randn({4, 4});
+  DistributedTensor b = DistributedTensor::randn({4, 4});
+  DistributedTensor c, d;
+  Graph g = capture([&] {
+    c = a - b;
+    d = c / b;
+  });
+  g.replay();
+  g.replay();
+  synchronize();
+  const uint64_t before = kept_plan_runs();
+  for (int i = 0; i < 4; ++i) {
+    { DistributedTensor scratch = a * 3.0f; }  // made and freed between two replays
+    a.mul_(0.5f);
+    g.replay();
+  }
+  synchronize();
+  EXPECT_EQ(kept_plan_runs() - before, 8u) << "a free elsewhere in the handle table dropped the kept plans";
+  const Tensor ha = a.get(), hb = b.get();
+  EXPECT_TRUE(same_values(c.get(), ha - hb));
+  EXPECT_TRUE(same_values(d.get(), (ha - hb) / hb));
+}
+
 }  // namespace
 }  // namespace thd
