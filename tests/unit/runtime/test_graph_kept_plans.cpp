@@ -83,6 +83,8 @@ TEST_F(GraphKeptPlans, AnInputPoisonedAndRemadeBetweenReplaysIsNoticedByTheKeptP
     ADD_FAILURE() << "y is not poisoned";
   } catch (const RemoteError& e) {
     EXPECT_EQ(e.context().op, "index_select") << e.what();
+    const std::string named = "of graph " + std::to_string(make_x.id()) + " (replay 4)";
+    EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
   }
   synchronize();
   EXPECT_EQ(kept_plan_runs(), kept) << "a poisoned input ran a kept plan";
