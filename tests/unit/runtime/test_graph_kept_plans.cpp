@@ -47,12 +47,15 @@ TEST_F(GraphKeptPlans, ReplaysFromTheThirdOnRunTheKeptPlansAndReadTheInputsCurre
   g.replay();  // writes them in place, keeping the plans
   synchronize();
   const uint64_t before = kept_plan_runs();
+  const uint64_t executed = stats().at(0).ops_executed;
   for (int i = 0; i < 3; ++i) {
     a.add_(1.5f);  // in place: the same storage, new values
     g.replay();
   }
   synchronize();
   EXPECT_EQ(kept_plan_runs() - before, 6u) << "each replay's two commands run their kept plans";
+  // The three add_ and the replays' six ops, each counted as an executed op.
+  EXPECT_EQ(stats().at(0).ops_executed - executed, 9u);
   const Tensor ha = a.get(), hb = b.get();
   EXPECT_TRUE(same_values(c.get(), ha + hb));
   EXPECT_TRUE(same_values(d.get(), (ha + hb) * ha));
