@@ -31,16 +31,20 @@ bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar
 // layouts, so a caller that sees them unchanged runs it again without planning
 // (a worker's graph replays, worker/kept_plans.h).
 struct FlatBinary {
-  std::array<char*, 3> base;
+  std::array<char*, 3> base;  // base[2] unused for a number b, which `scalar` holds
   std::array<int64_t, 3> step;
   int64_t numel;
   void (*kernel)(const FlatBinary&);
+  // A number b as the compute dtype's value (the kernel reads it from here, so a
+  // copy of the plan runs as the original).
+  alignas(16) std::array<unsigned char, 16> scalar;
 
   void run() const { kernel(*this); }
 };
 // The plan binary_into(op, out, a, b) runs, without running it; nullopt when
 // binary_into would return false.
 std::optional<FlatBinary> plan_binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b);
+std::optional<FlatBinary> plan_binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar& b);
 
 // out = op(a).
 bool unary_into(IntoUnary op, const Tensor& out, const Tensor& a);

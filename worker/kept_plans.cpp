@@ -45,7 +45,8 @@ bool KeptPlans::take(Operand& o, const Entry* e) {
 bool KeptPlans::refind(Plan& plan, const HandleTable& table) {
   // The count first: an erasure after it, before the lookups, shows as a change.
   const uint64_t erasures = table.erasures();
-  for (Operand& o : plan.operands) {
+  for (size_t k = 0; k < plan.count; ++k) {
+    Operand& o = plan.operands[k];
     o.entry = table.find(o.id);
     if (o.entry == nullptr) {
       plan.valid = false;
@@ -63,8 +64,8 @@ bool KeptPlans::run(size_t index, const HandleTable& table) {
   // The entries' addresses hold while the table erases nothing (worker/graphs.h);
   // after an erasure (a free elsewhere, between replays) they are found again.
   if (plan.erasures != table.erasures() && !refind(plan, table)) return false;
-  for (const Operand& o : plan.operands) {
-    if (!unchanged(o)) return false;
+  for (size_t k = 0; k < plan.count; ++k) {
+    if (!unchanged(plan.operands[k])) return false;
   }
   plan.flat.run();
   runs.fetch_add(1, std::memory_order_relaxed);
@@ -78,7 +79,8 @@ void KeptPlans::keep(size_t index, const HandleTable& table, const std::array<ui
   Plan& plan = plans_[index];
   plan.valid = false;
   plan.erasures = table.erasures();
-  for (size_t k = 0; k < ids.size(); ++k) {
+  plan.count = ids[2] != 0 ? 3 : 2;
+  for (size_t k = 0; k < plan.count; ++k) {
     plan.operands[k].id = ids[k];
     if (!take(plan.operands[k], table.find(ids[k]))) return;
   }

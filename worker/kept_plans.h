@@ -29,7 +29,7 @@ class KeptPlans {
   // its usual path. Only the command loop calls it, for a replay it runs itself.
   bool run(size_t index, const HandleTable& table);
   // Keeps `plan`, which command `index` ran to write tensor ids[0] from ids[1] and
-  // ids[2], for that command's next replays.
+  // ids[2] (0 for a number b, which the plan holds), for that command's next replays.
   void keep(size_t index, const HandleTable& table, const std::array<uint64_t, 3>& ids,
             const detail::FlatBinary& plan);
 
@@ -53,6 +53,7 @@ class KeptPlans {
     bool valid = false;
     uint64_t erasures = 0;  // the table's count when the entries were found
     std::array<Operand, 3> operands;
+    uint8_t count = 0;  // of operands: 2 with a number b
     detail::FlatBinary flat{};
   };
   static bool unchanged(const Operand& o);

@@ -138,5 +138,29 @@ TEST_F(GraphKeptPlans, TensorsFreedBetweenReplaysLeaveTheKeptPlansRunning) {
   EXPECT_TRUE(same_values(d.get(), (ha - hb) / hb));
 }
 
+TEST_F(GraphKeptPlans, CommandsWithANumberRunTheirKeptPlans) {
+  DistributedTensor a = DistributedTensor::randn({2, 8});
+  DistributedTensor c, d, e;
+  Graph g = capture([&] {
+    c = a * 2.0f;
+    d = c - 0.5f;
+    e = c + d;
+  });
+  g.replay();
+  g.replay();
+  synchronize();
+  const uint64_t before = kept_plan_runs();
+  for (int i = 0; i < 2; ++i) {
+    a.add_(1.0f);
+    g.replay();
+  }
+  synchronize();
+  EXPECT_EQ(kept_plan_runs() - before, 6u);
+  const Tensor ha = a.get();
+  EXPECT_TRUE(same_values(c.get(), ha * 2.0f));
+  EXPECT_TRUE(same_values(d.get(), ha * 2.0f - 0.5f));
+  EXPECT_TRUE(same_values(e.get(), ha * 2.0f + (ha * 2.0f - 0.5f)));
+}
+
 }  // namespace
 }  // namespace thd

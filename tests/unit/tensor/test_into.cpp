@@ -94,6 +94,16 @@ TEST(Into, AFlatBinaryPlanRunAgainWritesWhatTheOpMakesOfTheOperandsCurrentValues
       EXPECT_TRUE(same_bytes(out, eager(op, a, b)));
     }
   }
+  for (DType dtype : {kFloat32, kInt32}) {
+    const Tensor x = Tensor::arange(0, 6, 1, dtype);
+    const Tensor out = Tensor::empty({6}, dtype);
+    auto plan = detail::plan_binary_into(IntoBinary::Mul, out, x, Scalar(3));
+    ASSERT_TRUE(plan.has_value());
+    const detail::FlatBinary copy = *plan;  // holds its number itself
+    plan.reset();
+    copy.run();
+    EXPECT_TRUE(same_bytes(out, x.mul(Scalar(3))));
+  }
   const Tensor a = Tensor::ones({8});
   EXPECT_FALSE(detail::plan_binary_into(IntoBinary::Add, a, a, Tensor::ones({8})).has_value())
       << "out is an operand";
