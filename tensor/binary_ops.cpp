@@ -1,6 +1,7 @@
 // Arithmetic between two tensors, or a tensor and a scalar: add, sub, mul, div, pow,
 // maximum, minimum, in their out-of-place, in-place and operator forms.
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "tensor/check.h"
@@ -219,33 +220,82 @@ Tensor& inplace(const char* op, Tensor& self, const Scalar& other) {
   return self;
 }
 
-// a op b into `out` on the flat path (tensor/into.h).
+// Op's kernel of element type T over a flat plan: the loop launch() runs.
+template <typename Op, typename T>
+void flat_kernel(const FlatBinary& p) {
+  for_each_flat<3>(p.base, p.step, p.numel,
+                   [](char** ptr, const int64_t* s, int64_t n) {
+                     Op f;
+                     binary_run<T, T>(ptr, s, n, f);
+                   });
+}
+
+// a op b into `out` on the flat path (tensor/into.h), planned and not run.
 template <typename Op>
-bool into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (!out.defined() || !a.defined() || !b.defined() || !a.device().is_cpu()) return false;
-  if (a.shares_storage(out) || b.shares_storage(out)) return false;
+std::optional<FlatBinary> plan_into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!out.defined() || !a.defined() || !b.defined() || !a.device().is_cpu()) return std::nullopt;
+  if (a.shares_storage(out) || b.shares_storage(out)) return std::nullopt;
   const DType c = compute_dtype<Op>(result_type(a, b));
-  if (!dtype_in(c, allowed_dtypes<Op>())) return false;
+  if (!dtype_in(c, allowed_dtypes<Op>())) return std::nullopt;
   if constexpr (std::is_same_v<Op, SubOp>) {
-    if (c == kBool) return false;
+    if (c == kBool) return std::nullopt;
   }
   auto flat = plan_flat<2>({&a, &b}, c, c, &out);
-  if (!flat) return false;
-  launch<Op>(op, c, *flat);
+  if (!flat) return std::nullopt;
+  FlatBinary plan{flat->base, flat->step, flat->numel, nullptr, {}};
+  dispatch<allowed_dtypes<Op>()>(c, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    plan.kernel = &flat_kernel<Op, T>;
+  });
+  return plan;
+}
+
+template <typename Op>
+bool into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  const std::optional<FlatBinary> plan = plan_into<Op>(op, out, a, b);
+  if (!plan) return false;
+  plan->run();
   return true;
+}
+
+// The same with a number b, which the plan holds.
+template <typename Op, typename T>
+void flat_scalar_kernel(const FlatBinary& p) {
+  static_assert(sizeof(T) <= sizeof(p.scalar));
+  const std::array<char*, 3> base{p.base[0], p.base[1],
+                                  const_cast<char*>(reinterpret_cast<const char*>(p.scalar.data()))};
+  const std::array<int64_t, 3> step{p.step[0], p.step[1], 0};
+  for_each_flat<3>(base, step, p.numel, [](char** ptr, const int64_t* s, int64_t n) {
+    Op f;
+    binary_run<T, T>(ptr, s, n, f);
+  });
+}
+
+template <typename Op>
+std::optional<FlatBinary> plan_into(const char* op, const Tensor& out, const Tensor& a, const Scalar& b) {
+  if (!out.defined() || !a.defined() || !a.device().is_cpu() || a.shares_storage(out)) return std::nullopt;
+  const DType c = compute_dtype<Op>(result_type(a, b));
+  if (!dtype_in(c, allowed_dtypes<Op>())) return std::nullopt;
+  if constexpr (std::is_same_v<Op, SubOp>) {
+    if (c == kBool) return std::nullopt;
+  }
+  auto flat = plan_flat<1>({&a}, c, c, &out);
+  if (!flat) return std::nullopt;
+  FlatBinary plan{{flat->base[0], flat->base[1], nullptr}, {flat->step[0], flat->step[1], 0}, flat->numel, nullptr, {}};
+  dispatch<allowed_dtypes<Op>()>(c, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T value = scalar_to<T>(b);
+    std::memcpy(plan.scalar.data(), &value, sizeof(T));
+    plan.kernel = &flat_scalar_kernel<Op, T>;
+  });
+  return plan;
 }
 
 template <typename Op>
 bool into(const char* op, const Tensor& out, const Tensor& a, const Scalar& b) {
-  if (!out.defined() || !a.defined() || !a.device().is_cpu() || a.shares_storage(out)) return false;
-  const DType c = compute_dtype<Op>(result_type(a, b));
-  if (!dtype_in(c, allowed_dtypes<Op>())) return false;
-  if constexpr (std::is_same_v<Op, SubOp>) {
-    if (c == kBool) return false;
-  }
-  auto flat = plan_flat<1>({&a}, c, c, &out);
-  if (!flat) return false;
-  launch<Op>(op, c, *flat, b);
+  const std::optional<FlatBinary> plan = plan_into<Op>(op, out, a, b);
+  if (!plan) return false;
+  plan->run();
   return true;
 }
 
@@ -300,6 +350,24 @@ namespace detail {
 
 bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b) {
   return with_into_binary(op, [&]<typename Op>(Op, const char* name) { return into<Op>(name, out, a, b); });
+}
+
+std::optional<FlatBinary> plan_binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  std::optional<FlatBinary> plan;
+  with_into_binary(op, [&]<typename Op>(Op, const char* name) {
+    plan = plan_into<Op>(name, out, a, b);
+    return plan.has_value();
+  });
+  return plan;
+}
+
+std::optional<FlatBinary> plan_binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar& b) {
+  std::optional<FlatBinary> plan;
+  with_into_binary(op, [&]<typename Op>(Op, const char* name) {
+    if constexpr (kIntoTakesScalar<Op>) plan = plan_into<Op>(name, out, a, b);
+    return plan.has_value();
+  });
+  return plan;
 }
 
 bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar& b) {

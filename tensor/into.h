@@ -10,6 +10,10 @@
 // the op as usual (which also raises any error the op has).
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <optional>
+
 #include <thd/scalar.h>
 #include <thd/tensor.h>
 
@@ -21,6 +25,27 @@ enum class IntoUnary { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid,
 // out = a op b. Maximum and minimum take a tensor only.
 bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b);
 bool binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar& b);
+// What binary_into(op, out, a, b) works out before it runs its kernel: where the
+// flat run starts (out, a, b), bytes per element, the element count and the typed
+// kernel. It stays right for as long as the three tensors keep their storages and
+// layouts, so a caller that sees them unchanged runs it again without planning
+// (a worker's graph replays, worker/kept_plans.h).
+struct FlatBinary {
+  std::array<char*, 3> base;  // base[2] unused for a number b, which `scalar` holds
+  std::array<int64_t, 3> step;
+  int64_t numel;
+  void (*kernel)(const FlatBinary&);
+  // A number b as the compute dtype's value (the kernel reads it from here, so a
+  // copy of the plan runs as the original).
+  alignas(16) std::array<unsigned char, 16> scalar;
+
+  void run() const { kernel(*this); }
+};
+// The plan binary_into(op, out, a, b) runs, without running it; nullopt when
+// binary_into would return false.
+std::optional<FlatBinary> plan_binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Tensor& b);
+std::optional<FlatBinary> plan_binary_into(IntoBinary op, const Tensor& out, const Tensor& a, const Scalar& b);
+
 // out = op(a).
 bool unary_into(IntoUnary op, const Tensor& out, const Tensor& a);
 

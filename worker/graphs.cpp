@@ -48,6 +48,7 @@ GraphDef::GraphDef(uint64_t id, std::span<const uint8_t> message, std::vector<ui
   }
   lookups_.resize(commands_.size());
   settled_.resize(commands_.size());
+  plans_ = KeptPlans(commands_.size());
   for (uint64_t t : owned_list_) {
     if (t == 0) THD_THROW(protocol::ProtocolError, kOp, "graph {} owns tensor id 0, which means \"no tensor\"", id);
     owned_.insert(t);

@@ -19,6 +19,7 @@
 #include "protocol/codec.h"
 #include "worker/graph_collective.h"
 #include "worker/handle_table.h"
+#include "worker/kept_plans.h"
 
 namespace thd::worker {
 
@@ -54,6 +55,10 @@ class GraphDef {
   // Only the stream that runs the command uses it, one replay after the other, as
   // the kept lookups.
   SettledCollective& settled(size_t index) const { return settled_[index]; }
+  // The plans its elementwise commands kept (worker/kept_plans.h). Only the command
+  // loop uses them, for a replay of a graph whose commands all run on the default
+  // stream (it runs those itself, one replay after the other).
+  KeptPlans& plans() const { return plans_; }
 
  private:
   // The lookups of one command: the few tensors it names.
@@ -69,6 +74,7 @@ class GraphDef {
   };
   mutable std::vector<Lookups> lookups_;
   mutable std::vector<SettledCollective> settled_;
+  mutable KeptPlans plans_{0};
 
   uint64_t id_;
   Message message_;

@@ -11,6 +11,7 @@
 #include "tensor/into_reduce.h"
 #include "tensor/into_softmax.h"
 #include "tensor/into_sort.h"
+#include "worker/graphs.h"
 
 namespace thd::worker {
 
@@ -42,6 +43,15 @@ std::optional<IntoCompare> comparison_of(fb::BinaryOp op) {
     case fb::BinaryOp::Gt: return IntoCompare::Gt;
     case fb::BinaryOp::Ge: return IntoCompare::Ge;
     default: return std::nullopt;
+  }
+}
+
+// The command loop runs the next replays of the command itself when the whole graph
+// is on the default stream: there the plan it ran is run again (worker/kept_plans.h).
+void keep_plan(ExecContext& ctx, const std::array<uint64_t, 3>& ids, const detail::FlatBinary& plan) {
+  const GraphRun* run = ctx.prepared().graph;
+  if (ctx.stream() == 0 && run->graph->default_stream_only()) {
+    run->graph->plans().keep(ctx.prepared().index, ctx.table(), ids, plan);
   }
 }
 
@@ -80,13 +90,28 @@ std::optional<detail::IntoReduce> reduction_of(fb::ReduceKind kind) {
 
 bool write_kept(ExecContext& ctx, const fb::Binary& op, const Tensor& a, const Tensor& b) {
   const Tensor* kept = ctx.reusable(op.out());
-  return kept != nullptr && binary_into(*kept, op.op(), a, b);
+  if (kept == nullptr) return false;
+  const auto kind = arithmetic_of(op.op());
+  if (!kind) return binary_into(*kept, op.op(), a, b);
+  const std::optional<detail::FlatBinary> plan = detail::plan_binary_into(*kind, *kept, a, b);
+  if (!plan) return detail::broadcast_into(*kind, *kept, a, b);
+  plan->run();
+  keep_plan(ctx, {op.out(), op.a(), op.b()}, *plan);
+  return true;
 }
 
 bool write_kept(ExecContext& ctx, const fb::BinaryScalar& op, const Tensor& a) {
   if (op.reverse()) return false;
   const Tensor* kept = ctx.reusable(op.out());
-  return kept != nullptr && binary_into(*kept, op.op(), a, scalar_of(op.b()));
+  if (kept == nullptr) return false;
+  const Scalar b = scalar_of(op.b());
+  const auto kind = arithmetic_of(op.op());
+  if (!kind) return binary_into(*kept, op.op(), a, b);
+  const std::optional<detail::FlatBinary> plan = detail::plan_binary_into(*kind, *kept, a, b);
+  if (!plan) return detail::broadcast_into(*kind, *kept, a, b);
+  plan->run();
+  keep_plan(ctx, {op.out(), op.a(), 0}, *plan);
+  return true;
 }
 
 bool write_kept(ExecContext& ctx, const fb::Clamp& op, const Tensor& a) {

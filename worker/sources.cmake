@@ -14,6 +14,7 @@ set(THD_WORKER_SOURCES
   worker/ops_math.cpp
   worker/ops_shape.cpp
   worker/ops_stream.cpp
+  worker/kept_plans.cpp
   worker/notice_board.cpp
   worker/ops_transfer.cpp
   worker/pool.cpp

@@ -6,6 +6,7 @@
 #include "protocol/framing.h"
 #include "tensor/check.h"
 #include "tensor/log.h"
+#include "worker/graphs.h"
 #include "worker/ops.h"
 #include "worker/session.h"
 #include "worker/sizes.h"
@@ -129,8 +130,19 @@ void replay_on_default_stream(Session& session, const std::vector<const fb::Comm
     return;
   }
   GpuStreams::Use on(main.gpu());  // CUDA's legacy default stream, noting the GPUs used
+  KeptPlans& plans = run->graph->plans();
   for (size_t i = 0; i < commands.size(); ++i) {
     if (i % kMasterLostEvery == 0 && session.master_lost()) return;
+    // A command whose tensors are as on its previous replay runs the plan it kept
+    // then. An inherited failure poisons what it would write, and a trace records
+    // each op: both take the usual path.
+    if (!main.inherited() && session.recorder() == nullptr && plans.run(i, session.table())) {
+      // Counted as dispatch() counts an op, once it is done: nothing else watches
+      // this thread's op while it runs.
+      session.count_op();
+      session.op_finished();
+      continue;
+    }
     const fb::Command& c = *commands[i];
     if (is_control(c.op_type())) {
       dispatch(main, c, Prepared{.value = 0, .event = nullptr, .graph = run, .index = static_cast<uint32_t>(i)});

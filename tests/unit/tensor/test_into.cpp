@@ -75,6 +75,42 @@ TEST(Into, BroadcastingArithmeticWritesWhatTheOpMakes) {
   }
 }
 
+TEST(Into, AFlatBinaryPlanRunAgainWritesWhatTheOpMakesOfTheOperandsCurrentValues) {
+  for (IntoBinary op : kArith) {
+    for (DType dtype : {kFloat32, kInt64, kFloat64}) {
+      const Tensor a = Tensor::arange(1, 13, 1, dtype).reshape({3, 4});
+      const Tensor b = Tensor::full({3, 4}, 3, dtype);
+      const Tensor out = Tensor::empty({3, 4}, eager(op, a, b).dtype());
+      const auto plan = detail::plan_binary_into(op, out, a, b);
+      if (op == IntoBinary::Div && dtype != kFloat32 && dtype != kFloat64) {
+        EXPECT_FALSE(plan.has_value()) << "an integer div computes in float32: not the flat path";
+        continue;
+      }
+      ASSERT_TRUE(plan.has_value()) << static_cast<int>(op) << " " << dtype_name(dtype);
+      plan->run();
+      EXPECT_TRUE(same_bytes(out, eager(op, a, b)));
+      const_cast<Tensor&>(a).mul_(2);  // the same storages: the plan reads the new values
+      plan->run();
+      EXPECT_TRUE(same_bytes(out, eager(op, a, b)));
+    }
+  }
+  for (DType dtype : {kFloat32, kInt32}) {
+    const Tensor x = Tensor::arange(0, 6, 1, dtype);
+    const Tensor out = Tensor::empty({6}, dtype);
+    auto plan = detail::plan_binary_into(IntoBinary::Mul, out, x, Scalar(3));
+    ASSERT_TRUE(plan.has_value());
+    const detail::FlatBinary copy = *plan;  // holds its number itself
+    plan.reset();
+    copy.run();
+    EXPECT_TRUE(same_bytes(out, x.mul(Scalar(3))));
+  }
+  const Tensor a = Tensor::ones({8});
+  EXPECT_FALSE(detail::plan_binary_into(IntoBinary::Add, a, a, Tensor::ones({8})).has_value())
+      << "out is an operand";
+  EXPECT_FALSE(detail::plan_binary_into(IntoBinary::Add, Tensor::empty({8}), a, Tensor::ones({2, 4})).has_value())
+      << "another shape is the general path's";
+}
+
 TEST(Into, UnaryOpsOfStridedInputsAndOfOtherDtypesWriteWhatTheOpMakes) {
   using detail::IntoUnary;
   for (DType dt : {kFloat32, kFloat64, kInt32, kInt64}) {
