@@ -64,6 +64,8 @@ FACES = {
         "tensor/dispatch.h",  # the switch from a DType to a C++ type (datachannel's reduction kernels)
         "tensor/int_math.h",  # integer arithmetic that wraps like torch's (the same kernels)
         "tensor/op_util.h",  # a tensor op's argument checks, which the master runs before it emits an op
+        "tensor/shape_util.h",  # shape arithmetic (strides, broadcasting) the master's inference shares with the ops
+        "tensor/cpu_allocator.h",  # the CPU allocator's byte count read without a lock: a worker's per-op memory limit
         # Ops written into an existing tensor: a worker's graph replays reuse storage.
         "tensor/into.h",
         "tensor/into_creation.h",
