@@ -44,19 +44,6 @@ bool wait_once(RequestState& s, net::Deadline until) {
   return s.block_until(until);
 }
 
-// Waits until finished or `until`; true if finished. With an interrupt check
-// installed (thd/interrupt.h) the wait runs in periods with the check between
-// them; a check that throws ends the wait with its exception.
-bool wait_until(RequestState& s, net::Deadline until) {
-  if (s.finished()) return true;
-  if (!detail::interrupt_check_installed()) return wait_once(s, until);
-  for (;;) {
-    const net::Deadline period_end = std::min(until, net::Clock::now() + kInterruptCheckPeriod);
-    if (wait_once(s, period_end)) return true;
-    if (period_end >= until) return false;
-    detail::check_interrupt();
-  }
-}
 
 net::Deadline expiry(const RequestState& s) {
   if (s.engine != nullptr || s.deadline == net::Deadline::max()) return s.deadline;
@@ -100,7 +87,7 @@ bool Request::test() const {
 
 void Request::wait() const {
   if (!state_) return;
-  if (!wait_until(*state_, expiry(*state_))) expire(state_);
+  if (!detail::wait_until_interruptibly(*state_, expiry(*state_))) expire(state_);
   rethrow_if_failed(*state_);
 }
 
@@ -108,7 +95,7 @@ WaitStatus Request::wait_for(std::chrono::milliseconds timeout) const {
   if (!state_) return WaitStatus::Ready;
   const net::Deadline mine = net::deadline_after(timeout);
   const net::Deadline own = expiry(*state_);
-  if (!wait_until(*state_, std::min(mine, own))) {
+  if (!detail::wait_until_interruptibly(*state_, std::min(mine, own))) {
     if (net::Clock::now() < own) return WaitStatus::Timeout;
     expire(state_);
   }
@@ -169,3 +156,18 @@ void wait_all(std::span<const Request> requests) {
 }
 
 }  // namespace thd
+
+namespace thd::detail {
+
+bool wait_until_interruptibly(RequestState& s, net::Deadline until) {
+  if (s.finished()) return true;
+  if (!interrupt_check_installed()) return wait_once(s, until);
+  for (;;) {
+    const net::Deadline period_end = std::min(until, net::Clock::now() + kInterruptCheckPeriod);
+    if (wait_once(s, period_end)) return true;
+    if (period_end >= until) return false;
+    check_interrupt();
+  }
+}
+
+}  // namespace thd::detail

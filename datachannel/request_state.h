@@ -130,4 +130,9 @@ struct RequestState {
   uint32_t on_finish = 0;
 };
 
+// Waits until `s` finishes or `until` passes; true if it finished. With an interrupt
+// check installed (thd/interrupt.h) the wait runs in periods with the check between
+// them; a check that throws ends the wait with its exception, `s` still pending.
+bool wait_until_interruptibly(RequestState& s, net::Deadline until);
+
 }  // namespace thd::detail

@@ -111,8 +111,6 @@ class PipeTransport final : public Transport {
   // Waits for a receive post_direct posted, withdrawing it at its deadline or when
   // an interrupt check throws; returns the world rank it came from or throws its error.
   int wait_direct(DirectRecv& recv);
-  // wait() in periods with the host's interrupt check between them (thd/interrupt.h).
-  bool wait_interruptibly(RequestState& request, net::Deadline until);
   // Takes `recv` back from the pipe and fails it with `why`; a receive the library
   // already matched is waited for, as its bytes land in the caller's memory.
   void withdraw_direct(DirectRecv& recv, std::exception_ptr why);

@@ -1,9 +1,5 @@
 // PipeTransport's direct path (pipe_transport.h): small blocking sends and
 // receives of messages the library matches itself, straight to the pipe.
-#include <algorithm>
-
-#include <thd/interrupt.h>
-
 #include "datachannel/check.h"
 #include "datachannel/pipe/pipe_transport.h"
 
@@ -41,7 +37,7 @@ int PipeTransport::wait_direct(DirectRecv& recv) {
     // Nothing may leave this frame with the receive still posted: the pipe holds
     // its op, and the library the caller's memory.
     try {
-      if (!wait_interruptibly(state, state.deadline)) {
+      if (!wait_until_interruptibly(state, state.deadline)) {
         withdraw_direct(recv, error_at<TimeoutError>(state.op, state.rank, -1, "did not complete before its deadline"));
       }
     } catch (...) {
@@ -51,16 +47,6 @@ int PipeTransport::wait_direct(DirectRecv& recv) {
   }
   if (state.status() == RequestState::Failed) std::rethrow_exception(state.error);
   return state.source;
-}
-
-bool PipeTransport::wait_interruptibly(RequestState& request, net::Deadline until) {
-  if (!detail::interrupt_check_installed()) return wait(request, until);
-  for (;;) {
-    const net::Deadline period_end = std::min(until, net::Clock::now() + kInterruptCheckPeriod);
-    if (wait(request, period_end)) return true;
-    if (period_end >= until) return false;
-    detail::check_interrupt();
-  }
 }
 
 void PipeTransport::withdraw_direct(DirectRecv& recv, std::exception_ptr why) {
