@@ -23,6 +23,7 @@
 #include "datachannel/pipe/pipe_transport.h"
 #include "datachannel/transport_test_util.h"
 #include "datachannel/ucx/ucx_pipe.h"
+#include "datachannel/ucx/ucx_test_settings.h"
 
 namespace thd::test {
 namespace {
@@ -33,16 +34,7 @@ using detail::pipe::PipeTransport;
 using detail::ucx::make_pipe;
 using detail::ucx::PipeSettings;
 
-PipeSettings settings_for(const std::string& transports) {
-  PipeSettings s;
-  if (transports == "shm") {
-    s.ucx_config = {{"TLS", "sm,self"}};
-  } else {
-    s.ucx_config = {{"TLS", "tcp"}, {"NET_DEVICES", "lo"}};
-  }
-  s.close_timeout = 1s;
-  return s;
-}
+PipeSettings settings_for(const std::string& transports) { return ucx_settings_for(transports); }
 
 // Two PipeTransports over UCX, made and destroyed by one thread per rank.
 class DirectPath : public ::testing::TestWithParam<std::string> {

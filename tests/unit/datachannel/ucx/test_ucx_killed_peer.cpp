@@ -24,6 +24,7 @@
 #include "datachannel/pipe/pipe_transport.h"
 #include "datachannel/transport_test_util.h"
 #include "datachannel/ucx/ucx_pipe.h"
+#include "datachannel/ucx/ucx_test_settings.h"
 
 extern char** environ;
 
@@ -43,15 +44,9 @@ constexpr const char* kTransportsVar = "THD_UCX_KILLED_PEER_TRANSPORTS";
 constexpr size_t kStuckBytes = size_t{8} << 20;
 
 PipeSettings settings_for(const std::string& transports) {
-  PipeSettings s;
-  if (transports == "shm") {
-    s.ucx_config = {{"TLS", "sm,self"}};
-  } else {
-    s.ucx_config = {{"TLS", "tcp"}, {"NET_DEVICES", "lo"}};
-  }
+  PipeSettings s = ucx_settings_for(transports);
   // UCX's own detection of a killed shared-memory peer out of the picture.
   s.ucx_config.emplace_back("KEEPALIVE_INTERVAL", "60s");
-  s.close_timeout = 1s;
   return s;
 }
 
