@@ -58,19 +58,30 @@ HandleTable::Page* HandleTable::pin(uint64_t id) {
   return link(id);
 }
 
+namespace {
+
+// A spare from `spares`, or a new one `owned` keeps. The spares keep room for every
+// one made, so that unlinking one (under the table's lock) never allocates.
+template <typename T>
+T* reuse_or_make(std::vector<std::unique_ptr<T>>& owned, std::vector<T*>& spares) {
+  if (spares.empty()) {
+    owned.push_back(std::make_unique<T>());
+    spares.reserve(owned.size());
+    return owned.back().get();
+  }
+  T* t = spares.back();
+  spares.pop_back();
+  return t;
+}
+
+}  // namespace
+
 HandleTable::Page* HandleTable::link(uint64_t id) {
   std::lock_guard lock(mu_);
   std::atomic<Block*>& place = window_[window_index(id)];
   Block* b = place.load(std::memory_order_relaxed);
   if (b == nullptr) {
-    if (free_blocks_.empty()) {
-      blocks_.push_back(std::make_unique<Block>());
-      free_blocks_.reserve(blocks_.size());
-      b = blocks_.back().get();
-    } else {
-      b = free_blocks_.back();
-      free_blocks_.pop_back();
-    }
+    b = reuse_or_make(blocks_, free_blocks_);
     b->number.store(block_number(id), std::memory_order_relaxed);
     b->linked = 0;
     place.store(b, std::memory_order_release);
@@ -82,15 +93,7 @@ HandleTable::Page* HandleTable::link(uint64_t id) {
     // Linked pages are never retired outside this lock, so this one is not.
     if (try_pin(p)) return p;
   }
-  Page* p = nullptr;
-  if (free_pages_.empty()) {
-    pages_.push_back(std::make_unique<Page>());
-    free_pages_.reserve(pages_.size());
-    p = pages_.back().get();
-  } else {
-    p = free_pages_.back();
-    free_pages_.pop_back();
-  }
+  Page* p = reuse_or_make(pages_, free_pages_);
   p->number.store(page_number(id), std::memory_order_relaxed);
   p->pins.store(1, std::memory_order_relaxed);
   page_place.store(p, std::memory_order_release);
