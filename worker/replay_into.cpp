@@ -55,6 +55,19 @@ void keep_plan(ExecContext& ctx, const std::array<uint64_t, 3>& ids, const detai
   }
 }
 
+// a op b into the kept result `out` (b a tensor or a number): on the flat path,
+// keeping the plan for the command's next replays (ids: out, a, and b or 0 for a
+// number); any other layout through the broadcasting path.
+template <typename B>
+bool arithmetic_into(ExecContext& ctx, const Tensor& out, detail::IntoBinary kind, const Tensor& a, const B& b,
+                     const std::array<uint64_t, 3>& ids) {
+  const std::optional<detail::FlatBinary> plan = detail::plan_binary_into(kind, out, a, b);
+  if (!plan) return detail::broadcast_into(kind, out, a, b);
+  plan->run();
+  keep_plan(ctx, ids, *plan);
+  return true;
+}
+
 // a op b into `out`, b a tensor or a number.
 template <typename B>
 bool binary_into(const Tensor& out, fb::BinaryOp op, const Tensor& a, const B& b) {
@@ -93,11 +106,7 @@ bool write_kept(ExecContext& ctx, const fb::Binary& op, const Tensor& a, const T
   if (kept == nullptr) return false;
   const auto kind = arithmetic_of(op.op());
   if (!kind) return binary_into(*kept, op.op(), a, b);
-  const std::optional<detail::FlatBinary> plan = detail::plan_binary_into(*kind, *kept, a, b);
-  if (!plan) return detail::broadcast_into(*kind, *kept, a, b);
-  plan->run();
-  keep_plan(ctx, {op.out(), op.a(), op.b()}, *plan);
-  return true;
+  return arithmetic_into(ctx, *kept, *kind, a, b, {op.out(), op.a(), op.b()});
 }
 
 bool write_kept(ExecContext& ctx, const fb::BinaryScalar& op, const Tensor& a) {
@@ -107,11 +116,7 @@ bool write_kept(ExecContext& ctx, const fb::BinaryScalar& op, const Tensor& a) {
   const Scalar b = scalar_of(op.b());
   const auto kind = arithmetic_of(op.op());
   if (!kind) return binary_into(*kept, op.op(), a, b);
-  const std::optional<detail::FlatBinary> plan = detail::plan_binary_into(*kind, *kept, a, b);
-  if (!plan) return detail::broadcast_into(*kind, *kept, a, b);
-  plan->run();
-  keep_plan(ctx, {op.out(), op.a(), 0}, *plan);
-  return true;
+  return arithmetic_into(ctx, *kept, *kind, a, b, {op.out(), op.a(), 0});
 }
 
 bool write_kept(ExecContext& ctx, const fb::Clamp& op, const Tensor& a) {
