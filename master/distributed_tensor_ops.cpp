@@ -49,11 +49,12 @@ struct Operands {
   }
   // As emit_new, for an elementwise command (out set to the result's id).
   DistributedTensor emit_elementwise(Tensor meta, const protocol::ElementwiseCommand& command) const {
-    return master::emit_elementwise(*session, name, node(), master::on_device(std::move(meta), device()), command);
+    return master::emit_elementwise(*session, name, node(), device(), master::on_device(std::move(meta), device()),
+                                     command);
   }
   // As emit_elementwise, for a result whose mirror is made on first use.
   DistributedTensor emit_fresh(const master::FreshMeta& fresh, const protocol::ElementwiseCommand& command) const {
-    return master::emit_fresh(*session, name, node(), device(), fresh, command);
+    return master::emit_elementwise(*session, name, node(), device(), fresh, command);
   }
   // The in-place form of an elementwise command (out == 0), which writes the first operand.
   void emit_elementwise_inplace(const protocol::ElementwiseCommand& command) const {

@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <utility>
 
 #include <thd/distributed.h>
 
@@ -36,22 +37,14 @@ DistributedTensor emit_new(Session& s, const char* op, int node, Tensor meta, fb
   return DistributedTensor(std::move(h));
 }
 
-// As emit_new, for an elementwise command (its `out` set here to the new tensor's id).
-inline DistributedTensor emit_elementwise(Session& s, const char* op, int node, Tensor meta,
-                                          protocol::ElementwiseCommand command) {
+// As emit_new, for an elementwise command (its `out` set here to the new tensor's
+// id). `meta`: the result's mirror on `device`, or the FreshMeta of a result whose
+// mirror is made on first use.
+template <typename Meta>
+DistributedTensor emit_elementwise(Session& s, const char* op, int node, Device device, Meta&& meta,
+                                   protocol::ElementwiseCommand command) {
   NodeLink& link = s.link(node, op);
-  const Device device = meta.device();
-  auto h = s.new_handle(node, device, std::move(meta));
-  command.out = h->id;
-  link.append_elementwise(command);
-  return DistributedTensor(std::move(h));
-}
-
-// As emit_elementwise, for a result whose mirror is made on first use.
-inline DistributedTensor emit_fresh(Session& s, const char* op, int node, Device device, const FreshMeta& fresh,
-                                    protocol::ElementwiseCommand command) {
-  NodeLink& link = s.link(node, op);
-  auto h = s.new_handle(node, device, fresh);
+  auto h = s.new_handle(node, device, std::forward<Meta>(meta));
   command.out = h->id;
   link.append_elementwise(command);
   return DistributedTensor(std::move(h));
