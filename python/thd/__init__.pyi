@@ -508,7 +508,7 @@ def destroy_process_group(group: None = None) -> None:
 def get_rank(group: ProcessGroup | None = None) -> builtins.int:
     """This process's rank in the group (-1 when not a member)."""
 def get_world_size(group: ProcessGroup | None = None) -> builtins.int:
-    """The number of ranks in the group."""
+    """The number of ranks in the group; -1 on a rank outside it."""
 def get_backend(group: ProcessGroup | None = None) -> str:
     """The group's backend ("tcp", "mpi", ...)."""
 def new_group(ranks: Iterable[builtins.int] | None = None, timeout: _Timeout | None = None,

@@ -24,6 +24,9 @@ import datetime as _datetime
 import os as _os
 import pickle as _pickle
 import sys as _sys
+import warnings as _warnings
+
+import numpy as _np
 
 from . import _C
 from ._C import DistributedTensor, ProcessGroup, ReduceOp, Tensor, Work
@@ -47,11 +50,19 @@ def _seconds(timeout, op):
 
 
 def _tensor(t, op, name):
-    if not isinstance(t, Tensor):
-        hint = ("a DistributedTensor lives on a worker node (master-worker mode)" if isinstance(t, DistributedTensor)
-                else "thd.from_numpy(array) makes one that shares the array's memory")
-        raise TypeError(f"{op}: {name} is a thd.Tensor ({hint}), got {type(t).__name__}", op=op)
-    return t
+    """A thd.Tensor that is `t` or shares its memory: a torch tensor or NumPy array
+    works in place, as it does with torch.distributed, with no copy."""
+    if isinstance(t, Tensor):
+        return t
+    if isinstance(t, DistributedTensor):
+        raise TypeError(f"{op}: {name} must be a local thd.Tensor (or a torch tensor or NumPy array); a "
+                        "DistributedTensor lives on a worker node "
+                        "(master-worker mode's collectives take a list of them)", op=op)
+    if isinstance(t, _np.ndarray) or hasattr(t, "__dlpack__"):
+        from . import _as_local  # defined after this module is imported
+        return _as_local(t, op)
+    raise TypeError(f"{op}: {name} must be a thd.Tensor, a torch tensor or a NumPy array (shared in place), "
+                    f"got {type(t).__name__}", op=op)
 
 
 def _tensors(ts, op, name):
@@ -59,9 +70,7 @@ def _tensors(ts, op, name):
         return []
     if not isinstance(ts, (list, tuple)):
         raise TypeError(f"{op}: {name} is a list of thd.Tensor, got {type(ts).__name__}", op=op)
-    for i, t in enumerate(ts):
-        _tensor(t, op, f"{name}[{i}]")
-    return list(ts)
+    return [_tensor(t, op, f"{name}[{i}]") for i, t in enumerate(ts)]
 
 
 def _op(op, name):
@@ -74,6 +83,23 @@ def _rank_arg(rank, op, name):
     if isinstance(rank, _builtins.bool) or not hasattr(rank, "__index__"):
         raise TypeError(f"{op}: {name} is a global rank (an int), got {type(rank).__name__}", op=op)
     return rank.__index__()
+
+
+def _outside(group):
+    """Whether this rank is outside `group`, a live group of this job (None is the
+    default group; anything else, or a destroyed group, is for the call to refuse)."""
+    return (isinstance(group, ProcessGroup) and group.rank() == -1 and _C._pg_is_initialized()
+            and _C._pg_get_rank(None) not in group.ranks)
+
+
+def _not_member(group, op):
+    """torch.distributed's rule for a rank outside `group`: the call warns and does
+    nothing (returning None, or -1 from recv), so every rank can run the same code."""
+    if not _outside(group):
+        return False
+    _warnings.warn(f"Running {op} on global rank {get_rank()} which does not belong to the given group.",
+                   stacklevel=3)
+    return True
 
 
 def _master_worker(arg):
@@ -160,7 +186,10 @@ def get_rank(group=None):
 
 
 def get_world_size(group=None):
-    """The number of ranks in `group` (None: the default group)."""
+    """The number of ranks in `group` (None: the default group); -1 on a rank that is
+    not a member, as torch.distributed (group.size() still counts the members)."""
+    if _outside(group):
+        return -1
     return _C._pg_get_world_size(group)
 
 
@@ -172,7 +201,8 @@ def get_backend(group=None):
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None):
     """A group of the global ranks `ranks` (None: every rank), group rank i being
     ranks[i] (torch.distributed.new_group). Every rank of the job makes the call with
-    the same list; a rank outside it gets a group whose rank() is -1.
+    the same list; a rank outside it gets a group whose rank() is -1, and its calls
+    of the group's operations warn and do nothing, as torch.distributed's.
 
     timeout: seconds or a timedelta, the group's deadline (default: the job's). The
     backend is the job's: `backend`, if given, must name it."""
@@ -219,24 +249,32 @@ def send(tensor, dst, group=None, tag=0):
     """Sends `tensor` to global rank `dst`; returns when the tensor may be reused.
     The receiver's tensor must have the same dtype and number of elements.
     thd.ValueError for dst = this rank or a rank outside the group."""
+    if _not_member(group, "send"):
+        return None
     _C._pg_send(_tensor(tensor, "send", "tensor"), _rank_arg(dst, "send", "dst"), group, tag)
 
 
 def recv(tensor, src=None, group=None, tag=0):
     """Receives into `tensor`, in place, from global rank `src` (None: any rank);
     returns the sender's global rank."""
+    if _not_member(group, "recv"):
+        return -1
     src = _ANY_SOURCE if src is None else _rank_arg(src, "recv", "src")
     return _C._pg_recv(_tensor(tensor, "recv", "tensor"), src, group, tag)
 
 
 def isend(tensor, dst, group=None, tag=0):
     """As send, but returns a thd.Work at once; `tensor` belongs to it until it completes."""
+    if _not_member(group, "isend"):
+        return None
     return _C._pg_isend(_tensor(tensor, "isend", "tensor"), _rank_arg(dst, "isend", "dst"), group, tag)
 
 
 def irecv(tensor, src=None, group=None, tag=0):
     """As recv, but returns a thd.Work at once (its source_rank() names the sender,
     as a rank of the group, after wait())."""
+    if _not_member(group, "irecv"):
+        return None
     src = _ANY_SOURCE if src is None else _rank_arg(src, "irecv", "src")
     return _C._pg_irecv(_tensor(tensor, "irecv", "tensor"), src, group, tag)
 
@@ -291,7 +329,8 @@ def batch_isend_irecv(p2p_op_list):
 def get_process_group_ranks(group):
     """The global ranks of `group`'s members, in group-rank order
     (torch.distributed.get_process_group_ranks)."""
-    return [get_global_rank(group, r) for r in range(get_world_size(group))]
+    size = get_world_size() if group is None else group.size()
+    return [get_global_rank(group, r) for r in range(size)]
 
 
 # ---- collectives shared with master-worker mode ---------------------------------------------
@@ -307,6 +346,8 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     DistributedTensor, one per node) each become the op over all of them, in place;
     the workers run it among themselves. float16/bfloat16 sums accumulate in float32.
     """
+    if _not_member(group, "all_reduce"):
+        return None
     if _master_worker(tensor):
         return _C.all_reduce(tensor, op)
     return _C._pg_all_reduce(_tensor(tensor, "all_reduce", "tensor"), _op(op, "all_reduce"), group, async_op)
@@ -321,6 +362,8 @@ def broadcast(tensor, src=None, group=None, async_op=False, *, root_index=None):
     Master-worker mode, broadcast(tensors, root_index): tensors[root_index] is
     copied into every other DistributedTensor of the list, in place.
     """
+    if _not_member(group, "broadcast"):
+        return None
     if _master_worker(tensor):
         return _C.broadcast(tensor, src if root_index is None else root_index)
     if src is None:
@@ -338,6 +381,8 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, *, roo
     Master-worker mode, reduce(tensors, root_index, op=ReduceOp.SUM):
     tensors[root_index] becomes the op over all of them.
     """
+    if _not_member(group, "reduce"):
+        return None
     if _master_worker(tensor):
         return _C.reduce(tensor, dst if root_index is None else root_index, op)
     if dst is None:
@@ -356,6 +401,8 @@ def all_gather(tensor_list, tensor=None, group=None, async_op=False):
     Master-worker mode, all_gather(inputs) -> list: one new DistributedTensor per
     input, on its node, of shape [n, *input.shape]: every input in order.
     """
+    if _not_member(group, "all_gather"):
+        return None
     if tensor is None and _master_worker(tensor_list):
         return _C.all_gather(tensor_list)
     if tensor is None:
@@ -375,6 +422,8 @@ def reduce_scatter(output, input_list=None, op=ReduceOp.SUM, group=None, async_o
     shape [n * k, ...]; output i, on input i's node, is the op over every input's
     block i.
     """
+    if _not_member(group, "reduce_scatter"):
+        return None
     if _master_worker(output):
         # Master-worker mode's op is its second positional argument.
         return _C.reduce_scatter(output, input_list if isinstance(input_list, ReduceOp) else op)
@@ -389,6 +438,8 @@ def reduce_scatter(output, input_list=None, op=ReduceOp.SUM, group=None, async_o
 def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
     """On global rank dst, gather_list[i] (one per group rank, each of tensor's
     size) receives group rank i's `tensor`; the other ranks pass gather_list=None."""
+    if _not_member(group, "gather"):
+        return None
     return _C._pg_gather(_tensor(tensor, "gather", "tensor"), _tensors(gather_list, "gather", "gather_list"),
                          _rank_arg(dst, "gather", "dst"), group, async_op)
 
@@ -396,6 +447,8 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
 def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
     """Group rank i's `tensor` receives global rank src's scatter_list[i] (one per
     group rank, each of tensor's size); the other ranks pass scatter_list=None."""
+    if _not_member(group, "scatter"):
+        return None
     return _C._pg_scatter(_tensor(tensor, "scatter", "tensor"), _tensors(scatter_list, "scatter", "scatter_list"),
                           _rank_arg(src, "scatter", "src"), group, async_op)
 
@@ -403,6 +456,8 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
     """input_tensor_list[j] goes to group rank j, which receives it as its
     output_tensor_list[this group rank]; one tensor per group rank in each list."""
+    if _not_member(group, "all_to_all"):
+        return None
     return _C._pg_all_to_all(_tensors(output_tensor_list, "all_to_all", "output_tensor_list"),
                              _tensors(input_tensor_list, "all_to_all", "input_tensor_list"), group, async_op)
 
@@ -411,6 +466,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
                       async_op=False):
     """Rows (dim 0) of `input`, split by input_split_sizes (None: equal parts), go to
     the group ranks in order; output's rows, split by output_split_sizes, come from them."""
+    if _not_member(group, "all_to_all_single"):
+        return None
     return _C._pg_all_to_all_single(_tensor(output, "all_to_all_single", "output"),
                                     _tensor(input, "all_to_all_single", "input"), list(output_split_sizes or []),
                                     list(input_split_sizes or []), group, async_op)
@@ -419,6 +476,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
     """output_tensor (group size x input's elements) receives every group rank's
     input_tensor, in group-rank order."""
+    if _not_member(group, "all_gather_into_tensor"):
+        return None
     return _C._pg_all_gather_into_tensor(_tensor(output_tensor, "all_gather_into_tensor", "output_tensor"),
                                          _tensor(input_tensor, "all_gather_into_tensor", "input_tensor"), group,
                                          async_op)
@@ -427,6 +486,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
     """`input` holds group-size blocks of output's size; output becomes the op over
     every rank's block of this group rank."""
+    if _not_member(group, "reduce_scatter_tensor"):
+        return None
     return _C._pg_reduce_scatter_tensor(_tensor(output, "reduce_scatter_tensor", "output"),
                                         _tensor(input, "reduce_scatter_tensor", "input"),
                                         _op(op, "reduce_scatter_tensor"), group, async_op)
@@ -434,6 +495,8 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
 
 def barrier(group=None, async_op=False, device_ids=None):
     """Returns once every rank of the group has called it (device_ids: torch's, ignored)."""
+    if _not_member(group, "barrier"):
+        return None
     del device_ids
     return _C._pg_barrier(group, async_op)
 
@@ -445,6 +508,8 @@ def barrier(group=None, async_op=False, device_ids=None):
 def broadcast_object_list(object_list, src=0, group=None, device=None):
     """Global rank src's object_list (any picklable objects) replaces every other
     rank's, in place (resized to src's length)."""
+    if _not_member(group, "broadcast_object_list"):
+        return None
     del device
     src = _rank_arg(src, "broadcast_object_list", "src")
     mine = _pickle.dumps(list(object_list)) if get_rank() == src else b""
@@ -456,12 +521,16 @@ def broadcast_object_list(object_list, src=0, group=None, device=None):
 def all_gather_object(object_list, obj, group=None):
     """object_list becomes every group rank's `obj`, in group-rank order (resized
     to the group's size)."""
+    if _not_member(group, "all_gather_object"):
+        return None
     object_list[:] = [_pickle.loads(b) for b in _C._pg_all_gather_bytes(_pickle.dumps(obj), group)]
 
 
 def gather_object(obj, object_gather_list=None, dst=0, group=None):
     """On global rank dst, object_gather_list becomes every group rank's `obj`, in
     group-rank order; the other ranks pass None."""
+    if _not_member(group, "gather_object"):
+        return None
     dst = _rank_arg(dst, "gather_object", "dst")
     got = _C._pg_gather_bytes(_pickle.dumps(obj), dst, group)
     if get_rank() == dst:
@@ -474,6 +543,8 @@ def gather_object(obj, object_gather_list=None, dst=0, group=None):
 def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=0, group=None):
     """Group rank i's scatter_object_output_list[0] becomes global rank src's
     scatter_object_input_list[i] (one object per group rank)."""
+    if _not_member(group, "scatter_object_list"):
+        return None
     src = _rank_arg(src, "scatter_object_list", "src")
     inputs = []
     if get_rank() == src:

@@ -48,6 +48,25 @@ a = np.full(3, float(r), dtype=np.float32)
 t = thd.from_numpy(a)
 assert thd.all_reduce(t) is None
 same(a, [6.0, 6.0, 6.0])  # the NumPy array shares the tensor's memory
+# NumPy arrays and torch tensors work in place themselves, as with torch.distributed.
+direct = np.full(2, float(r), dtype=np.float32)
+thd.all_reduce(direct)
+same(direct, [6.0, 6.0])
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is not None:
+    tt = torch.full((2,), float(r))
+    thd.all_reduce(tt, op=thd.ReduceOp.MAX)
+    assert tt.tolist() == [3.0, 3.0], tt
+    gathered = [torch.zeros(1, dtype=torch.int64) for _ in range(n)]
+    thd.all_gather(gathered, torch.tensor([r * 5]))
+    assert [x.item() for x in gathered] == [0, 5, 10, 15], gathered
+    flags = torch.tensor([r == 1, False])  # bool: no DLPack in older torch, shared through NumPy
+    thd.all_reduce(flags, op=thd.ReduceOp.MAX)
+    assert flags.tolist() == [True, False], flags
+raises(thd.TypeError, "must be a thd.Tensor, a torch tensor or a NumPy array", thd.all_reduce, [1.0])
 m = local([r, -r], np.int64)
 thd.all_reduce(m, op=thd.ReduceOp.MAX)
 same(m, [3, 0])
@@ -166,7 +185,7 @@ thd.barrier()
 # ---- a subgroup: global ranks 0 and 2 ------------------------------------------------------------
 evens = thd.new_group([0, 2])
 assert isinstance(evens, thd.ProcessGroup) and evens.ranks == [0, 2] and evens.size() == 2
-assert thd.get_world_size(evens) == 2
+assert thd.get_world_size(evens) == (2 if r in (0, 2) else -1)
 assert thd.get_rank(evens) == ({0: 0, 2: 1}.get(r, -1)) == evens.rank()
 if r in (0, 2):
     assert thd.get_group_rank(evens, 2) == 1 and thd.get_global_rank(evens, 1) == 2
@@ -182,7 +201,22 @@ if r in (0, 2):
     same(glist[0], [0.0])
     same(glist[1], [6.0])
 else:
-    raises(thd.ValueError, "not a member of the group", thd.all_reduce, local([1.0]), group=evens)
+    # torch.distributed's rule: a rank outside the group warns and does nothing.
+    import warnings
+    outside = local([1.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert thd.all_reduce(outside, group=evens) is None
+        assert thd.broadcast(outside, src=0, group=evens, async_op=True) is None
+        assert thd.recv(outside, src=0, group=evens) == -1
+        assert thd.barrier(group=evens) is None
+        objs = ["untouched"]
+        assert thd.broadcast_object_list(objs, src=0, group=evens) is None
+    same(outside, [1.0])
+    assert objs == ["untouched"]
+    assert len(caught) == 5 and all("does not belong to the given group" in str(w.message) for w in caught), \
+        [str(w.message) for w in caught]
+    assert thd.get_world_size(evens) == -1 and evens.size() == 2
 everyone = thd.new_group()
 assert everyone.size() == n
 assert thd.get_process_group_ranks(evens) == [0, 2] and thd.get_process_group_ranks(None) == list(range(n))
@@ -231,7 +265,7 @@ assert e.op == "send", e.op
 raises(thd.ValueError, "own rank", thd.recv, local([1.0]), r)
 raises(thd.ValueError, f"rank {n}", thd.send, local([1.0]), n)
 raises(thd.ValueError, f"rank {n + 3}", thd.broadcast, local([1.0]), n + 3)
-raises(thd.TypeError, "thd.Tensor", thd.all_reduce, np.zeros(3))
+raises(thd.TypeError, "thd.Tensor", thd.all_reduce, "not a tensor")
 raises(thd.TypeError, "ReduceOp", thd.all_reduce, local([1.0]), "sum")
 raises(thd.TypeError, "ProcessGroup", thd.all_reduce, local([1.0]), thd.ReduceOp.SUM, "world")
 raises(thd.TypeError, "timeout", thd.all_reduce(local([1.0]), async_op=True).wait, "soon")
