@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "datachannel/check.h"
+#include "datachannel/unnamed_count.h"
 
 namespace thd::detail {
 
@@ -41,7 +42,12 @@ std::string describe(const MessageKind& kind) {
   const bool known_dtype = kind.dtype < kNumDTypes;
   std::string what;
   if (kind.op == MessageOp::Barrier) return "barrier";
-  if (kind.dtype == kRawBytes) {
+  if (kind.count == kUnnamedCount) {
+    what = kind.dtype == kRawBytes ? "a count of bytes too large for its message tag to name"
+           : known_dtype
+               ? fmt::format("{}, a count too large for its message tag to name", dtype_name(static_cast<DType>(kind.dtype)))
+               : fmt::format("dtype code {}, a count too large for its message tag to name", kind.dtype);
+  } else if (kind.dtype == kRawBytes) {
     what = fmt::format("{} bytes", kind.count);
   } else if (known_dtype) {
     what = fmt::format("{}, {} elements", dtype_name(static_cast<DType>(kind.dtype)), kind.count);
