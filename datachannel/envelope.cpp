@@ -43,10 +43,14 @@ std::string describe(const MessageKind& kind) {
   std::string what;
   if (kind.op == MessageOp::Barrier) return "barrier";
   if (kind.count == kUnnamedCount) {
-    what = kind.dtype == kRawBytes ? "a count of bytes too large for its message tag to name"
-           : known_dtype
-               ? fmt::format("{}, a count too large for its message tag to name", dtype_name(static_cast<DType>(kind.dtype)))
-               : fmt::format("dtype code {}, a count too large for its message tag to name", kind.dtype);
+    constexpr std::string_view unnamed = "a count too large for its message tag to name";
+    if (kind.dtype == kRawBytes) {
+      what = fmt::format("bytes, {}", unnamed);
+    } else if (known_dtype) {
+      what = fmt::format("{}, {}", dtype_name(static_cast<DType>(kind.dtype)), unnamed);
+    } else {
+      what = fmt::format("dtype code {}, {}", kind.dtype, unnamed);
+    }
   } else if (kind.dtype == kRawBytes) {
     what = fmt::format("{} bytes", kind.count);
   } else if (known_dtype) {

@@ -606,7 +606,7 @@ std::exception_ptr FabricPipe::too_long(const Op& op, size_t message_bytes, uint
   const std::string sent = message_bytes > 0 ? fmt::format("a message of {} bytes", message_bytes)
                                              : std::string("a message (libfabric does not say how long)");
   // A tagged receive from any rank learns the sender from the message's tag.
-  const int sender = op.tagged && native_ ? native_->unpack(message_tag).sender : op.peer;
+  const int sender = op.tagged && native_ ? native_origin(message_tag).sender : op.peer;
   return std::make_exception_ptr(
       ValueError(fmt::format("{} from rank {} (tag {}) is longer than the receive buffer of {} bytes; the receive "
                              "failed and the message is dropped",

@@ -102,13 +102,14 @@ class CollectiveTagLayout {
     if (!fits(e, sender)) return std::nullopt;
     return stream_bits(e, sender) | kind_bits(e.kind);
   }
-  // A receive's tag and mask for envelope `e` from `source` (one rank: collectives
-  // receive from a known peer), for an envelope that fits.
+  // A receive's tag and mask for envelope `e` from `source` (kAnySource: the
+  // sender is left out of the mask too), for an envelope that fits.
   struct Match {
     uint64_t tag;
     uint64_t mask;
   };
   constexpr Match match(const Envelope& e, int source) const noexcept {
+    if (source == kAnySource) return {stream_bits(e, 0), match_mask() & ~field(sender_bits_, kMatchedBits)};
     return {stream_bits(e, source), match_mask()};
   }
 

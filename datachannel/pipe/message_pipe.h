@@ -141,8 +141,9 @@ class MessagePipe {
 
   // ---- matching by the library itself (optional) ----
   // A pipe whose library matches 64-bit tags packs the envelopes that fit into its
-  // tag (point-to-point ones, and collective ones where it can); PipeEngine then sends and receives those messages with the calls below,
-  // not on the control tag, and the library matches them (docs/backends.md).
+  // tag (point-to-point ones, and collective ones where it can); PipeEngine then
+  // sends and receives those messages with the calls below, not on the control
+  // tag, and the library matches them (docs/backends.md).
   // Whether this pipe offers it (false: the calls below are never made).
   virtual bool matches_natively() const noexcept { return false; }
   // The tag a message with `envelope` from `sender` is sent with; nullopt when it

@@ -137,8 +137,7 @@ PipeEngine::PipeEngine(std::unique_ptr<MessagePipe> pipe, const PipeTuning& tuni
       cut_off_(static_cast<size_t>(size_), 0) {
   THD_CHECK(max_data_tag_ >= 2, ValueError, "DataChannel::create", "the {} pipe offers no data tags", name_);
   if (native_) {
-    THD_LOG_DEBUG("{} backend (rank {}): messages that fit its tags are matched by the library", name_,
-                  rank_);
+    THD_LOG_DEBUG("{} backend (rank {}): messages that fit its tags are matched by the library", name_, rank_);
   }
 }
 
@@ -857,9 +856,8 @@ void PipeEngine::advance_native() {
     // and the message is taken into one to drop), then takes exactly that message.
     const MessagePipe::NativeOrigin origin = pipe_->native_origin(probed->tag);
     detail::PostedRecv posted{r.request, r.data, r.source, r.envelope};
-    if (auto error = detail::accept_any_length(rank(), origin.sender, posted,
-                                               pipe_->native_envelope(r.envelope, probed->tag, probed->length), probed->length,
-                                               nullptr)) {
+    const Envelope arrived = pipe_->native_envelope(r.envelope, probed->tag, probed->length);
+    if (auto error = detail::accept_any_length(rank(), origin.sender, posted, arrived, probed->length, nullptr)) {
       r.request->fail(error);
       r.discarding = true;
       r.discard.resize(probed->length);

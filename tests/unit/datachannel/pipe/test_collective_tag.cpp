@@ -84,6 +84,9 @@ TEST(CollectiveTag, ReceivesMatchTheirStreamAndLeaveTheKindToTheCheck) {
   EXPECT_FALSE(matches(m, *layout.tag_of(call(2, 6, 17, kSum), 3))) << "another caller's tag";
   EXPECT_FALSE(matches(m, *layout.tag_of(call(3, 5, 17, kSum), 3))) << "another group";
   EXPECT_TRUE(matches(m, *layout.tag_of(call(2, 5, 17 + 4096, kSum), 3))) << "the sequence wraps at 2^12";
+  const auto any = layout.match(posted, kAnySource);
+  for (int sender : {0, 1, 2, 3}) EXPECT_TRUE(matches(any, *layout.tag_of(posted, sender))) << sender;
+  EXPECT_FALSE(matches(any, *layout.tag_of(call(2, 5, 18, kSum), 3)));
   EXPECT_EQ(layout.sender_of(*layout.tag_of(posted, 3)), 3);
   EXPECT_TRUE(layout.is_collective(*layout.tag_of(posted, 3)));
   EXPECT_EQ(*layout.tag_of(posted, 3) >> 62, 3U) << "both top bits mark a collective";
