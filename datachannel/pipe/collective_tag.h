@@ -13,7 +13,7 @@
 //   4 bits          the op (MessageOp)
 //   sender_bits     the sender's world rank (bit_width(world size - 1) bits)
 //   6 bits          the group id (the envelope's collective context / 2)
-//   6 bits          the caller's tag (the envelope's tag >> 32)
+//   6 bits          the caller's tag (collective_envelope.h)
 //   12 bits         the call's sequence number on (group, tag), modulo 2^12
 //
 // A receive matches the marker bits, group, tag, sequence and sender; the kind
@@ -40,6 +40,7 @@
 #include <thd/datachannel.h>
 #include <thd/dtype.h>
 
+#include "datachannel/collective_envelope.h"
 #include "datachannel/envelope.h"
 #include "datachannel/unnamed_count.h"
 
@@ -89,7 +90,7 @@ class CollectiveTagLayout {
   // rank of the world (and a kind as the calls make them, which always fits).
   constexpr bool fits(const Envelope& e, int sender) const noexcept {
     const MessageKind& k = e.kind;
-    const int64_t user_tag = e.tag >> 32;
+    const int64_t user_tag = collective_user_tag(e.tag);
     return (e.context % 2) == 1 && e.context / 2 < (1U << kGroupBits) && e.tag >= 0 && user_tag < (1 << kTagBits) &&
            sender >= 0 && sender < (1 << sender_bits_) && k.op != MessageOp::P2P && k.op <= kLastMessageOp &&
            (k.dtype == kRawBytes || k.dtype < kNumDTypes) && k.reduce < (1U << kReduceBits) && k.root >= -1 &&
@@ -161,8 +162,8 @@ class CollectiveTagLayout {
   }
   constexpr int kind_shift() const noexcept { return kMatchedBits + sender_bits_; }
   constexpr uint64_t stream_bits(const Envelope& e, int sender) const noexcept {
-    const auto seq = static_cast<uint64_t>(e.tag) & ((uint64_t{1} << kSeqBits) - 1);
-    const auto user_tag = static_cast<uint64_t>(e.tag >> 32);
+    const uint64_t seq = collective_sequence(e.tag) & ((uint64_t{1} << kSeqBits) - 1);
+    const auto user_tag = static_cast<uint64_t>(collective_user_tag(e.tag));
     return marker() | (static_cast<uint64_t>(sender) << kMatchedBits) |
            (static_cast<uint64_t>(e.context / 2) << (kSeqBits + kTagBits)) | (user_tag << kSeqBits) | seq;
   }

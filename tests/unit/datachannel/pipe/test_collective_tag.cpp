@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <set>
 
+#include "datachannel/collective_envelope.h"
 #include "datachannel/envelope.h"
 #include "datachannel/pipe/collective_tag.h"
 #include "datachannel/unnamed_count.h"
@@ -24,7 +25,7 @@ MessageKind kind(MessageOp op, DType dtype, uint64_t count, int root = -1, Reduc
 
 // A collective call's envelope, as launch_collective makes it.
 Envelope call(uint32_t group, int64_t user_tag, uint32_t seq, const MessageKind& k) {
-  return {detail::collective_context(group), (user_tag << 32) | seq, k};
+  return detail::collective_envelope(group, user_tag, seq, k);
 }
 
 const MessageKind kSum = kind(MessageOp::AllReduce, kFloat32, 1000);

@@ -11,6 +11,7 @@
 
 #include <thd/store.h>
 
+#include "datachannel/collective_envelope.h"
 #include "datachannel/net/auth.h"
 #include "datachannel/pipe/pipe_test_util.h"
 #include "datachannel/pipe/pipe_transport.h"
@@ -50,7 +51,7 @@ MessageKind kind(MessageOp op, DType dtype, uint64_t count, int root = -1, Reduc
 
 // A message of a collective call on the world group, as launch_collective makes it.
 Envelope call(int64_t user_tag, uint32_t seq, const MessageKind& k) {
-  return {detail::collective_context(0), (user_tag << 32) | seq, k};
+  return detail::collective_envelope(0, user_tag, seq, k);
 }
 
 class NativeCollectives : public ::testing::TestWithParam<std::string> {
