@@ -114,6 +114,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   }
   NativeMatch native_match(const Envelope& envelope, int source) const override {
     if (envelope.context % 2 == 1) {
+      if (!collective_) return {};
       const auto m = collective_->match(envelope, source);
       return {m.tag, m.mask};
     }
