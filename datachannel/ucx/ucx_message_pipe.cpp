@@ -495,7 +495,11 @@ void UcxMessagePipe::finish(const RequestSlot& slot, ucs_status_t status, size_t
   }
   if (slot.orphaned) return;
   ++completed_;
-  if (slot.sender_out != nullptr) *slot.sender_out = sender_tag;
+  // Only a receive that met a message has its tag: a cancelled one's info is
+  // whatever UCX's request memory last held.
+  if (slot.sender_out != nullptr && (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED)) {
+    *slot.sender_out = sender_tag;
+  }
   if (status == UCS_OK) {
     slot.op->done(nullptr, slot.kind == RequestSlot::Kind::Send ? slot.bytes : length);
   } else {
