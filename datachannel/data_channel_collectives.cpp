@@ -6,6 +6,7 @@
 
 #include "datachannel/channel_util.h"
 #include "datachannel/check.h"
+#include "datachannel/collective_envelope.h"
 #include "datachannel/collective_launch.h"
 #include "datachannel/collectives/algorithms.h"
 #include "datachannel/collectives/reduce_kernels.h"
@@ -260,7 +261,7 @@ Request launch_collective(GroupState& g, const MessageKind& kind, const Collecti
   const std::string op{detail::message_op_name(kind.op)};
   detail::check_tag(g, o.tag, op, kMaxCollectiveTag);
   const uint32_t seq = g.next_sequence(o.tag);
-  const Envelope env{detail::collective_context(g.id), (o.tag << 32) | static_cast<int64_t>(seq), kind};
+  const Envelope env = detail::collective_envelope(g.id, o.tag, seq, kind);
   auto req = detail::make_request(g, op, detail::resolve_timeout(g, o.timeout), /*engine=*/nullptr);
   req->keepalive = std::move(keep);
 

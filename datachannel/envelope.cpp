@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "datachannel/check.h"
+#include "datachannel/unnamed_count.h"
 
 namespace thd::detail {
 
@@ -41,7 +42,16 @@ std::string describe(const MessageKind& kind) {
   const bool known_dtype = kind.dtype < kNumDTypes;
   std::string what;
   if (kind.op == MessageOp::Barrier) return "barrier";
-  if (kind.dtype == kRawBytes) {
+  if (kind.count == kUnnamedCount) {
+    constexpr std::string_view unnamed = "a count too large for its message tag to name";
+    if (kind.dtype == kRawBytes) {
+      what = fmt::format("bytes, {}", unnamed);
+    } else if (known_dtype) {
+      what = fmt::format("{}, {}", dtype_name(static_cast<DType>(kind.dtype)), unnamed);
+    } else {
+      what = fmt::format("dtype code {}, {}", kind.dtype, unnamed);
+    }
+  } else if (kind.dtype == kRawBytes) {
     what = fmt::format("{} bytes", kind.count);
   } else if (known_dtype) {
     what = fmt::format("{}, {} elements", dtype_name(static_cast<DType>(kind.dtype)), kind.count);

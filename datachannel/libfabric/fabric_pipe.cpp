@@ -146,6 +146,7 @@ FabricPipe::FabricPipe(int rank, int size, Endpoint endpoint, std::vector<fi_add
   }
   native_ = NativeLayout::make(tags_);
   if (native_) {
+    collective_ = pipe::CollectiveTagLayout::make(tags_.usable(), size);
     // Native matching needs the provider's peek for receives of any length; one
     // that refuses it keeps every message on the control path.
     peek_ = std::make_unique<Op>(Op::Kind::Peek, -1, 0, nullptr, 0, nullptr);
@@ -210,12 +211,23 @@ void FabricPipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe::Pip
 }
 
 pipe::MessagePipe::NativeMatch FabricPipe::native_match(const Envelope& envelope, int source) const {
+  if (envelope.context % 2 == 1) {
+    if (!collective_) return {};
+    const pipe::CollectiveTagLayout::Match m = collective_->match(envelope, source);
+    return {m.tag, m.mask};
+  }
   if (!native_) return {};
   const NativeLayout::Match m = native_->match(envelope, source);
   return {m.tag, m.mask};
 }
 
+Envelope FabricPipe::native_envelope(const Envelope& posted, uint64_t tag, size_t bytes) const {
+  if (collective_ && collective_->is_collective(tag)) return collective_->arrival(posted, tag);
+  return MessagePipe::native_envelope(posted, tag, bytes);
+}
+
 pipe::MessagePipe::NativeOrigin FabricPipe::native_origin(uint64_t tag) const {
+  if (collective_ && collective_->is_collective(tag)) return {collective_->sender_of(tag), detail::kRawBytes};
   if (!native_) return {};
   const NativeLayout::Fields f = native_->unpack(tag);
   return {f.sender, f.dtype == NativeLayout::kRawBytesCode ? detail::kRawBytes : static_cast<uint8_t>(f.dtype)};
@@ -594,7 +606,7 @@ std::exception_ptr FabricPipe::too_long(const Op& op, size_t message_bytes, uint
   const std::string sent = message_bytes > 0 ? fmt::format("a message of {} bytes", message_bytes)
                                              : std::string("a message (libfabric does not say how long)");
   // A tagged receive from any rank learns the sender from the message's tag.
-  const int sender = op.tagged && native_ ? native_->unpack(message_tag).sender : op.peer;
+  const int sender = op.tagged && native_ ? native_origin(message_tag).sender : op.peer;
   return std::make_exception_ptr(
       ValueError(fmt::format("{} from rank {} (tag {}) is longer than the receive buffer of {} bytes; the receive "
                              "failed and the message is dropped",

@@ -13,7 +13,8 @@
 // beside the pipe's own and it answers a peek (FI_PEEK) at construction,
 // matches_natively() is true and thd's point-to-point messages that fit go
 // through send_tagged/recv_tagged/probe_tagged (fi_tsend, fi_trecv with an ignore
-// mask, fi_trecvmsg with FI_PEEK), matched by the provider itself.
+// mask, fi_trecvmsg with FI_PEEK), matched by the provider itself; so do its
+// collective messages, in pipe/collective_tag.h's layout, where the bits hold it.
 //
 // Peers: a rank that destroys its pipe sends every peer a goodbye (a reserved tag,
 // tag_layout.h); a send that fails means the path to its peer is gone. Either way
@@ -49,6 +50,7 @@
 #include "datachannel/libfabric/memory_region.h"
 #include "datachannel/libfabric/sleeper.h"
 #include "datachannel/libfabric/tag_layout.h"
+#include "datachannel/pipe/collective_tag.h"
 #include "datachannel/pipe/message_pipe.h"
 
 namespace thd::detail::libfabric {
@@ -96,10 +98,12 @@ class FabricPipe final : public pipe::MessagePipe {
   // ---- messages matched by libfabric itself (message_pipe.h) ----
   bool matches_natively() const noexcept override { return native_.has_value() && peeks_; }
   std::optional<uint64_t> native_tag(const Envelope& envelope, int sender) const override {
+    if (envelope.context % 2 == 1) return collective_ ? collective_->tag_of(envelope, sender) : std::nullopt;
     return native_ ? native_->tag_of(envelope, sender) : std::nullopt;
   }
   NativeMatch native_match(const Envelope& envelope, int source) const override;
   NativeOrigin native_origin(uint64_t tag) const override;
+  Envelope native_envelope(const Envelope& posted, uint64_t tag, size_t bytes) const override;
   // To this rank too: the provider delivers to the endpoint's own address.
   void send_tagged(int peer, uint64_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override;
   bool send_tagged_at_once(int peer, uint64_t tag, std::span<const uint8_t> data) override;
@@ -177,6 +181,9 @@ class FabricPipe final : public pipe::MessagePipe {
   bool closing_ = false;
 
   std::optional<NativeLayout> native_;  // where the provider's tag bits hold it
+  // Collectives' layout (pipe/collective_tag.h), beside native_ where the bits
+  // also hold it: its two top bits both set, which no other tag here has.
+  std::optional<pipe::CollectiveTagLayout> collective_;
   bool peeks_ = false;                  // the provider answered the construction's peek
   std::unique_ptr<Op> peek_;            // the peek in use
   std::vector<std::unique_ptr<Op>> unanswered_peeks_;  // kept for the provider until close

@@ -87,8 +87,9 @@ class TagLayout {
 // 57..61, native 62. A receive matches on everything but the dtype (and the
 // sender, for kAnySource) and checks the dtype and the length when the message
 // lands: a point-to-point message's kind is its dtype and element count.
-// Collectives are never native (their kind holds op, reduce op and root). An
-// envelope that does not fit (a tag or group past its field) is refused by
+// Collectives have a layout of their own (pipe/collective_tag.h), marked by bits
+// U-1 and U-2 both set, which no tag here has (the goodbye flag clears the native
+// bit, a point-to-point tag the goodbye flag). An envelope that does not fit (a tag or group past its field) is refused by
 // fits(), never folded into another's bits: it travels on the pipe's control tag,
 // as every message of its (context, tag) does.
 class NativeLayout {

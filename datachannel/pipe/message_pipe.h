@@ -5,8 +5,8 @@
 // a payload byte lands, unexpected messages, cancel, self-sends, deadlines) is
 // written once, in PipeTransport (pipe_transport.h), over any MessagePipe.
 // A pipe whose library matches 64-bit tags itself may also offer that matching
-// for the point-to-point envelopes that fit its tag ("matching by the library
-// itself" below), which PipeEngine then uses for them.
+// for the envelopes that fit its tag, point-to-point and collective ("matching by
+// the library itself" below), which PipeEngine then uses for them.
 //
 // How PipeTransport uses a pipe: tag kControlTag carries fixed-size control
 // messages (a header, and small payloads inline); every other tag, 1..max_tag(),
@@ -29,6 +29,7 @@
 #include <string_view>
 
 #include "datachannel/envelope.h"
+#include "datachannel/pipe/native_arrival.h"
 #include "datachannel/net/socket.h"
 
 namespace thd::detail {
@@ -140,8 +141,9 @@ class MessagePipe {
 
   // ---- matching by the library itself (optional) ----
   // A pipe whose library matches 64-bit tags packs the envelopes that fit into its
-  // tag; PipeEngine then sends and receives those messages with the calls below,
-  // not on the control tag, and the library matches them (docs/backends.md).
+  // tag (point-to-point ones, and collective ones where it can); PipeEngine then
+  // sends and receives those messages with the calls below, not on the control
+  // tag, and the library matches them (docs/backends.md).
   // Whether this pipe offers it (false: the calls below are never made).
   virtual bool matches_natively() const noexcept { return false; }
   // The tag a message with `envelope` from `sender` is sent with; nullopt when it
@@ -164,6 +166,13 @@ class MessagePipe {
     uint8_t dtype = detail::kRawBytes;
   };
   virtual NativeOrigin native_origin(uint64_t /*tag*/) const { return {}; }
+  // The envelope a message of `bytes` with tag `tag` that matched a receive posted
+  // with `posted` came with (what a mismatch is named with): a point-to-point
+  // message's kind is its dtype and element count; a pipe that packs collectives
+  // too (pipe/collective_tag.h) says theirs.
+  virtual Envelope native_envelope(const Envelope& posted, uint64_t tag, size_t bytes) const {
+    return native_arrival(posted, native_origin(tag).dtype, bytes);
+  }
   // Sends to `peer` (this rank included) with the whole tag `tag`; as send().
   virtual void send_tagged(int /*peer*/, uint64_t /*tag*/, std::span<const uint8_t> /*data*/, PipeOp* /*op*/) {}
   // send_at_once() with the whole tag `tag`.

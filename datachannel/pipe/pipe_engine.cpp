@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "datachannel/check.h"
-#include "datachannel/pipe/native_arrival.h"
 #include "datachannel/pipe/small_message_header.h"
 
 #include <thd/dtype.h>
@@ -138,8 +137,7 @@ PipeEngine::PipeEngine(std::unique_ptr<MessagePipe> pipe, const PipeTuning& tuni
       cut_off_(static_cast<size_t>(size_), 0) {
   THD_CHECK(max_data_tag_ >= 2, ValueError, "DataChannel::create", "the {} pipe offers no data tags", name_);
   if (native_) {
-    THD_LOG_DEBUG("{} backend (rank {}): point-to-point messages that fit its tags are matched by the library", name_,
-                  rank_);
+    THD_LOG_DEBUG("{} backend (rank {}): messages that fit its tags are matched by the library", name_, rank_);
   }
 }
 
@@ -858,9 +856,8 @@ void PipeEngine::advance_native() {
     // and the message is taken into one to drop), then takes exactly that message.
     const MessagePipe::NativeOrigin origin = pipe_->native_origin(probed->tag);
     detail::PostedRecv posted{r.request, r.data, r.source, r.envelope};
-    if (auto error = detail::accept_any_length(rank(), origin.sender, posted,
-                                               native_arrival(r.envelope, origin.dtype, probed->length), probed->length,
-                                               nullptr)) {
+    const Envelope arrived = pipe_->native_envelope(r.envelope, probed->tag, probed->length);
+    if (auto error = detail::accept_any_length(rank(), origin.sender, posted, arrived, probed->length, nullptr)) {
       r.request->fail(error);
       r.discarding = true;
       r.discard.resize(probed->length);
@@ -893,13 +890,13 @@ void PipeEngine::on_native(NativeRecv& r, std::exception_ptr error, size_t bytes
       // any mismatch is, with both kinds and lengths.
       if (bytes > 0 && !request->any_length) {
         error = detail::message_mismatch(rank(), origin.sender, r.envelope, r.data.size(),
-                                         native_arrival(r.envelope, origin.dtype, bytes), bytes);
+                                         pipe_->native_envelope(r.envelope, r.sender_tag, bytes), bytes);
       }
       request->fail(error);
     } else if (request->any_length) {
       request->complete(origin.sender, bytes);
     } else if (auto mismatch = detail::check_match(rank(), origin.sender, r.envelope, r.data.size(),
-                                                   native_arrival(r.envelope, origin.dtype, bytes), bytes)) {
+                                                   pipe_->native_envelope(r.envelope, r.sender_tag, bytes), bytes)) {
       request->fail(mismatch);
     } else {
       request->complete(origin.sender, bytes);

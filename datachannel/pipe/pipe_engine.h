@@ -16,11 +16,12 @@
 // (token_proof.h); heartbeats (liveness.h) are read and dropped here.
 //
 // Where the pipe's library matches tags itself (MessagePipe::matches_natively), a
-// point-to-point message whose envelope fits the pipe's tag skips all that: it is
-// sent with send_tagged and received with recv_tagged straight into the
-// receive's memory, and checked against the receive when it lands (its dtype from
-// the tag, its length). A receive of any length probes for its length first, and
-// receives after it that could take the same messages wait until it has.
+// message whose envelope fits the pipe's tag skips all that: it is sent with
+// send_tagged and received with recv_tagged straight into the receive's memory,
+// and checked against the receive when it lands (its kind from the tag:
+// a point-to-point message's dtype, a collective's op, dtype, reduce op, root and
+// count; and its length). A receive of any length probes for its length first,
+// and receives after it that could take the same messages wait until it has.
 //
 // Threading: every method is called under the owner's lock, which thereby guards
 // the match queues and every pipe call. The pipe reports completions through

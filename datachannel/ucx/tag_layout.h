@@ -61,8 +61,9 @@ constexpr int sender_of(ucp_tag_t tag) { return static_cast<int>((tag & kSenderM
 // A receive matches on everything but the dtype (and the sender, for kAnySource),
 // and checks the sender's dtype and the message's length when it completes: a
 // point-to-point message's kind is its dtype and its element count, so a mismatch
-// is caught whole. Only point-to-point envelopes are native: a collective's kind
-// also holds its op, reduce op and root, and its tag the call's sequence number.
+// is caught whole. A collective's messages have a layout of their own
+// (pipe/collective_tag.h), marked by bits 63 and 62 both set, which no tag here
+// has: the pipe's own messages clear bit 62 (below), point-to-point ones bit 63.
 // An envelope that does not fit (native_tag() says nullopt) travels on the pipe's
 // control tag instead (the software matching), as every message of its (context,
 // tag) does, so the two paths never share an order to keep; no two envelopes

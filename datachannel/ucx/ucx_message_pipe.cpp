@@ -75,6 +75,7 @@ UcxMessagePipe::UcxMessagePipe(int rank, int size, UniqueContext context, Unique
                                const PipeSettings& settings)
     : MessagePipe(rank, size),
       settings_(settings),
+      collective_(pipe::CollectiveTagLayout::make(64, size)),
       context_(std::move(context)),
       worker_(std::move(worker)),
       peers_(static_cast<size_t>(size)) {
@@ -287,8 +288,14 @@ void UcxMessagePipe::recv(int peer, uint32_t tag, std::span<uint8_t> data, pipe:
 }
 
 pipe::MessagePipe::NativeOrigin UcxMessagePipe::native_origin(uint64_t tag) const {
+  if (collective_ && collective_->is_collective(tag)) return {collective_->sender_of(tag), detail::kRawBytes};
   const NativeFields f = unpack_native(tag);
   return {f.sender, f.dtype == kNativeRawBytes ? detail::kRawBytes : static_cast<uint8_t>(f.dtype)};
+}
+
+Envelope UcxMessagePipe::native_envelope(const Envelope& posted, uint64_t tag, size_t bytes) const {
+  if (collective_ && collective_->is_collective(tag)) return collective_->arrival(posted, tag);
+  return MessagePipe::native_envelope(posted, tag, bytes);
 }
 
 void UcxMessagePipe::send_tagged(int peer, uint64_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) {
@@ -488,7 +495,11 @@ void UcxMessagePipe::finish(const RequestSlot& slot, ucs_status_t status, size_t
   }
   if (slot.orphaned) return;
   ++completed_;
-  if (slot.sender_out != nullptr) *slot.sender_out = sender_tag;
+  // Only a receive that met a message has its tag: a cancelled one's info is
+  // whatever UCX's request memory last held.
+  if (slot.sender_out != nullptr && (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED)) {
+    *slot.sender_out = sender_tag;
+  }
   if (status == UCS_OK) {
     slot.op->done(nullptr, slot.kind == RequestSlot::Kind::Send ? slot.bytes : length);
   } else {

@@ -30,6 +30,7 @@
 #include <ucp/api/ucp.h>
 
 #include "datachannel/net/fd.h"
+#include "datachannel/pipe/collective_tag.h"
 #include "datachannel/pipe/message_pipe.h"
 #include "datachannel/ucx/tag_layout.h"
 #include "datachannel/ucx/ucx_handles.h"
@@ -102,17 +103,26 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   // UCP_EP_CLOSE_FLAG_FORCE and its receives are cancelled at the next progress().
   void peer_lost(int peer, std::string_view why) override;
 
-  // ---- messages matched by UCX itself (message_pipe.h), in tag_layout.h's native
-  // layout: for worlds whose every rank fits its sender field ----
+  // ---- messages matched by UCX itself (message_pipe.h): point-to-point ones in
+  // tag_layout.h's native layout, for worlds whose every rank fits its sender
+  // field; collective ones in pipe/collective_tag.h's, where the world leaves it
+  // room ----
   bool matches_natively() const noexcept override { return size() <= kMaxNativeSender + 1; }
   std::optional<uint64_t> native_tag(const Envelope& envelope, int sender) const override {
-    return ucx::native_tag(envelope, sender);
+    if (envelope.context % 2 == 0) return ucx::native_tag(envelope, sender);
+    return collective_ ? collective_->tag_of(envelope, sender) : std::nullopt;
   }
   NativeMatch native_match(const Envelope& envelope, int source) const override {
+    if (envelope.context % 2 == 1) {
+      if (!collective_) return {};
+      const auto m = collective_->match(envelope, source);
+      return {m.tag, m.mask};
+    }
     const auto m = ucx::native_match(envelope, source);
     return {m.tag, m.mask};
   }
   NativeOrigin native_origin(uint64_t tag) const override;
+  Envelope native_envelope(const Envelope& posted, uint64_t tag, size_t bytes) const override;
   // To this rank too, through an endpoint to its own worker made at the first such send.
   void send_tagged(int peer, uint64_t tag, std::span<const uint8_t> data, pipe::PipeOp* op) override;
   bool send_tagged_at_once(int peer, uint64_t tag, std::span<const uint8_t> data) override;
@@ -187,6 +197,9 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   void close_endpoints(const std::vector<bool>& sends_stuck, net::Deadline until);
 
   const PipeSettings settings_;
+  // Where this world's collectives fit UCX's tag (bit 63, the internal bit, and
+  // bit 62, the native bit, both set mark them).
+  const std::optional<pipe::CollectiveTagLayout> collective_;
   UniqueContext context_;
   UniqueWorker worker_;
   int worker_fd_ = -1;                                // ucp_worker_get_efd: owned by the worker

@@ -1039,7 +1039,11 @@ TEST_P(LibfabricPipe, MatchesNativelyWhereTheProviderAnswersAPeek) {
   EXPECT_TRUE(world[0].native_tag(native_envelope(5), 1).has_value());
   detail::Envelope collective = native_envelope(5);
   collective.context = detail::collective_context(1);
-  EXPECT_FALSE(world[0].native_tag(collective, 1).has_value()) << "collectives stay on the control path";
+  collective.kind = {detail::MessageOp::AllReduce, static_cast<uint8_t>(DType::Float32), 0, -1, 100};
+  const auto tag = world[0].native_tag(collective, 1);
+  ASSERT_TRUE(tag.has_value()) << "collectives are matched by the provider too";
+  EXPECT_EQ(*tag >> 62, 3U) << "both top bits mark a collective's tag";
+  EXPECT_EQ(world[0].native_origin(*tag).sender, 1);
 }
 
 TEST_P(LibfabricPipe, TaggedReceivesMatchTheirSenderOrAnyAndLearnTheSendersTag) {

@@ -910,6 +910,32 @@ TEST_P(UcxPipe, ATaggedReceiveFromALostPeerFailsAndOneFromAnyRankIsLeftToItsCall
   EXPECT_TRUE(w[0].cancel(&pending_any));
 }
 
+// A tagged receive that ends without a message (its peer lost) has no sender's
+// tag to report: UCX's info for it is whatever the request's memory last held (a
+// message received before), which read as a tag names a stray sender and dtype.
+TEST_P(UcxPipe, ATaggedReceiveEndedByItsPeersLossLeavesTheSendersTagAlone) {
+  World w(2, settings());
+  const auto from0 = detail::ucx::native_match(native_envelope(10), 0);
+  const std::vector<uint8_t> out = test::pattern(16, 8);
+  std::vector<uint8_t> in(16);
+  for (int round = 0; round < 4; ++round) {
+    ucp_tag_t got = 0;
+    TestOp sent, received;
+    ucx_pipe(w, 1).recv_tagged(0, from0.tag, from0.mask, bytes_of(in), &got, &received);
+    ucx_pipe(w, 0).send_tagged(1, native_tag_of(10, 0, static_cast<uint8_t>(DType::Int64)), bytes_of(out), &sent);
+    ASSERT_TRUE(w.drive_until_finished({&sent, &received}));
+    ASSERT_EQ(received.error(), nullptr) << test::what(received.error());
+  }
+  constexpr ucp_tag_t kUntouched = 0x0123456789abcdefULL;
+  ucp_tag_t got = kUntouched;
+  TestOp pending;
+  ucx_pipe(w, 1).recv_tagged(0, from0.tag, from0.mask, bytes_of(in), &got, &pending);
+  ucx_pipe(w, 1).peer_lost(0, "the test says so");
+  ASSERT_TRUE(w.drive_until_finished({&pending}));
+  EXPECT_TRUE(test::holds<PeerLost>(pending.error())) << test::what(pending.error());
+  EXPECT_EQ(got, kUntouched);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, UcxPipe, ::testing::Values(kShm, kTcp), transports_name);
 INSTANTIATE_TEST_SUITE_P(Transports, UcxKilledPeerProcess, ::testing::Values(kShm, kTcp), transports_name);
 
