@@ -95,6 +95,8 @@ class PyScope {
 
 // More of DistributedTensor's ops (distributed_ops.cpp), onto the class bind_distributed made.
 void bind_distributed_ops(py::module_& m);
+// DistributedTensor's dtype shorthands, .T/.mT, float()/int(), NumPy and DLPack (distributed_conversions.cpp).
+void bind_distributed_conversions(py::module_& m);
 
 }  // namespace thd::python
 
@@ -129,8 +131,11 @@ struct type_caster<thd::Scalar> {
       return true;
     }
     if (!convert) return false;
-    // NumPy scalars: integers have __index__, floats __float__; thd tensors have
-    // neither, and an array of more than one element refuses __float__.
+    // A thd tensor is never read as a number: a one-element one has __index__ and
+    // __float__ (as torch's), but an op given a tensor means the tensor.
+    if (pybind11::isinstance<thd::DistributedTensor>(src) || pybind11::isinstance<thd::Tensor>(src)) return false;
+    // NumPy scalars: integers have __index__, floats __float__; an array of more
+    // than one element refuses __float__.
     if (PyIndex_Check(o)) {
       object i = reinterpret_steal<object>(PyNumber_Index(o));
       if (!i) {
