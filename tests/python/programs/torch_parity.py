@@ -70,9 +70,14 @@ same(m, m_t)
 # Operands that are neither keep Python's behaviour: == is identity, + is unsupported.
 assert (m == None) is False and (m != "a") is True  # noqa: E711
 raises(TypeError, ["unsupported operand"], lambda: m + object())
-# Numbers, NumPy scalars and 0-d integer arrays are numbers, on either side.
+# Numbers, NumPy scalars, 0-d arrays and torch's 0-d tensors are numbers, on either side.
 same(np.float32(2) * m + np.array(3), 2 * m_t + 3)
 same(1 - m, 1 - m_t)
+same(m * np.array(0.5) - np.float64(0.25), m_t * 0.5 - 0.25)
+same(i + np.array(1.5), i_t + 1.5)
+same(i * np.bool_(True), i_t * True)
+same(m + torch.tensor(2.5), m_t + torch.tensor(2.5))
+raises(thd.TypeError, ["numpy.ndarray", "local array"], lambda: m + np.array([1.5]))
 
 # ---- NumPy and DLPack ----
 for arr in (np.asarray(m), np.array(m), np.asarray(i)):
