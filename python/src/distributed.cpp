@@ -270,8 +270,6 @@ the worker.)doc");
   bind_inplace(c, "__imul__", [](DT& a, const auto& b) { a *= b; }, /*is_operator=*/true);
   bind_inplace(c, "__itruediv__", [](DT& a, const auto& b) { a /= b; }, /*is_operator=*/true);
   c.def("matmul", &DT::matmul, py::arg("other"), Release(), "Matrix product (torch.matmul); also `a @ b`.");
-  bind_inplace(c, "add_", [](DT& a, const auto& b) { a.add_(b); }, /*is_operator=*/false,
-               "Adds `other` (a tensor or a number) in place and returns self.");
   c.def("fill_", &DT::fill_, py::arg("value"), Release(), "Sets every element to `value` and returns self.");
 
   c.def("index_select", &DT::index_select, py::arg("dim"), py::arg("index"), Release(),

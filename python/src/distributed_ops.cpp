@@ -134,6 +134,28 @@ DT add_scaled(const DT& a, py::handle other, Scalar alpha, const char* name) {
   return out;
 }
 
+// torch's a.add_(other, alpha=...) and a.sub_(...), returning self. One positional
+// Python number takes fast_inplace.cpp's path instead; this is every other call.
+template <bool Subtract>
+void bind_add_scaled_in_place(py::class_<DT>& c, const char* name, const char* doc) {
+  c.def(name, [name](py::object self, py::handle other, Scalar alpha) {
+    DT& a = self.cast<DT&>();
+    int done = 0;
+    const bool ok = with_operand(
+        other, done,
+        [&](const DT& t) {
+          if (is_one(alpha)) return (Subtract ? a.sub_(t) : a.add_(t), 1);
+          return (Subtract ? a.sub_(t * alpha) : a.add_(t * alpha), 1);
+        },
+        [&](Scalar s) {
+          const Scalar b = is_one(alpha) ? s : scaled(s, alpha);
+          return (Subtract ? a.sub_(b) : a.add_(b), 1);
+        });
+    if (!ok) refuse_operand(a, other, name);
+    return self;
+  }, py::arg("other"), py::kw_only(), py::arg("alpha") = 1, doc);
+}
+
 // A torch method of one operand (mul, eq, ...): a tensor or a number.
 template <typename F>
 void bind_method(py::class_<DT>& c, const char* name, F op, const char* doc) {
@@ -154,6 +176,10 @@ void bind_operator_methods(py::class_<DT>& c) {
   c.def("sub", [](const DT& a, py::handle other, Scalar alpha) { return add_scaled<true>(a, other, alpha, "sub"); },
         py::arg("other"), py::kw_only(), py::arg("alpha") = 1, "self - alpha * other, as add().");
   bind_method(c, "mul", [](const DT& a, const auto& b) { return a * b; }, "self * other, as add().");
+  bind_add_scaled_in_place<false>(c, "add_",
+                                  "Adds alpha * other (a tensor or a number; alpha=1 by default) in place and returns "
+                                  "self.");
+  bind_add_scaled_in_place<true>(c, "sub_", "Subtracts alpha * other in place and returns self, as add_().");
   c.def("div", [](const DT& a, py::handle other, const std::optional<std::string>& rounding_mode) {
     if (rounding_mode) {
       throw ValueError("rounding_mode='" + *rounding_mode +
@@ -192,7 +218,6 @@ void bind_math(py::class_<DT>& c) {
   c.def("pow_", py::overload_cast<Scalar>(&DT::pow_), py::arg("exponent"), Release());
   c.def("maximum", &DT::maximum, py::arg("other"), Release(), "Elementwise maximum (NaN propagates).");
   c.def("minimum", &DT::minimum, py::arg("other"), Release(), "Elementwise minimum (NaN propagates).");
-  bind_inplace(c, "sub_", [](DT& a, const auto& b) { a.sub_(b); }, /*is_operator=*/false, "In-place subtraction.");
   bind_inplace(c, "mul_", [](DT& a, const auto& b) { a.mul_(b); }, /*is_operator=*/false, "In-place product.");
   bind_inplace(c, "div_", [](DT& a, const auto& b) { a.div_(b); }, /*is_operator=*/false, "In-place division.");
   c.def("copy_", &DT::copy_, py::arg("src"), Release(),

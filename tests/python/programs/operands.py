@@ -85,7 +85,8 @@ except thd.TypeError as e:
     assert "add_" in str(e), str(e)
 else:
     raise AssertionError("add_(2**70) did not raise")
-for call in (lambda: z.add_(), lambda: z.add_(1, 2), lambda: z.add_(1.0, alpha=2)):
+# alpha is keyword-only, as torch's (add_(other, *, alpha=1)).
+for call in (lambda: z.add_(), lambda: z.add_(1, 2), lambda: z.add_(1.0, beta=2)):
     try:
         call()
     except TypeError as e:

@@ -1,8 +1,8 @@
 """DistributedTensor as torch.Tensor (thdrun -n 3): NumPy and torch operands are
 refused with the fix instead of NumPy iterating the tensor, NumPy and DLPack
 conversions, and the torch methods add/sub/mul/div(alpha=, rounding_mode=), eq..ge,
-the dtype shorthands, .T/.mT, float()/int()/index() and number ** tensor, each
-compared with torch's result."""
+add_/sub_(alpha=), the dtype shorthands, .T/.mT, float()/int()/index() and
+number ** tensor, each compared with torch's result."""
 
 import datetime
 import operator
@@ -101,6 +101,14 @@ same(m.add(0.5, alpha=-1.5), m_t.add(0.5, alpha=-1.5))
 same(m.sub(i), m_t.sub(i_t))
 same(m.sub(i, alpha=3), m_t.sub(i_t, alpha=3))
 same(i.sub(2, alpha=2), i_t.sub(2, alpha=2))
+# In place with alpha, as an optimizer's p.add_(grad, alpha=-lr); self comes back.
+p, p_t = m.clone(), m_t.clone()
+assert p.add_(i, alpha=-0.5) is p and p.sub_(1.5, alpha=2) is p and p.add_(0.25) is p and p.sub_(i) is p
+p_t.add_(i_t, alpha=-0.5).sub_(1.5, alpha=2).add_(0.25).sub_(i_t)
+same(p, p_t)
+raises(thd.TypeError, ["DistributedTensor.add_", "local array"], lambda: p.add_(np.ones(3), alpha=2))
+# The positional number call keeps its own fast path (python/src/fast_inplace.cpp).
+assert type(thd.DistributedTensor.__dict__["add_"]).__name__ == "method_descriptor"
 same(m.mul(i), m_t.mul(i_t))
 same(i.mul(2.5), i_t.mul(2.5))
 same(m.div(i), m_t.div(i_t))
