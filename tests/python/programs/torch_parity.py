@@ -89,6 +89,7 @@ np.testing.assert_array_equal(np.asarray(m, dtype=np.float64), m_t.numpy().astyp
 for f in (lambda: torch.from_dlpack(m), lambda: np.from_dlpack(m), lambda: m.__dlpack__()):
     raises(thd.TypeError, ["worker node 1", "DLPack", "x.get()"], f)
 assert torch.equal(torch.from_dlpack(m.get()), m_t)
+raises(thd.TypeError, ["already a DistributedTensor", "to_node"], lambda: thd.DistributedTensor.from_(m, node=0))
 # cpu() is a device move on the node, not a download.
 assert isinstance(m.cpu(), thd.DistributedTensor) and m.cpu().node == 1
 
