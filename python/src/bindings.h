@@ -95,6 +95,8 @@ class PyScope {
 
 // More of DistributedTensor's ops (distributed_ops.cpp), onto the class bind_distributed made.
 void bind_distributed_ops(py::module_& m);
+// DistributedTensor's dtype shorthands, .T/.mT, float()/int(), NumPy and DLPack (distributed_conversions.cpp).
+void bind_distributed_conversions(py::module_& m);
 
 }  // namespace thd::python
 
@@ -129,15 +131,39 @@ struct type_caster<thd::Scalar> {
       return true;
     }
     if (!convert) return false;
-    // NumPy scalars: integers have __index__, floats __float__; thd tensors have
-    // neither, and an array of more than one element refuses __float__.
-    if (PyIndex_Check(o)) {
-      object i = reinterpret_steal<object>(PyNumber_Index(o));
-      if (!i) {
+    // A thd tensor is never read as a number: a one-element one has __index__ and
+    // __float__ (as torch's), but an op given a tensor means the tensor.
+    if (pybind11::isinstance<thd::DistributedTensor>(src) || pybind11::isinstance<thd::Tensor>(src)) return false;
+    // NumPy scalars and 0-d arrays (and torch's 0-d tensors), as torch takes them:
+    // an array of one or more dims is not a number, even of one element.
+    if (PyObject_HasAttrString(o, "ndim")) {
+      object ndim = reinterpret_steal<object>(PyObject_GetAttrString(o, "ndim"));
+      if (!ndim || !PyLong_Check(ndim.ptr()) || PyLong_AsLong(ndim.ptr()) != 0) {
         PyErr_Clear();
         return false;
       }
-      return load(i, false);
+      // NumPy's bool refuses __index__ and would read as a float.
+      if (object dtype = reinterpret_steal<object>(PyObject_GetAttrString(o, "dtype")); dtype) {
+        if (object kind = reinterpret_steal<object>(PyObject_GetAttrString(dtype.ptr(), "kind")); kind) {
+          if (PyUnicode_Check(kind.ptr()) && PyUnicode_CompareWithASCIIString(kind.ptr(), "b") == 0) {
+            const int truth = PyObject_IsTrue(o);
+            if (truth < 0) {
+              PyErr_Clear();
+              return false;
+            }
+            value = thd::Scalar(truth == 1);
+            return true;
+          }
+        }
+      }
+      PyErr_Clear();
+    }
+    // Integers have __index__, floats __float__ (a float 0-d array also has an
+    // __index__, which refuses).
+    if (PyIndex_Check(o)) {
+      object i = reinterpret_steal<object>(PyNumber_Index(o));
+      if (i) return load(i, false);
+      PyErr_Clear();
     }
     if (PyObject_HasAttrString(o, "__float__")) {
       const double d = PyFloat_AsDouble(o);

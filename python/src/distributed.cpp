@@ -239,23 +239,37 @@ the worker.)doc");
   c.def("clone", &DT::clone, "A contiguous copy on the same node.");
 
   // ---- arithmetic: one binding per op takes a tensor or a number (operand.h) ----
-  bind_binary_operator(c, "__add__", [](const DT& a, const auto& b) { return a + b; });
-  c.def("__radd__", [](const DT& a, Scalar b) { return b + a; }, py::is_operator(), Release());
-  bind_binary_operator(c, "__sub__", [](const DT& a, const auto& b) { return a - b; });
-  c.def("__rsub__", [](const DT& a, Scalar b) { return b - a; }, py::is_operator(), Release());
-  bind_binary_operator(c, "__mul__", [](const DT& a, const auto& b) { return a * b; });
-  c.def("__rmul__", [](const DT& a, Scalar b) { return b * a; }, py::is_operator(), Release());
-  bind_binary_operator(c, "__truediv__", [](const DT& a, const auto& b) { return a / b; });
-  c.def("__rtruediv__", [](const DT& a, Scalar b) { return b / a; }, py::is_operator(), Release());
-  c.def("__matmul__", [](const DT& a, const DT& b) { return a.matmul(b); }, py::is_operator(), Release());
+  bind_binary_operator(c, "__add__", "+", [](const DT& a, const auto& b) { return a + b; });
+  bind_reflected_operator(c, "__radd__", "+", [](const auto& a, const auto& b) { return a + b; });
+  bind_binary_operator(c, "__sub__", "-", [](const DT& a, const auto& b) { return a - b; });
+  bind_reflected_operator(c, "__rsub__", "-", [](const auto& a, const auto& b) { return a - b; });
+  bind_binary_operator(c, "__mul__", "*", [](const DT& a, const auto& b) { return a * b; });
+  bind_reflected_operator(c, "__rmul__", "*", [](const auto& a, const auto& b) { return a * b; });
+  bind_binary_operator(c, "__truediv__", "/", [](const DT& a, const auto& b) { return a / b; });
+  bind_reflected_operator(c, "__rtruediv__", "/", [](const auto& a, const auto& b) { return a / b; });
+  c.def("__matmul__", [](const DT& a, py::handle b) -> py::object {
+    if (const DT* t = as_distributed(b)) {
+      py::gil_scoped_release release;
+      return py::cast(a.matmul(*t));
+    }
+    if (is_local_array(b)) refuse_local_operand(a, b, "@", /*reflected=*/false);
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  }, py::is_operator());
+  // Only a foreign left operand gets here (two DistributedTensors go to __matmul__).
+  c.def("__rmatmul__", [](const DT& a, py::handle b) -> py::object {
+    if (const DT* t = as_distributed(b)) {
+      py::gil_scoped_release release;
+      return py::cast(t->matmul(a));
+    }
+    if (is_local_array(b)) refuse_local_operand(a, b, "@", /*reflected=*/true);
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  }, py::is_operator());
   c.def("__neg__", [](const DT& a) { return -a; }, Release());
   bind_inplace(c, "__iadd__", [](DT& a, const auto& b) { a += b; }, /*is_operator=*/true);
   bind_inplace(c, "__isub__", [](DT& a, const auto& b) { a -= b; }, /*is_operator=*/true);
   bind_inplace(c, "__imul__", [](DT& a, const auto& b) { a *= b; }, /*is_operator=*/true);
   bind_inplace(c, "__itruediv__", [](DT& a, const auto& b) { a /= b; }, /*is_operator=*/true);
   c.def("matmul", &DT::matmul, py::arg("other"), Release(), "Matrix product (torch.matmul); also `a @ b`.");
-  bind_inplace(c, "add_", [](DT& a, const auto& b) { a.add_(b); }, /*is_operator=*/false,
-               "Adds `other` (a tensor or a number) in place and returns self.");
   c.def("fill_", &DT::fill_, py::arg("value"), Release(), "Sets every element to `value` and returns self.");
 
   c.def("index_select", &DT::index_select, py::arg("dim"), py::arg("index"), Release(),
@@ -263,12 +277,12 @@ the worker.)doc");
         "names. An index out of range is found by the worker: thd.RemoteError at the next sync point.");
 
   // ---- comparisons (bool tensors) ----
-  bind_binary_operator(c, "__eq__", [](const DT& a, const auto& b) { return a.eq(b); });
-  bind_binary_operator(c, "__ne__", [](const DT& a, const auto& b) { return a.ne(b); });
-  bind_binary_operator(c, "__lt__", [](const DT& a, const auto& b) { return a.lt(b); });
-  bind_binary_operator(c, "__le__", [](const DT& a, const auto& b) { return a.le(b); });
-  bind_binary_operator(c, "__gt__", [](const DT& a, const auto& b) { return a.gt(b); });
-  bind_binary_operator(c, "__ge__", [](const DT& a, const auto& b) { return a.ge(b); });
+  bind_binary_operator(c, "__eq__", "==", [](const DT& a, const auto& b) { return a.eq(b); });
+  bind_binary_operator(c, "__ne__", "!=", [](const DT& a, const auto& b) { return a.ne(b); });
+  bind_binary_operator(c, "__lt__", "<", [](const DT& a, const auto& b) { return a.lt(b); });
+  bind_binary_operator(c, "__le__", "<=", [](const DT& a, const auto& b) { return a.le(b); });
+  bind_binary_operator(c, "__gt__", ">", [](const DT& a, const auto& b) { return a.gt(b); });
+  bind_binary_operator(c, "__ge__", ">=", [](const DT& a, const auto& b) { return a.ge(b); });
   // Tensors hash by identity, as torch's do, although == is elementwise.
   c.def("__hash__", [](const py::object& self) { return reinterpret_cast<intptr_t>(self.ptr()) >> 4; });
 

@@ -4,6 +4,8 @@
 // factories. Ops return at once (they run on the tensor's node), so each releases
 // the GIL only for what may wait under flow control.
 #include <optional>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -90,17 +92,132 @@ DT getitem(const DT& t, const py::object& key) {
   return out;
 }
 
+// `base ** exponent` for a number base, as torch: the base becomes a 0-dim tensor,
+// on the exponent's node and device, of the dtype torch's promotion gives the result
+// (an int base keeps an int or floating exponent's dtype, a float base makes an
+// integral exponent float32).
+DT scalar_pow(Scalar base, const DT& exponent) {
+  const DType e = exponent.dtype();
+  DType dtype = e;
+  if (base.is_floating_point() && !is_floating_point(e)) {
+    dtype = kFloat32;
+  } else if (base.is_integral() && e == kBool) {
+    dtype = kInt64;
+  }
+  NodeScope on(exponent.node());
+  return DT::full({}, base, dtype, exponent.device()).pow(exponent);
+}
+
+// b * alpha for add's and sub's alpha, in int64 when both are integral.
+Scalar scaled(Scalar b, Scalar alpha) {
+  if (!b.is_floating_point() && !alpha.is_floating_point()) return Scalar(b.to_int64() * alpha.to_int64());
+  return Scalar(b.to_double() * alpha.to_double());
+}
+
+bool is_one(Scalar s) { return s.is_floating_point() ? s.to_double() == 1.0 : s.to_int64() == 1; }
+
+// torch's a.add(other, alpha=...) and a.sub(...): a +- alpha * other.
+template <bool Subtract>
+DT add_scaled(const DT& a, py::handle other, Scalar alpha, const char* name) {
+  DT out;
+  const bool ok = with_operand(
+      other, out,
+      [&](const DT& t) {
+        if (is_one(alpha)) return Subtract ? a - t : a + t;
+        return Subtract ? a - t * alpha : a + t * alpha;
+      },
+      [&](Scalar s) {
+        const Scalar b = is_one(alpha) ? s : scaled(s, alpha);
+        return Subtract ? a - b : a + b;
+      });
+  if (!ok) refuse_operand(a, other, name);
+  return out;
+}
+
+// torch's a.add_(other, alpha=...) and a.sub_(...), returning self. One positional
+// Python number takes fast_inplace.cpp's path instead; this is every other call.
+template <bool Subtract>
+void bind_add_scaled_in_place(py::class_<DT>& c, const char* name, const char* doc) {
+  c.def(name, [name](py::object self, py::handle other, Scalar alpha) {
+    DT& a = self.cast<DT&>();
+    int done = 0;
+    const bool ok = with_operand(
+        other, done,
+        [&](const DT& t) {
+          if (is_one(alpha)) return (Subtract ? a.sub_(t) : a.add_(t), 1);
+          return (Subtract ? a.sub_(t * alpha) : a.add_(t * alpha), 1);
+        },
+        [&](Scalar s) {
+          const Scalar b = is_one(alpha) ? s : scaled(s, alpha);
+          return (Subtract ? a.sub_(b) : a.add_(b), 1);
+        });
+    if (!ok) refuse_operand(a, other, name);
+    return self;
+  }, py::arg("other"), py::kw_only(), py::arg("alpha") = 1, doc);
+}
+
+// A torch method of one operand (mul, eq, ...): a tensor or a number.
+template <typename F>
+void bind_method(py::class_<DT>& c, const char* name, F op, const char* doc) {
+  c.def(name, [op, name](const DT& a, py::handle other) {
+    DT out;
+    if (!with_operand(other, out, [&](const DT& t) { return op(a, t); }, [&](Scalar s) { return op(a, s); })) {
+      refuse_operand(a, other, name);
+    }
+    return out;
+  }, py::arg("other"), doc);
+}
+
+// The method forms of the operators, with torch's names and keywords.
+void bind_operator_methods(py::class_<DT>& c) {
+  c.def("add", [](const DT& a, py::handle other, Scalar alpha) { return add_scaled<false>(a, other, alpha, "add"); },
+        py::arg("other"), py::kw_only(), py::arg("alpha") = 1,
+        "self + alpha * other (a DistributedTensor on the same node or a number), broadcast and promoted as torch's.");
+  c.def("sub", [](const DT& a, py::handle other, Scalar alpha) { return add_scaled<true>(a, other, alpha, "sub"); },
+        py::arg("other"), py::kw_only(), py::arg("alpha") = 1, "self - alpha * other, as add().");
+  bind_method(c, "mul", [](const DT& a, const auto& b) { return a * b; }, "self * other, as add().");
+  bind_add_scaled_in_place<false>(c, "add_",
+                                  "Adds alpha * other (a tensor or a number; alpha=1 by default) in place and returns "
+                                  "self.");
+  bind_add_scaled_in_place<true>(c, "sub_", "Subtracts alpha * other in place and returns self, as add_().");
+  c.def("div", [](const DT& a, py::handle other, const std::optional<std::string>& rounding_mode) {
+    if (rounding_mode) {
+      throw ValueError("rounding_mode='" + *rounding_mode +
+                           "' is not supported (thd has no floor or trunc op); only true division, rounding_mode=None",
+                       ErrorContext{.op = "DistributedTensor.div", .node = a.node()});
+    }
+    DT out;
+    if (!with_operand(other, out, [&](const DT& t) { return a / t; }, [&](Scalar s) { return a / s; })) {
+      refuse_operand(a, other, "div");
+    }
+    return out;
+  }, py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none(),
+        "self / other, true division (integral tensors give float32), as add(); rounding_mode must be None.");
+  bind_method(c, "eq", [](const DT& a, const auto& b) { return a.eq(b); }, "self == other, a bool tensor.");
+  bind_method(c, "ne", [](const DT& a, const auto& b) { return a.ne(b); }, "self != other, a bool tensor.");
+  bind_method(c, "lt", [](const DT& a, const auto& b) { return a.lt(b); }, "self < other, a bool tensor.");
+  bind_method(c, "le", [](const DT& a, const auto& b) { return a.le(b); }, "self <= other, a bool tensor.");
+  bind_method(c, "gt", [](const DT& a, const auto& b) { return a.gt(b); }, "self > other, a bool tensor.");
+  bind_method(c, "ge", [](const DT& a, const auto& b) { return a.ge(b); }, "self >= other, a bool tensor.");
+}
+
 void bind_math(py::class_<DT>& c) {
+  bind_operator_methods(c);
   c.def("pow", py::overload_cast<const DT&>(&DT::pow, py::const_), py::arg("exponent"), Release(),
         "Elementwise power.");
   c.def("pow", py::overload_cast<Scalar>(&DT::pow, py::const_), py::arg("exponent"), Release());
-  c.def("__pow__", [](const DT& a, const DT& b) { return a.pow(b); }, py::is_operator(), Release());
-  c.def("__pow__", [](const DT& a, Scalar b) { return a.pow(b); }, py::is_operator(), Release());
+  bind_binary_operator(c, "__pow__", "**", [](const DT& a, const auto& b) { return a.pow(b); });
+  bind_reflected_operator(c, "__rpow__", "**", [](const auto& base, const DT& exponent) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(base)>, Scalar>) {
+      return scalar_pow(base, exponent);
+    } else {
+      return base.pow(exponent);
+    }
+  });
   c.def("pow_", py::overload_cast<const DT&>(&DT::pow_), py::arg("exponent"), Release(), "In-place pow.");
   c.def("pow_", py::overload_cast<Scalar>(&DT::pow_), py::arg("exponent"), Release());
   c.def("maximum", &DT::maximum, py::arg("other"), Release(), "Elementwise maximum (NaN propagates).");
   c.def("minimum", &DT::minimum, py::arg("other"), Release(), "Elementwise minimum (NaN propagates).");
-  bind_inplace(c, "sub_", [](DT& a, const auto& b) { a.sub_(b); }, /*is_operator=*/false, "In-place subtraction.");
   bind_inplace(c, "mul_", [](DT& a, const auto& b) { a.mul_(b); }, /*is_operator=*/false, "In-place product.");
   bind_inplace(c, "div_", [](DT& a, const auto& b) { a.div_(b); }, /*is_operator=*/false, "In-place division.");
   c.def("copy_", &DT::copy_, py::arg("src"), Release(),

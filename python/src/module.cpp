@@ -76,6 +76,7 @@ PYBIND11_MODULE(_C, m) {
   thd::python::bind_dlpack(m);
   thd::python::bind_distributed(m);
   thd::python::bind_distributed_ops(m);
+  thd::python::bind_distributed_conversions(m);
   thd::python::bind_devices(m);
   thd::python::bind_fast_inplace(m);
   thd::python::bind_collectives(m);

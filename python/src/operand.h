@@ -25,6 +25,22 @@ inline const DistributedTensor* as_distributed(py::handle h) {
   return &h.cast<const DistributedTensor&>();
 }
 
+// Whether `h` is data held in this process that no op of a DistributedTensor takes
+// as it is: a thd.Tensor, a NumPy array, a torch tensor (anything with __array__ or
+// __dlpack__), a list or a tuple. Numbers, NumPy scalars and 0-d arrays are not:
+// the Scalar caster reads them first.
+bool is_local_array(py::handle h);
+
+// Raises thd.TypeError for `a <symbol> other` (reflected: `other <symbol> a`) with a
+// local array `other`, naming the fix: upload it to a's node, as torch refuses to
+// mix devices. foreign_operand.cpp.
+[[noreturn]] void refuse_local_operand(const DistributedTensor& a, py::handle other, const char* symbol,
+                                       bool reflected);
+
+// A method's operand that is neither a tensor nor a number: thd.TypeError, naming
+// the upload for a local array.
+[[noreturn]] void refuse_operand(const DistributedTensor& a, py::handle other, const char* method);
+
 // Calls on_tensor(const DistributedTensor&) or on_scalar(Scalar) with the GIL
 // released (either may wait under flow control); false when `other` is neither.
 template <typename R, typename OnTensor, typename OnScalar>
@@ -44,17 +60,41 @@ bool with_operand(py::handle other, R& out, OnTensor&& on_tensor, OnScalar&& on_
   return false;
 }
 
-// `a OP b` and its Python operator: NotImplemented for an operand that is neither a
-// tensor nor a number, so Python raises its usual TypeError (or tries the other side).
+// `a OP b` and its Python operator (`symbol` is OP as written): thd.TypeError for a
+// local array (NumPy would otherwise take over and iterate the tensor), and
+// NotImplemented for any other operand that is neither a tensor nor a number, so
+// Python tries the other side and then raises its usual TypeError.
 template <typename F>
-void bind_binary_operator(py::class_<DistributedTensor>& c, const char* name, F op) {
+void bind_binary_operator(py::class_<DistributedTensor>& c, const char* name, const char* symbol, F op) {
   c.def(
       name,
-      [op](const DistributedTensor& a, py::handle b) -> py::object {
+      [op, symbol](const DistributedTensor& a, py::handle b) -> py::object {
         DistributedTensor out;
         const bool ok = with_operand(
             b, out, [&](const DistributedTensor& t) { return op(a, t); }, [&](Scalar s) { return op(a, s); });
-        if (!ok) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+        if (!ok) {
+          if (is_local_array(b)) refuse_local_operand(a, b, symbol, /*reflected=*/false);
+          return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+        }
+        return py::cast(std::move(out));
+      },
+      py::is_operator());
+}
+
+// The reflected `b OP a` (__radd__, ...), called when b is not a DistributedTensor:
+// op(Scalar, a) for a number, thd.TypeError for a local array, else NotImplemented.
+template <typename F>
+void bind_reflected_operator(py::class_<DistributedTensor>& c, const char* name, const char* symbol, F op) {
+  c.def(
+      name,
+      [op, symbol](const DistributedTensor& a, py::handle b) -> py::object {
+        DistributedTensor out;
+        const bool ok = with_operand(
+            b, out, [&](const DistributedTensor& t) { return op(t, a); }, [&](Scalar s) { return op(s, a); });
+        if (!ok) {
+          if (is_local_array(b)) refuse_local_operand(a, b, symbol, /*reflected=*/true);
+          return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+        }
         return py::cast(std::move(out));
       },
       py::is_operator());
@@ -70,10 +110,9 @@ void bind_inplace(py::class_<DistributedTensor>& c, const char* name, F op, bool
     const bool ok = with_operand(
         other, done, [&](const DistributedTensor& t) { return (op(a, t), 1); }, [&](Scalar s) { return (op(a, s), 1); });
     if (ok) return self;
+    // `a += b` falls back to `a + b`, which refuses a local array by name.
     if (is_operator) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-    throw TypeError(std::string("DistributedTensor.") + name + ": other must be a DistributedTensor or a number, got " +
-                        std::string(py::str(py::type::of(other).attr("__name__"))),
-                    ErrorContext{.op = name});
+    refuse_operand(a, other, name);
   };
   if (is_operator) {
     c.def(name, f, py::is_operator());

@@ -398,6 +398,9 @@ def _distributed_from(x, node=None):
     tensor or any object with __dlpack__ (shared through DLPack, so the only copy on
     the master is the contiguous one a strided tensor needs), a list or a number.
     Master only."""
+    if isinstance(x, DistributedTensor):
+        raise TypeError(f"x is already a DistributedTensor, on node {x.node}; x.to_node(k) copies it to node k "
+                        "worker to worker", op="DistributedTensor.from_")
     return _as_local(x, "DistributedTensor.from_").dist_send(node)
 
 

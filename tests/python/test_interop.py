@@ -406,6 +406,44 @@ def test_comparisons_give_bool_tensors():
     assert len({t, u}) == 2  # hashable by identity, as torch's
 
 
+def test_numpy_and_torch_operands_give_thd_tensors_on_either_side():
+    """As torch's: `t OP array`, `array OP t` and `t OP= array` compute in thd with torch's
+    promotion, rather than NumPy taking over (or `t +=` rebinding t to an ndarray)."""
+    torch = pytest.importorskip("torch")
+    a = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=np.float32)
+    b64 = np.array([0.5, -1.0, 2.0])
+    ta, tt = thd.from_numpy(a.copy()), torch.from_numpy(a.copy())
+    for other in (b64, torch.from_numpy(b64.copy()), np.array([1, 2, 3], dtype=np.int32)):
+        other_t = other if isinstance(other, torch.Tensor) else torch.from_numpy(other)
+        for got, want in [(ta + other, tt + other_t), (other + ta, other_t + tt), (ta - other, tt - other_t),
+                          (other - ta, other_t - tt), (ta * other, tt * other_t), (other * ta, other_t * tt),
+                          (ta / other, tt / other_t), (other / ta, other_t / tt), (ta ** other, tt ** other_t),
+                          (ta == other, tt == other_t), (ta < other, tt < other_t), (other < ta, other_t < tt),
+                          (other >= ta, other_t >= tt)]:
+            assert isinstance(got, thd.Tensor), type(got)
+            assert got.dtype.name == str(want.dtype).removeprefix("torch."), (got.dtype, want.dtype)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    m = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for got, want in [(ta @ m, a @ m), (m.T @ ta.t(), m.T @ a.T)]:
+        assert isinstance(got, thd.Tensor)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    # In place: the same tensor, its memory written, its dtype kept.
+    backing = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    t = thd.from_numpy(backing)
+    same = t
+    t += np.array([1.0, 1.0, 1.0])
+    t *= torch.tensor([2.0, 2.0, 2.0])
+    t -= np.float64(1.0)
+    assert t is same and t.dtype == thd.float32
+    np.testing.assert_allclose(backing, [3.0, 5.0, 7.0])
+    # NumPy functions still take the tensor through __array__.
+    np.testing.assert_allclose(np.exp(thd.from_numpy(a)), np.exp(a), rtol=1e-6)
+    # Lists stay refused, as torch's operators refuse them.
+    with pytest.raises(TypeError, match="unsupported operand"):
+        _ = ta + [1.0, 2.0, 3.0]
+    assert (ta == None) is False  # noqa: E711
+
+
 def test_bad_operands_raise():
     with pytest.raises(thd.ShapeError):
         _ = thd.tensor([1, 2, 3]) + thd.tensor([1, 2])

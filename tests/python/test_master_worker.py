@@ -59,3 +59,7 @@ def test_devices_with_torch_names():
 
 def test_arithmetic_takes_a_tensor_or_a_number_and_in_place_ops_return_self():
     check_job("operands.py", nproc=2)
+
+
+def test_torch_tensor_parity_methods_and_local_operands_refused_by_name():
+    check_job("torch_parity.py")
