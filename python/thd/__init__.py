@@ -354,10 +354,13 @@ def from_numpy(array):
 
 
 def tensor(data, dtype=None):
-    """A local thd.Tensor from a nested list, a number or a NumPy array (numpy.asarray's
-    rules decide the dtype unless given)."""
+    """A local thd.Tensor from a nested list, a number or a NumPy array. Without a
+    dtype, torch.tensor's rules: a NumPy array keeps its dtype; Python floats give
+    float32 (torch's default dtype), ints int64, bools bool."""
     a = _np.asarray(data)
     dt = _to_dtype(dtype)
+    if dt is None and a.dtype == _np.float64 and not isinstance(data, (_np.ndarray, _np.generic)):
+        dt = float32
     if dt is not None:
         if dt == bfloat16:
             return from_numpy(a.astype(_np.float32)).to(bfloat16)

@@ -42,6 +42,18 @@ def test_scalars_and_empty():
     assert e.shape == (0, 3) and e.numpy().shape == (0, 3)
 
 
+def test_tensor_infers_dtypes_as_torch_tensor_does():
+    # Python floats give torch's default float32; NumPy data keeps its own dtype.
+    assert thd.tensor([1.0, 2.5]).dtype == thd.float32
+    assert thd.tensor(2.5).dtype == thd.float32
+    assert thd.tensor([1, 2.5]).dtype == thd.float32
+    assert thd.tensor([1, 2]).dtype == thd.int64
+    assert thd.tensor([True, False]).dtype == thd.bool
+    assert thd.tensor(np.array([1.0])).dtype == thd.float64
+    assert thd.tensor(np.float64(1.0)).dtype == thd.float64
+    assert thd.tensor([1.0], dtype=thd.float64).dtype == thd.float64
+
+
 def test_views_and_conversions():
     t = thd.tensor([[1, 2, 3], [4, 5, 6]])
     assert t.dtype == thd.int64
