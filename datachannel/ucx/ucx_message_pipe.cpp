@@ -95,6 +95,9 @@ UcxMessagePipe::UcxMessagePipe(int rank, int size, UniqueContext context, Unique
   pending_.prev = pending_.next = &pending_;
   host_send_param_ = request_param(this, UCS_MEMORY_TYPE_HOST);
   host_send_param_.cb.send = &UcxMessagePipe::on_send_done;
+  direct_recv_param_ = request_param(this, UCS_MEMORY_TYPE_HOST);
+  direct_recv_param_.cb.recv = &UcxMessagePipe::on_recv_done;
+  direct_recv_param_.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   at_once_param_.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
   at_once_param_.memory_type = UCS_MEMORY_TYPE_HOST;
   // Before any endpoint exists, so no goodbye can come in unlooked-for (one that
@@ -322,8 +325,21 @@ bool UcxMessagePipe::recv_direct(int peer, const Envelope& envelope, std::span<u
                                  pipe::PipeOp* op) {
   if (!fits_native(envelope, peer)) [[unlikely]] return false;
   const auto match = ucx::native_match(envelope, peer);
-  post_recv(peer, match.tag, match.mask, data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Recv,
-            static_cast<uint32_t>(envelope.tag), op, sender_tag);
+  if (peers_[static_cast<size_t>(peer)].error != nullptr) [[unlikely]] {
+    // What a lost peer sent before it went can still be taken (post_recv looks).
+    post_recv(peer, match.tag, match.mask, data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Recv,
+              static_cast<uint32_t>(envelope.tag), op, sender_tag);
+    return true;
+  }
+  if (!spent_.empty()) free_spent();
+  // No probe first: a message already here completes the receive inside the call
+  // through the callback (UCP_OP_ATTR_FLAG_NO_IMM_CMPL), which gives its length
+  // and tag as any completion does, so complete() reports it from the staged slot.
+  RequestSlot slot{op, peer, static_cast<uint32_t>(envelope.tag), data.size(), RequestSlot::Kind::Recv};
+  slot.sender_out = sender_tag;
+  posting_ = &slot;
+  adopt(ucp_tag_recv_nbx(worker_.get(), data.data(), data.size(), match.tag, match.mask, &direct_recv_param_), slot,
+        0);
   return true;
 }
 

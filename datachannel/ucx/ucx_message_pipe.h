@@ -129,7 +129,8 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   void recv_tagged(int peer, uint64_t tag, uint64_t mask, std::span<uint8_t> data, uint64_t* sender_tag,
                    pipe::PipeOp* op) override;
   std::optional<Probed> probe_tagged(uint64_t tag, uint64_t mask) override;
-  // The direct path: the native tag packed here, then send_whole / post_recv.
+  // The direct path: the native tag packed here, then send_whole, or a receive
+  // that completes through its callback only (no probe first).
   bool offers_direct() const noexcept override { return matches_natively(); }
   bool send_direct(int peer, const Envelope& envelope, std::span<const uint8_t> data) override;
   bool recv_direct(int peer, const Envelope& envelope, std::span<uint8_t> data, uint64_t* sender_tag,
@@ -209,6 +210,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   RequestSlot pending_;                               // the pending list's sentinel (circular)
   ucp_request_param_t host_send_param_{};             // every send's from host memory
   ucp_request_param_t at_once_param_{};               // send_at_once's
+  ucp_request_param_t direct_recv_param_{};           // recv_direct's: completes through its callback only
   int completed_ = 0;                                 // done() calls since progress() began
   std::vector<int> newly_lost_;                       // peers lost since the last settle_lost_peers()
   pipe::PipeOp* withdrawn_ = nullptr;                 // the op ucp_request_cancel just withdrew

@@ -162,6 +162,36 @@ TEST_P(DirectPath, AMessageOfAnotherKindOrLengthFailsTheReceiveNamingBoth) {
   EXPECT_EQ(rank(0).direct_counts().recvs, 3U);
 }
 
+// Messages that wait in the library before their receive is posted complete it
+// inside the post (the receive's callback, with the message's length): checked as
+// any other, a too-long one named with its length.
+TEST_P(DirectPath, AMessageAlreadyHereCompletesTheReceiveWithItsLengthChecked) {
+  run_ranks(2, [&](int r) {
+    Transport& t = rank(r);
+    if (r == 1) {
+      const std::vector<uint8_t> eight(8, 7), twelve(12, 2), one(1, 9);
+      send(t, eight, 0, raw_envelope(5, 8));
+      send(t, twelve, 0, raw_envelope(5, 12));
+      send(t, one, 0, raw_envelope(6, 1));  // sent last, received first
+      return;
+    }
+    // The messages on tag 5 arrived before this one: in order, on one endpoint.
+    std::vector<uint8_t> last(1);
+    EXPECT_EQ(t.recv_blocking(last, 1, raw_envelope(6, 1), spec(r)), 1);
+    EXPECT_EQ(last, std::vector<uint8_t>(1, 9));
+    std::vector<uint8_t> in(8);
+    EXPECT_EQ(t.recv_blocking(in, 1, raw_envelope(5, 8), spec(r)), 1);
+    EXPECT_EQ(in, std::vector<uint8_t>(8, 7));
+    try {
+      t.recv_blocking(in, 1, raw_envelope(5, 8), spec(r));
+      ADD_FAILURE() << "a 12-byte message was taken by an 8-byte receive";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("12"), std::string::npos) << e.what();
+    }
+  });
+  EXPECT_EQ(rank(0).direct_counts().recvs, 3U);
+}
+
 // MPI's order: messages from one sender on one tag match receives in the order
 // both were posted, whichever path each took.
 TEST_P(DirectPath, SendsOnEitherPathKeepTheirOrder) {
