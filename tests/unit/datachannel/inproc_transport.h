@@ -22,7 +22,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -65,7 +65,10 @@ class InprocWorld {
       request->complete(src, data.size());
       return;
     }
-    if (box.calls_entered.contains({envelope.context, envelope.tag})) overtaken_.fetch_add(1);
+    if (const auto it = box.posted_per_call.find({envelope.context, envelope.tag});
+        it != box.posted_per_call.end() && it->second >= overtaken_after_) {
+      overtaken_.fetch_add(1);
+    }
     Message m{src, envelope, {}, data, request};
     if (data.size() <= kEagerBytes) {
       m.eager.assign(data.begin(), data.end());
@@ -80,7 +83,7 @@ class InprocWorld {
                  const std::shared_ptr<detail::RequestState>& request) {
     Mailbox& box = *boxes_[static_cast<size_t>(dst)];
     std::lock_guard lock(box.mu);
-    box.calls_entered.insert({envelope.context, envelope.tag});
+    ++box.posted_per_call[{envelope.context, envelope.tag}];
     PostedRecv recv{src, envelope, data, request};
     for (auto it = box.unexpected.begin(); it != box.unexpected.end(); ++it) {
       if (!matches(src, envelope, it->src, it->envelope)) continue;
@@ -157,10 +160,15 @@ class InprocWorld {
     slow_pause_ = pause;
   }
 
-  // Messages that found no receive at a rank that had posted a receive of the
-  // same call (context and tag) before: they overtook what that rank posted
-  // ahead, and a real transport would have had to buffer them.
+  // Messages that found no receive at a rank that had posted at least
+  // count_overtaken_after() receives of the same call (context and tag) before:
+  // they overtook what that rank posted ahead, and a real transport would have
+  // had to buffer them.
   uint64_t overtaken() const { return overtaken_.load(); }
+  // A rank's first receives of a call are posted one by one while its peers may
+  // already send: only messages arriving after `receives` of them count. Set
+  // before the ranks run.
+  void count_overtaken_after(size_t receives) { overtaken_after_ = receives; }
 
   // Receives posted and not matched, plus messages sent and not received: 0
   // once every collective has finished or withdrawn its messages.
@@ -176,6 +184,7 @@ class InprocWorld {
  private:
   std::atomic<uint64_t> sent_{0};
   std::atomic<uint64_t> overtaken_{0};
+  size_t overtaken_after_ = 1;
   int slow_rank_ = -1;
   uint64_t slow_every_ = 1;
   std::chrono::microseconds slow_pause_{0};
@@ -197,7 +206,7 @@ class InprocWorld {
     mutable std::mutex mu;
     std::deque<Message> unexpected;  // arrival order
     std::deque<PostedRecv> posted;   // posting order
-    std::set<std::pair<uint32_t, int64_t>> calls_entered;  // (context, tag) of every receive posted
+    std::map<std::pair<uint32_t, int64_t>, size_t> posted_per_call;  // receives posted, by (context, tag)
   };
 
   static bool matches(int want_src, const detail::Envelope& want, int src, const detail::Envelope& got) {
