@@ -31,9 +31,9 @@ inline constexpr size_t kRingScratchMaxBytes = size_t{16} << 20;
 // Receives a ring pass posts ahead of the one it consumes next. Rank r consumes
 // only what r - 1 sent, and r - 1 sends at most kRingSendWindow items past its own
 // consumption, so around a ring of n a rank leads its successor by at most
-// (n - 1) windows; with n windows of receives posted, every chunk finds its receive
-// waiting and none arrives unexpected (which would cost the receiver a buffer, its
-// page faults and a copy). Capped by the items there are and by
+// (n - 1) windows; with n windows of receives posted, every chunk past a rank's
+// first round of receives finds its receive waiting and none arrives unexpected
+// (which would cost the receiver a buffer, its page faults and a copy). Capped by the items there are and by
 // kRingScratchMaxBytes of slots of slot_bytes (large groups may then see a few
 // unexpected chunks, correctly, at that cost).
 inline size_t ring_recv_depth(int group_size, size_t items, size_t slot_bytes) {
