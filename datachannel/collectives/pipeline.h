@@ -6,11 +6,11 @@
 // Receives are posted ahead, up to `recv_depth` items past the last consumed
 // one, so the next chunk is on the wire while this one is reduced; a send is
 // posted once the data it carries is final and it is at most `send_window` items
-// ahead of this rank's own consumption. Ranks of a ring move in near lockstep, so
-// that window keeps sends from outrunning the receives the next rank has posted:
-// a message that arrives before its receive costs a real transport a copy into
-// its unexpected-message buffers. Items whose message is empty are skipped on
-// both ends (both compute the same sizes).
+// ahead of this rank's own consumption. That window bounds how far a rank can
+// lead the next one, so a receiver posting enough ahead (ring.h,
+// ring_recv_depth) never has a message arrive before its receive, which would
+// cost a real transport a copy into its unexpected-message buffers. Items whose
+// message is empty are skipped on both ends (both compute the same sizes).
 //
 // Deadlock-free for the rings and chains built on it: a rank waits only on a
 // receive, and the send it waits for is held back only while the sender has

@@ -6,6 +6,7 @@
 #include <thd/datachannel.h>
 #include <thd/dtype.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -22,9 +23,24 @@ namespace thd::detail {
 // within noise of each other and 64 KiB is ~25% slower (per-message overhead);
 // 512 KiB sits in the middle of that plateau.
 inline constexpr size_t kRingChunkBytes = 512 * 1024;
-// Receives posted ahead of the one being reduced (the scratch slots), and how
-// far a rank's sends may run ahead of its own reductions.
-inline constexpr size_t kRingRecvDepth = 2;
+// How far a rank's sends may run ahead of its own reductions (items).
+inline constexpr size_t kRingSendWindow = 2;
+// The most scratch a ring pass takes for receives posted ahead.
+inline constexpr size_t kRingScratchMaxBytes = size_t{16} << 20;
+
+// Receives a ring pass posts ahead of the one it consumes next. Rank r consumes
+// only what r - 1 sent, and r - 1 sends at most kRingSendWindow items past its own
+// consumption, so around a ring of n a rank leads its successor by at most
+// (n - 1) windows; with n windows of receives posted, every chunk past a rank's
+// first round of receives finds its receive waiting and none arrives unexpected
+// (which would cost the receiver a buffer, its page faults and a copy). Capped by the items there are and by
+// kRingScratchMaxBytes of slots of slot_bytes (large groups may then see a few
+// unexpected chunks, correctly, at that cost).
+inline size_t ring_recv_depth(int group_size, size_t items, size_t slot_bytes) {
+  const size_t ahead = static_cast<size_t>(group_size) * kRingSendWindow;
+  const size_t fit = slot_bytes == 0 ? ahead : std::max<size_t>(kRingSendWindow, kRingScratchMaxBytes / slot_bytes);
+  return std::max<size_t>(1, std::min({items, ahead, fit}));
+}
 
 // Reduce-scatter over layout's blocks, with the ring order rank r -> r + 1. At
 // step s (0 .. size() - 2) this rank sends block r - 1 - s and receives block

@@ -1,7 +1,6 @@
 // Ring all-gather: n - 1 steps, each passing to the next rank the block received
 // in the step before (its own block first), chunked so a block is forwarded
 // chunk by chunk as it lands. Each rank sends (n - 1) / n of the output.
-#include <algorithm>
 #include <cstring>
 
 #include "datachannel/collectives/algorithms.h"
@@ -21,10 +20,10 @@ void ring_all_gather_pass(Comm& comm, const BlockLayout& layout, uint8_t* data) 
   shape.send_to = ring_index(r + 1, n);
   shape.recv_from = ring_index(r - 1, n);
   shape.send_lag = chunks;  // step s forwards the block step s - 1 received
-  // Receives land in place, so depth costs no scratch; two steps ahead keeps the
-  // sender from ever waiting for a posted receive.
-  shape.recv_depth = std::min(shape.items, 2 * chunks + 1);
-  shape.send_window = shape.recv_depth;
+  // Receives land in place, so depth costs no scratch: all of them are posted at
+  // once, and no chunk can arrive before its receive.
+  shape.recv_depth = shape.items;
+  shape.send_window = shape.items;
 
   // Step s sends block r - s and receives block r - 1 - s.
   auto chunk = [&](int b, size_t k) {

@@ -21,7 +21,9 @@ void ring_reduce_scatter_pass(Comm& comm, const BlockLayout& layout, const uint8
   const size_t chunks = layout.chunks();
   const size_t slot_bytes = layout.largest_chunk_bytes();
   if (slot_bytes == 0) return;  // nothing to move
-  Tensor slots_storage = scratch_bytes(slot_bytes * kRingRecvDepth);
+  const size_t items = static_cast<size_t>(n - 1) * chunks;
+  const size_t depth = ring_recv_depth(n, items, slot_bytes);
+  Tensor slots_storage = scratch_bytes(slot_bytes * depth);
   uint8_t* slots = bytes_of(slots_storage);
   const size_t elem = layout.elem();
 
@@ -31,12 +33,12 @@ void ring_reduce_scatter_pass(Comm& comm, const BlockLayout& layout, const uint8
   auto recv_block = [&](int s) { return ring_index(r - 2 - s, n); };
 
   PipelineShape shape;
-  shape.items = static_cast<size_t>(n - 1) * chunks;
+  shape.items = items;
   shape.send_to = ring_index(r + 1, n);
   shape.recv_from = ring_index(r - 1, n);
   shape.send_lag = chunks;  // step s sends what step s - 1 reduced
-  shape.recv_depth = kRingRecvDepth;
-  shape.send_window = kRingRecvDepth;
+  shape.recv_depth = depth;
+  shape.send_window = kRingSendWindow;
 
   run_pipeline(
       comm, shape,

@@ -3,11 +3,14 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <linux/sockios.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
+#include <fstream>
 #include <optional>
 #include <system_error>
 
@@ -57,6 +60,12 @@ TcpTransport::TcpTransport(int rank, int size, Mesh mesh, const Tuning& tuning)
     p.rank = r;
     if (r == rank) continue;
     p.socket = std::move(mesh.peers[static_cast<size_t>(r)]);
+    if (tuning.socket_buffer_bytes > 0) {
+      // Best effort: a socket that keeps the kernel's sizing still works.
+      const int bytes = static_cast<int>(tuning.socket_buffer_bytes);
+      (void)::setsockopt(p.socket.fd(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+      (void)::setsockopt(p.socket.fd(), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+    }
     p.rbuf = std::make_unique_for_overwrite<uint8_t[]>(kReadBufferBytes);
     p.interest = EPOLLIN | EPOLLRDHUP;
     add(p.socket.fd(), p.interest, static_cast<uint64_t>(r));
@@ -329,6 +338,18 @@ size_t TcpTransport::unexpected_bytes(int world_rank) const {
   return peers_[static_cast<size_t>(world_rank)].buffered;
 }
 
+std::pair<size_t, size_t> TcpTransport::socket_buffers(int world_rank) const {
+  if (world_rank < 0 || world_rank >= size() || world_rank == rank()) return {0, 0};
+  std::lock_guard lock(mu_);
+  const Peer& p = peers_[static_cast<size_t>(world_rank)];
+  int snd = 0, rcv = 0;
+  socklen_t len = sizeof(int);
+  if (p.lost || ::getsockopt(p.socket.fd(), SOL_SOCKET, SO_SNDBUF, &snd, &len) != 0) return {0, 0};
+  len = sizeof(int);
+  if (::getsockopt(p.socket.fd(), SOL_SOCKET, SO_RCVBUF, &rcv, &len) != 0) return {0, 0};
+  return {static_cast<size_t>(snd), static_cast<size_t>(rcv)};
+}
+
 // ---- faults ----------------------------------------------------------------------------
 
 std::exception_ptr TcpTransport::lost_error(const Peer& p, const std::string& op) const {
@@ -417,6 +438,36 @@ std::optional<size_t> parse_rendezvous_bytes(const std::optional<std::string>& v
   return static_cast<size_t>(bytes);
 }
 
+// The largest THD_TCP_SOCKET_BUFFER_BYTES: 1 GiB (setsockopt takes an int, and
+// the kernel doubles it).
+constexpr uint64_t kMaxSocketBufferSetting = uint64_t{1} << 30;
+
+std::optional<size_t> parse_socket_buffer_bytes(const std::optional<std::string>& value) {
+  if (!value) return std::nullopt;
+  const std::string& s = *value;
+  uint64_t bytes = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), bytes);
+  THD_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size() && bytes <= kMaxSocketBufferSetting,
+            ValueError, "tcp backend",
+            "THD_TCP_SOCKET_BUFFER_BYTES must be a whole number of bytes up to {} (0: the kernel's autotuning), "
+            "not '{}'",
+            kMaxSocketBufferSetting, s);
+  return static_cast<size_t>(bytes);
+}
+
+// The smaller of net.core.wmem_max and net.core.rmem_max: the kernel clamps
+// SO_SNDBUF and SO_RCVBUF to them. Zero when they cannot be read.
+size_t socket_buffer_limit() {
+  size_t limit = SIZE_MAX;
+  for (const char* path : {"/proc/sys/net/core/wmem_max", "/proc/sys/net/core/rmem_max"}) {
+    std::ifstream in(path);
+    size_t v = 0;
+    if (!(in >> v)) return 0;
+    limit = std::min(limit, v);
+  }
+  return limit;
+}
+
 bool is_loopback(const std::string& host) {
   return host.starts_with("127.") || host == "localhost" || host == "::1" || host == "[::1]";
 }
@@ -433,7 +484,13 @@ Tuning tuning_for(const DataChannelOptions& options, const net::EnvLookup& env) 
   // On one core a spinner only delays the thread it waits for.
   if (cpus < 2) t.spin_budget = microseconds{0};
   // Loopback: every rank of the world is on this host.
-  t.oversubscribed = is_loopback(options.bind_host) && options.world_size > cpus;
+  const bool loopback = is_loopback(options.bind_host);
+  t.oversubscribed = loopback && options.world_size > cpus;
+  // Where the kernel would clamp the loopback size (a stock net.core.rmem_max is
+  // 208 KiB), its autotuning does better than the clamped size.
+  const bool fits = socket_buffer_limit() >= kLoopbackSocketBufferBytes;
+  t.socket_buffer_bytes = parse_socket_buffer_bytes(env("THD_TCP_SOCKET_BUFFER_BYTES"))
+                              .value_or(loopback && fits ? kLoopbackSocketBufferBytes : 0);
   t.handshake_timeout = std::min<milliseconds>(net::kDefaultHandshakeTimeout, options.timeout);
   return t;
 }

@@ -37,6 +37,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "datachannel/net/fd.h"
@@ -57,6 +58,14 @@ inline constexpr size_t kDefaultRendezvousBytes = size_t{1} << 20;
 // Past this much a peer's messages wait in its socket: nothing is lost, and its
 // sends wait (flow control), so there is no need to hold more.
 inline constexpr size_t kDefaultUnexpectedLimit = size_t{256} << 20;
+// SO_SNDBUF and SO_RCVBUF of every connection when all ranks are on this host (the
+// kernel doubles it for its bookkeeping). Loopback needs no window for a long
+// path, and the bytes in flight are buffers the kernel writes and reads again:
+// with the kernel's autotuning (up to 4 MiB sent and 32 MiB received per
+// connection) they fall out of the caches, and a 64 MiB all_reduce of 4 ranks on
+// 2 cores takes about a third more CPU time than with 1 MiB (docs/backend_tcp.md).
+// Used only where net.core.wmem_max and rmem_max allow it unclamped.
+inline constexpr size_t kLoopbackSocketBufferBytes = size_t{1} << 20;
 
 // The knobs of one transport; make_transport fills them from the defaults and the
 // environment, tests set them directly.
@@ -68,6 +77,11 @@ struct Tuning {
   // Messages this large or larger go by rendezvous (THD_TCP_RENDEZVOUS_BYTES):
   // announced, and sent once the receiver has a receive for them.
   size_t rendezvous_bytes = kDefaultRendezvousBytes;
+  // SO_SNDBUF and SO_RCVBUF of the connections to the peers
+  // (THD_TCP_SOCKET_BUFFER_BYTES); zero leaves them to the kernel's autotuning.
+  // kLoopbackSocketBufferBytes on loopback (where the kernel's limits allow it),
+  // zero otherwise.
+  size_t socket_buffer_bytes = 0;
   // The spin budget (THD_TCP_SPIN_US); zero never spins.
   std::chrono::microseconds spin_budget = kDefaultSpinBudget;
   // More ranks on this host than usable cores: start with spinning paused.
@@ -112,6 +126,10 @@ class TcpTransport final : public Transport {
   // Payload bytes of unexpected messages from `world_rank` buffered now (never
   // more than tuning().unexpected_limit); for tests and statistics.
   size_t unexpected_bytes(int world_rank) const;
+  // SO_SNDBUF and SO_RCVBUF of the connection to `world_rank` as the kernel reports
+  // them (twice what was set: the kernel's bookkeeping); zeros for this rank, a
+  // lost peer or a failed look-up. For tests and statistics.
+  std::pair<size_t, size_t> socket_buffers(int world_rank) const;
 
  private:
   struct SendOp {

@@ -7,21 +7,27 @@
 // Small messages are copied at send time (eager) and the send completes at once;
 // larger ones wait in the queue until a receive takes them (rendezvous, one copy),
 // so an algorithm that only works if sends are buffered deadlocks here instead of
-// in production. kill(rank) simulates a lost process.
+// in production. kill(rank) simulates a lost process, slow_down_sends(rank) a
+// rank that falls behind, and overtaken() counts the messages that arrived before
+// their receive at a rank already in their call.
 #pragma once
 
 #include <thd/error.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "datachannel/envelope.h"
@@ -44,6 +50,7 @@ class InprocWorld {
 
   void post_send(int src, std::span<const uint8_t> data, int dst, const detail::Envelope& envelope,
                  const std::shared_ptr<detail::RequestState>& request) {
+    if (src == slow_rank_ && ++slow_sends_ % slow_every_ == 0) std::this_thread::sleep_for(slow_pause_);
     sent_.fetch_add(1, std::memory_order_relaxed);
     if (auto lost = peer_error(dst)) {
       request->fail(lost);
@@ -57,6 +64,10 @@ class InprocWorld {
       box.posted.erase(it);
       request->complete(src, data.size());
       return;
+    }
+    if (const auto it = box.posted_per_call.find({envelope.context, envelope.tag});
+        it != box.posted_per_call.end() && it->second >= overtaken_after_) {
+      overtaken_.fetch_add(1);
     }
     Message m{src, envelope, {}, data, request};
     if (data.size() <= kEagerBytes) {
@@ -72,6 +83,7 @@ class InprocWorld {
                  const std::shared_ptr<detail::RequestState>& request) {
     Mailbox& box = *boxes_[static_cast<size_t>(dst)];
     std::lock_guard lock(box.mu);
+    ++box.posted_per_call[{envelope.context, envelope.tag}];
     PostedRecv recv{src, envelope, data, request};
     for (auto it = box.unexpected.begin(); it != box.unexpected.end(); ++it) {
       if (!matches(src, envelope, it->src, it->envelope)) continue;
@@ -139,6 +151,25 @@ class InprocWorld {
   // Messages posted for sending so far, by every rank.
   uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
 
+  // From now on every `every`-th send `rank` posts waits `pause` first, as a rank
+  // that lags behind its peers (its receives posted ahead are in place by then).
+  // Set before the ranks run.
+  void slow_down_sends(int rank, uint64_t every, std::chrono::microseconds pause) {
+    slow_rank_ = rank;
+    slow_every_ = every;
+    slow_pause_ = pause;
+  }
+
+  // Messages that found no receive at a rank that had posted at least
+  // count_overtaken_after() receives of the same call (context and tag) before:
+  // they overtook what that rank posted ahead, and a real transport would have
+  // had to buffer them.
+  uint64_t overtaken() const { return overtaken_.load(); }
+  // A rank's first receives of a call are posted one by one while its peers may
+  // already send: only messages arriving after `receives` of them count. Set
+  // before the ranks run.
+  void count_overtaken_after(size_t receives) { overtaken_after_ = receives; }
+
   // Receives posted and not matched, plus messages sent and not received: 0
   // once every collective has finished or withdrawn its messages.
   size_t pending() const {
@@ -152,6 +183,12 @@ class InprocWorld {
 
  private:
   std::atomic<uint64_t> sent_{0};
+  std::atomic<uint64_t> overtaken_{0};
+  size_t overtaken_after_ = 1;
+  int slow_rank_ = -1;
+  uint64_t slow_every_ = 1;
+  std::chrono::microseconds slow_pause_{0};
+  uint64_t slow_sends_ = 0;  // the slow rank's own thread only
   struct Message {
     int src;
     detail::Envelope envelope;
@@ -169,6 +206,7 @@ class InprocWorld {
     mutable std::mutex mu;
     std::deque<Message> unexpected;  // arrival order
     std::deque<PostedRecv> posted;   // posting order
+    std::map<std::pair<uint32_t, int64_t>, size_t> posted_per_call;  // receives posted, by (context, tag)
   };
 
   static bool matches(int want_src, const detail::Envelope& want, int src, const detail::Envelope& got) {

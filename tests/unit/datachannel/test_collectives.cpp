@@ -395,6 +395,49 @@ TEST(Collectives, AllReduceGivesEveryRankTheSameBits) {
   }
 }
 
+// A ring's chunks never overtake the receives a rank has posted ahead, even when
+// one rank falls behind and the others run as far ahead as the ring lets them: a
+// chunk that arrives before its receive costs a real transport a buffer and a
+// copy (the tcp backend: a fresh allocation, its page faults and a memcpy).
+TEST(Collectives, RingChunksFindTheirReceivesPostedWhenARankLags) {
+  using std::chrono::microseconds;
+  // kTinyChunk: small messages, which complete at once here as eager ones do.
+  constexpr size_t kChunk = kTinyChunk;
+  for (int n : {3, 4, 5}) {
+    const size_t count = static_cast<size_t>(n) * 16 * kChunk / 4;  // 16 chunks per block
+    for (int slow : {0, n - 1}) {
+      World world(n);
+      world.inproc().slow_down_sends(slow, 3, microseconds(500));
+      // Past a rank's first round of receives, posted one by one as the call starts.
+      world.inproc().count_overtaken_after(detail::ring_recv_depth(n, static_cast<size_t>(n - 1) * 16, kChunk));
+      std::vector<Bytes> data = make_inputs(n, count, kFloat32, ReduceOp::Sum);
+      const Bytes want = reference_reduce(data, count, kFloat32, ReduceOp::Sum);
+      const std::string what = cat("ring all_reduce in ", n, " ranks, rank ", slow, " slow");
+      world.run_ok(
+          [&](int r) {
+            Comm comm = world.comm(r, kind_of(MessageOp::AllReduce, kFloat32, count));
+            detail::ring_all_reduce(comm, data[static_cast<size_t>(r)].data(), count, kFloat32, ReduceOp::Sum, kChunk);
+          },
+          what);
+      for (int r = 0; r < n; ++r)
+        EXPECT_TRUE(same_bytes(data[static_cast<size_t>(r)], want, kFloat32)) << what << ", rank " << r;
+      EXPECT_EQ(world.inproc().overtaken(), 0u) << what;
+
+      const size_t per_rank = count / static_cast<size_t>(n);
+      std::vector<Bytes> in = make_inputs(n, count, kFloat32, ReduceOp::Sum);
+      std::vector<Bytes> out(static_cast<size_t>(n), Bytes(per_rank * 4));
+      world.run_ok(
+          [&](int r) {
+            Comm comm = world.comm(r, kind_of(MessageOp::ReduceScatter, kFloat32, per_rank));
+            detail::ring_reduce_scatter(comm, in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(),
+                                        per_rank, kFloat32, ReduceOp::Sum, kChunk);
+          },
+          what);
+      EXPECT_EQ(world.inproc().overtaken(), 0u) << "ring reduce_scatter in " << n << " ranks, rank " << slow << " slow";
+    }
+  }
+}
+
 // Min and max of +0 / -0 and of NaNs with different payloads: the one place
 // where IEEE results depend on operand order. Every rank must still agree.
 TEST(Collectives, AllReduceMinMaxAgreeOnSignedZerosAndNaNPayloads) {

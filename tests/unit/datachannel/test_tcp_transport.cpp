@@ -171,6 +171,44 @@ TEST(TcpTransport, InvalidOptionsAreValueErrors) {
   EXPECT_EQ(tcp::tuning_for(options_for(store, 0, 1), spin7).rendezvous_bytes, tcp::kDefaultRendezvousBytes);
 }
 
+// Loopback connections get fixed socket buffers (kernel autotuning grows them
+// past the caches); others keep the kernel's sizing; the variable overrides both.
+TEST(TcpTransport, SocketBuffersFollowTheHostAndTheirVariable) {
+  const auto none = [](const char*) -> std::optional<std::string> { return std::nullopt; };
+  DataChannelOptions o;
+  o.world_size = 2;
+  // Where net.core.rmem_max or wmem_max is below it, the kernel's autotuning stays.
+  const size_t loopback = tcp::tuning_for(o, none).socket_buffer_bytes;
+  EXPECT_TRUE(loopback == tcp::kLoopbackSocketBufferBytes || loopback == 0) << loopback;
+  o.bind_host = "10.1.2.3";
+  EXPECT_EQ(tcp::tuning_for(o, none).socket_buffer_bytes, 0u);
+  for (const char* value : {"0", "65536"}) {
+    const auto env = [value](const char* name) -> std::optional<std::string> {
+      if (std::string(name) == "THD_TCP_SOCKET_BUFFER_BYTES") return value;
+      return std::nullopt;
+    };
+    EXPECT_EQ(tcp::tuning_for(o, env).socket_buffer_bytes, std::stoul(value)) << value;
+  }
+  for (const char* bad : {"-1", "1M", "", "2000000000000"}) {
+    const auto env = [bad](const char* name) -> std::optional<std::string> {
+      if (std::string(name) == "THD_TCP_SOCKET_BUFFER_BYTES") return bad;
+      return std::nullopt;
+    };
+    THD_EXPECT_THROW_MSG(tcp::tuning_for(o, env), ValueError, "THD_TCP_SOCKET_BUFFER_BYTES");
+  }
+
+  // The transport sets them on every connection (Linux reports twice the setting).
+  auto ts = thread_world(2);
+  for (int r = 0; r < 2; ++r) {
+    auto* t = dynamic_cast<tcp::TcpTransport*>(ts[static_cast<size_t>(r)].get());
+    ASSERT_NE(t, nullptr);
+    if (loopback == 0) continue;
+    const auto [snd, rcv] = t->socket_buffers(1 - r);
+    EXPECT_EQ(snd, 2 * loopback) << "rank " << r;
+    EXPECT_EQ(rcv, 2 * loopback) << "rank " << r;
+  }
+}
+
 TEST(TcpTransport, MissingRankTimesOutNamingIt) {
   auto store = std::make_shared<HashStore>(test::kLong);
   test::run_ranks(2, [&](int r) {
