@@ -35,6 +35,14 @@ bool rooted(MessageOp op) {
          op == MessageOp::Scatter;
 }
 
+// A thd error that also says which collectives did not match.
+template <typename E>
+class CollectiveMismatchError : public E, public CollectiveMismatch {
+ public:
+  CollectiveMismatchError(std::string message, ErrorContext context, CollectiveMismatch what)
+      : E(std::move(message), std::move(context)), CollectiveMismatch(what) {}
+};
+
 }  // namespace
 
 std::string describe(const MessageKind& kind) {
@@ -81,13 +89,29 @@ std::exception_ptr message_mismatch(int rank, int peer, const Envelope& expected
         "group must issue the same collectives in the same order with the same sizes",
         peer, describe(got.kind), describe(expected.kind));
   }
+  const bool type_error = expected.kind.dtype != got.kind.dtype && expected.kind.op == got.kind.op;
   try {
-    if (expected.kind.dtype != got.kind.dtype && expected.kind.op == got.kind.op) {
-      THD_THROW_AT(TypeError, op, rank, peer, "{}", detail);
+    if (!p2p) {
+      ErrorContext context = context_at(op, rank, peer, __FILE__, __LINE__);
+      const CollectiveMismatch what{peer, got.kind};
+      if (type_error) throw CollectiveMismatchError<TypeError>(std::move(detail), std::move(context), what);
+      throw CollectiveMismatchError<ValueError>(std::move(detail), std::move(context), what);
     }
+    if (type_error) THD_THROW_AT(TypeError, op, rank, peer, "{}", detail);
     THD_THROW_AT(ValueError, op, rank, peer, "{}", detail);
   } catch (...) {
     return std::current_exception();
+  }
+}
+
+std::optional<CollectiveMismatch> collective_mismatch_of(const std::exception_ptr& error) noexcept {
+  if (!error) return std::nullopt;
+  try {
+    std::rethrow_exception(error);
+  } catch (const CollectiveMismatch& m) {
+    return m;
+  } catch (...) {
+    return std::nullopt;
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <thd/datachannel.h>
@@ -58,11 +59,24 @@ struct Envelope {
 inline uint32_t p2p_context(uint32_t group_id) { return group_id * 2; }
 inline uint32_t collective_context(uint32_t group_id) { return group_id * 2 + 1; }
 
+// What a collective mismatch error knows beyond its text: the rank whose message
+// did not match this rank's call (world rank) and that message's kind, so the
+// collective that sees it can tell the other members (collectives/mismatch_notice.h).
+struct CollectiveMismatch {
+  int peer = -1;
+  MessageKind theirs;
+};
+
 // The error a transport fails a receive with when the matched message is not what
 // the receiver expects (different kind, or a size other than expected_bytes). A
-// TypeError for dtypes that differ, ValueError otherwise; names both ranks.
+// TypeError for dtypes that differ, ValueError otherwise; names both ranks. For a
+// collective it is also a CollectiveMismatch.
 std::exception_ptr message_mismatch(int rank, int peer, const Envelope& expected, size_t expected_bytes,
                                     const Envelope& got, size_t got_bytes);
+
+// The CollectiveMismatch an error made by message_mismatch carries, nullopt for
+// any other error.
+std::optional<CollectiveMismatch> collective_mismatch_of(const std::exception_ptr& error) noexcept;
 
 // Checks a matched message against a posted receive: nullptr when they agree.
 inline std::exception_ptr check_match(int rank, int peer, const Envelope& expected, size_t expected_bytes,

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <optional>
 
 #include "datachannel/channel_access.h"
 #include "datachannel/check.h"
@@ -85,8 +87,12 @@ void Comm::wait(const Request& request) {
     // on the caller's own thread it waits as any receive does.
     if (on_engine_ ? CollectiveEngine::await(*state, until) : transport_.wait(*state, until)) break;
     throw_if_member_lost(*state);
+    throw_if_told_of_mismatch();
   }
-  if (state->status() == RequestState::Failed) fail_call(state->error);
+  if (state->status() == RequestState::Failed) {
+    tell_members_of_mismatch(state->error);
+    fail_call(state->error);
+  }
 }
 
 void Comm::wait_all(std::span<const Request> requests) {
@@ -133,7 +139,45 @@ void Comm::throw_if_member_lost(const RequestState& waiting) {
   }
 }
 
+void Comm::throw_if_told_of_mismatch() {
+  if (!notice_) {
+    auto state = std::make_shared<RequestState>(fmt::format("{}: mismatch notice", op_), deadline_, &transport_,
+                                                transport_.rank());
+    in_flight_.push_back({state, -1});
+    notice_ = std::move(state);
+    transport_.post_recv(notice_bytes_, kAnySource, mismatch_notice_envelope(envelope_), notice_);
+  }
+  // A notice that could not be taken (a peer lost, a malformed message) tells
+  // nothing: the call goes on waiting for its own messages.
+  if (notice_->status() != RequestState::Done) return;
+  fail_call(noticed_mismatch(transport_.rank(), notice_->source, envelope_, decode_mismatch_notice(notice_bytes_)));
+}
+
+void Comm::tell_members_of_mismatch(const std::exception_ptr& error) noexcept {
+  const std::optional<CollectiveMismatch> found = collective_mismatch_of(error);
+  if (!found) return;
+  try {
+    const Envelope envelope = mismatch_notice_envelope(envelope_);
+    const MismatchNoticeBytes bytes = encode_mismatch_notice({envelope_.kind, found->peer, found->theirs});
+    for (int peer = 0; peer < size(); ++peer) {
+      const int world = world_rank(peer);
+      if (peer == rank_ || transport_.peer_error(world)) continue;
+      auto state = std::make_shared<RequestState>(fmt::format("{}: mismatch notice to rank {}", op_, peer), deadline_,
+                                                  &transport_, transport_.rank());
+      // Nobody waits for it: the request keeps its bytes until the transport is done.
+      Tensor payload = Tensor::empty({static_cast<int64_t>(bytes.size())}, kUInt8);
+      std::memcpy(payload.data_ptr(), bytes.data(), bytes.size());
+      const std::span<const uint8_t> data{static_cast<const uint8_t*>(payload.data_ptr()), bytes.size()};
+      state->keepalive.push_back(std::move(payload));
+      transport_.post_send(data, world, envelope, state);
+    }
+  } catch (...) {
+    // Out of memory: the members not told fail at their deadline instead.
+  }
+}
+
 void Comm::throw_timeout(const RequestState& waiting) {
+  throw_if_told_of_mismatch();
   const int peer = peer_of(waiting);
   try {
     THD_THROW_AT(TimeoutError, op_, transport_.rank(), peer >= 0 ? world_rank(peer) : -1,

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "datachannel/collectives/mismatch_notice.h"
 #include "datachannel/envelope.h"
 #include "datachannel/net/socket.h"
 #include "datachannel/transport.h"
@@ -47,7 +48,9 @@ class Comm {
 
   // Waits for the request within the call's deadline and rethrows its error.
   // Fails early with PeerLost when any member of the group is lost, since a
-  // collective cannot finish without every member. Before it throws, every
+  // collective cannot finish without every member, and with the mismatch another
+  // member told this rank of (mismatch_notice.h). When the request itself failed
+  // with a mismatch, first tells every other member. Before it throws, every
   // message of this call still in flight is withdrawn (the buffers of a failed
   // collective are the caller's again). A default Request returns at once.
   void wait(const Request& request);
@@ -71,6 +74,11 @@ class Comm {
   // Cancels every unfinished message of this call with `why` and throws it.
   [[noreturn]] void fail_call(std::exception_ptr why);
   void cancel_in_flight(const std::exception_ptr& why) noexcept;
+  // Once a wait lasted a liveness slice: posts the receive for a mismatch notice
+  // (the first time), and fails the call when one came.
+  void throw_if_told_of_mismatch();
+  // Sends every other member a notice of the mismatch `error` names, if it is one.
+  void tell_members_of_mismatch(const std::exception_ptr& error) noexcept;
   int peer_of(const RequestState& state) const;
 
   Transport& transport_;
@@ -86,6 +94,9 @@ class Comm {
   // size stays near the number actually in flight.
   std::vector<InFlight> in_flight_;
   size_t prune_at_ = 64;
+  // The receive for a mismatch notice, posted once a wait has lasted a slice.
+  std::shared_ptr<RequestState> notice_;
+  MismatchNoticeBytes notice_bytes_{};
 };
 
 }  // namespace thd::detail

@@ -8,6 +8,7 @@ set(THD_DC_COLLECTIVE_SOURCES
   collectives/float32_accumulation.cpp
   collectives/linear_gather.cpp
   collectives/linear_scatter.cpp
+  collectives/mismatch_notice.cpp
   collectives/pairwise_all_to_all.cpp
   collectives/pipelined_ring_broadcast.cpp
   collectives/recursive_doubling_all_reduce.cpp

@@ -1,7 +1,8 @@
 // Ranks that disagree: mismatched point-to-point messages, mismatched
 // collectives (different ops, counts, dtypes, reduce ops), and a collective a
 // peer never joins. Each must end in an error, never a hang: one naming both
-// calls on at least one rank, a TimeoutError on the others.
+// calls on at least one rank, which tells the others (every rank then names the
+// mismatch at once; EveryRankNamesTheMismatchAtOnce), or a TimeoutError.
 #include <gtest/gtest.h>
 
 #include "backends.h"
@@ -177,6 +178,50 @@ TEST_P(Mismatch, OneRankOfThreeDisagrees) {
                    },
                    {"all_gather", "all_reduce"}});
   run_cases(backend(), 3, cases);
+}
+
+// One rank calls a different collective than the other two, with a long
+// deadline: the rank that sees the mismatch tells the others, so every rank fails
+// at once with an error naming both calls (no rank waits out the deadline), and the
+// next collective on the same tag works everywhere.
+void every_rank_names_the_mismatch_at_once(const std::string& backend, bool odd_rank_alone) {
+  constexpr milliseconds kLongTimeout{30000};
+  constexpr milliseconds kPrompt{2000};
+  constexpr int64_t kTag = 5;
+  run_world(backend, 3, [&](RankEnv& env) {
+    const CollectiveOptions o{.tag = kTag, .timeout = kLongTimeout};
+    // Rank 1 broadcasts from rank 0; rank 0 all_reduces; rank 2 does as rank 1
+    // (then rank 1's mismatch is with rank 0 alone) or as rank 0.
+    const bool broadcasts = env.rank == 1 || (env.rank == 2 && !odd_rank_alone);
+    constexpr std::string_view kBroadcast = "broadcast(float32, 4 elements, root 0)";
+    constexpr std::string_view kAllReduce = "all_reduce(float32, 4 elements, sum)";
+    const std::string theirs = broadcasts ? std::string(kAllReduce) : std::string(kBroadcast);
+    const std::string mine = broadcasts ? std::string(kBroadcast) : std::string(kAllReduce);
+    Tensor t = Tensor::ones({4});
+    std::exception_ptr error;
+    const milliseconds took = time_of([&] {
+      try {
+        broadcasts ? env.dc.broadcast(t, 0, o) : env.dc.all_reduce(t, ReduceOp::Sum, o);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    });
+    const std::string who = "rank " + std::to_string(env.rank);
+    const std::string both = "called " + theirs + " while this rank called " + mine;
+    require_error<ValueError>(error, {"collectives do not match", both}, who + " of a mismatched collective");
+    require(took < kPrompt, who + " took " + std::to_string(took.count()) + " ms to fail a mismatched collective " +
+                                "with a deadline of " + std::to_string(kLongTimeout.count()) + " ms");
+
+    Tensor again = Tensor::full({4}, static_cast<double>(env.rank), kFloat32);
+    env.dc.all_reduce(again, ReduceOp::Sum, {.tag = kTag, .timeout = milliseconds(10000)});
+    require_same(again, Tensor::full({4}, 3.0, kFloat32), "the all_reduce after a mismatched collective");
+  });
+}
+
+TEST_P(Mismatch, EveryRankNamesTheMismatchAtOnce) { every_rank_names_the_mismatch_at_once(backend(), true); }
+
+TEST_P(Mismatch, EveryRankNamesTheMismatchAtOnceWhenTwoDisagreeWithOne) {
+  every_rank_names_the_mismatch_at_once(backend(), false);
 }
 
 TEST_P(Mismatch, PointToPointSizeAndDtype) {

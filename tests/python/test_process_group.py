@@ -41,6 +41,20 @@ def test_every_collective_over_mpi():
     check_every_rank_passed(p)
 
 
+@pytest.mark.parametrize("backend", ["tcp", "ucx", "libfabric"])
+def test_a_mismatched_collective_fails_every_rank_at_once(backend, monkeypatch):
+    if not thd.is_backend_available(backend):
+        pytest.skip(f"thd built without the {backend} backend")
+    monkeypatch.setenv("THD_BACKEND", backend)
+    if backend == "libfabric":
+        monkeypatch.setenv("FI_PROVIDER", "tcp")
+    p = run_job("pg_mismatch.py", nproc=3)
+    report = f"exit status {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    assert p.returncode == 0, report
+    for rank in range(3):
+        assert f"PASS pg_mismatch.py rank {rank}" in p.stdout, report
+
+
 def test_the_shared_names_keep_master_worker_semantics():
     check_job("process_group_names_in_master_worker.py")
 

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "datachannel/collectives/mismatch_notice.h"
 #include "datachannel/envelope.h"
 #include "datachannel/matching.h"
 #include "datachannel/request_state.h"
@@ -177,6 +178,15 @@ class InprocWorld {
     for (const auto& box : boxes_) {
       std::lock_guard lock(box->mu);
       n += box->posted.size() + box->unexpected.size();
+    }
+    return n;
+  }
+  // Of those, the mismatch notices nobody received (collectives/mismatch_notice.h).
+  size_t unreceived_notices() const {
+    size_t n = 0;
+    for (const auto& box : boxes_) {
+      std::lock_guard lock(box->mu);
+      for (const Message& m : box->unexpected) n += detail::is_mismatch_notice(m.envelope) ? 1 : 0;
     }
     return n;
   }
