@@ -36,10 +36,17 @@ std::optional<bool> RequestState::claim() noexcept {
 
 net::Deadline RequestState::fix_deadline(net::Deadline now) const noexcept {
   // As net::deadline_after: saturating, so that milliseconds::max() is "never".
-  const net::Deadline at =
+  return fix_deadline_at(
       timeout_from_wait_ >= std::chrono::duration_cast<std::chrono::milliseconds>(net::Deadline::max() - now)
           ? net::Deadline::max()
-          : now + timeout_from_wait_;
+          : now + timeout_from_wait_);
+}
+
+net::Deadline RequestState::fix_deadline_coarsely() const noexcept {
+  return fix_deadline_at(net::coarse_deadline_after(timeout_from_wait_));
+}
+
+net::Deadline RequestState::fix_deadline_at(net::Deadline at) const noexcept {
   net::Clock::rep expected = kUnfixed;
   // The first to fix it wins: every waiter then times out at the same moment.
   if (deadline_at_.compare_exchange_strong(expected, at.time_since_epoch().count(), std::memory_order_relaxed)) {

@@ -81,11 +81,13 @@ struct RequestState {
   bool block_until(net::Deadline until);
 
   // The op's deadline. One counted from the wait (RequestSpec::timeout_from_wait)
-  // is fixed by the first call, from a clock read of its own or from `now`, a read
-  // its caller just made; every later call returns the same.
+  // is fixed by the first call: from `now`, a clock read its caller just made, or
+  // else from the coarse clock (net::coarse_deadline_after: at most a few ms
+  // later, as a deadline fixed when the request is made); every later call
+  // returns the same.
   net::Deadline deadline() const noexcept {
     const net::Clock::rep at = deadline_at_.load(std::memory_order_relaxed);
-    return at != kUnfixed ? net::Deadline(net::Clock::duration(at)) : fix_deadline(net::Clock::now());
+    return at != kUnfixed ? net::Deadline(net::Clock::duration(at)) : fix_deadline_coarsely();
   }
   net::Deadline deadline(net::Deadline now) const noexcept {
     const net::Clock::rep at = deadline_at_.load(std::memory_order_relaxed);
@@ -144,6 +146,8 @@ struct RequestState {
 
   static constexpr net::Clock::rep kUnfixed = std::numeric_limits<net::Clock::rep>::min();
   net::Deadline fix_deadline(net::Deadline now) const noexcept;
+  net::Deadline fix_deadline_coarsely() const noexcept;
+  net::Deadline fix_deadline_at(net::Deadline at) const noexcept;
   const std::chrono::milliseconds timeout_from_wait_{0};
   // The deadline's ticks, or kUnfixed. Atomic: any thread waiting on the request
   // may fix it.
