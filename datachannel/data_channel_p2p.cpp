@@ -81,8 +81,11 @@ detail::RequestSpec p2p_spec(const GroupState& g, detail::OpLabel op, const P2PO
 // The spec of a request its call waits for before it returns: its deadline is
 // counted from the wait's first clock read (RequestSpec::timeout_from_wait), which
 // a wait that ends at once or within a spin's first rounds never makes.
-detail::RequestSpec waited_spec(const GroupState& g, detail::OpLabel op, const P2POptions& o, const Tensor* keep) {
-  return {std::move(op), {}, g.world_rank(), o.passive_wait, o.yield_spin, keep, detail::resolve_timeout(g, o.timeout)};
+// The label is made in place (`label_of` a prvalue): moving it in cost a string's
+// move and destruction a message.
+template <typename Label>
+detail::RequestSpec waited_spec(const GroupState& g, Label label_of, const P2POptions& o, const Tensor* keep) {
+  return {label_of(), {}, g.world_rank(), o.passive_wait, o.yield_spin, keep, detail::resolve_timeout(g, o.timeout)};
 }
 
 // Checks and sends through Transport::send_blocking, which makes the request
@@ -105,10 +108,10 @@ std::shared_ptr<detail::RequestState> send_lazily(GroupState& g, std::string_vie
   // Only when the send has to be waited for.
   const detail::RequestMaker make{[](const void* p) {
                                     const Context& c = *static_cast<const Context*>(p);
-                                    const detail::OpLabel label = detail::OpLabel::send_to(c.dst, c.o->tag);
+                                    auto label = [&] { return detail::OpLabel::send_to(c.dst, c.o->tag); };
                                     return detail::make_request(*c.g,
                                                                 c.waited ? waited_spec(*c.g, label, *c.o, c.keep)
-                                                                         : p2p_spec(*c.g, label, *c.o, c.keep),
+                                                                         : p2p_spec(*c.g, label(), *c.o, c.keep),
                                                                 c.g->transport.get());
                                   },
                                   &context};
@@ -166,7 +169,8 @@ int recv_and_wait(GroupState& g, std::string_view op, std::span<uint8_t> data, M
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   g.transport->count_recv(data.size());
   const int world_source = g.transport->recv_blocking(
-      data, world_src, env, waited_spec(g, detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag), o, keep));
+      data, world_src, env,
+      waited_spec(g, [&] { return detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag); }, o, keep));
   return g.id == 0 ? world_source : detail::position_in(*g.world_ranks, world_source);
 }
 
