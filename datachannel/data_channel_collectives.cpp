@@ -268,12 +268,12 @@ Request launch_collective(GroupState& g, const MessageKind& kind, const Collecti
   auto task = [req, transport = g.transport, ranks = g.world_ranks, rank = g.rank, env, op,
                body = std::move(body)]() {
     try {
-      if (net::Clock::now() >= req->deadline) {
+      if (net::Clock::now() >= req->deadline()) {
         THD_THROW_AT(TimeoutError, op, transport->rank(), -1,
                      "did not start before its deadline: the collectives issued before it on this group took "
                      "too long");
       }
-      Comm comm(*transport, *ranks, rank, env, req->deadline, op);
+      Comm comm(*transport, *ranks, rank, env, req->deadline(), op);
       body(comm);
       req->complete(-1, 0);
     } catch (...) {

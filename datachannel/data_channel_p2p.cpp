@@ -78,27 +78,41 @@ detail::RequestSpec p2p_spec(const GroupState& g, detail::OpLabel op, const P2PO
           keep};
 }
 
+// The spec of a request its call waits for before it returns: its deadline is
+// counted from the wait's first clock read (RequestSpec::timeout_from_wait), which
+// a wait that ends at once or within a spin's first rounds never makes.
+// The label is made in place (`label_of` a prvalue): moving it in cost a string's
+// move and destruction a message.
+template <typename Label>
+detail::RequestSpec waited_spec(const GroupState& g, Label label_of, const P2POptions& o, const Tensor* keep) {
+  return {label_of(), {}, g.world_rank(), o.passive_wait, o.yield_spin, keep, detail::resolve_timeout(g, o.timeout)};
+}
+
 // Checks and sends through Transport::send_blocking, which makes the request
 // (through `make`) only when the message does not leave within the call; null
 // when it left. What send, send_bytes and isend share, so that theirs is the only
 // call between the caller and the transport.
+// `waited`: the caller waits for the request before it returns (send, send_bytes).
 std::shared_ptr<detail::RequestState> send_lazily(GroupState& g, std::string_view op,
                                                   std::span<const uint8_t> data, MessageKind kind, int dst,
-                                                  const P2POptions& o, const Tensor* keep) {
+                                                  const P2POptions& o, const Tensor* keep, bool waited) {
   const int world_dst = checked_peer(g, dst, op, "destination", /*any_ok=*/false, o.tag);
   struct Context {
     GroupState* g;
     int dst;
     const P2POptions* o;
     const Tensor* keep;
+    bool waited;
   };
-  const Context context{&g, dst, &o, keep};
-  // Only when the send has to be waited for: its deadline is a clock read.
+  const Context context{&g, dst, &o, keep, waited};
+  // Only when the send has to be waited for.
   const detail::RequestMaker make{[](const void* p) {
                                     const Context& c = *static_cast<const Context*>(p);
-                                    return detail::make_request(
-                                        *c.g, p2p_spec(*c.g, detail::OpLabel::send_to(c.dst, c.o->tag), *c.o, c.keep),
-                                        c.g->transport.get());
+                                    auto label = [&] { return detail::OpLabel::send_to(c.dst, c.o->tag); };
+                                    return detail::make_request(*c.g,
+                                                                c.waited ? waited_spec(*c.g, label, *c.o, c.keep)
+                                                                         : p2p_spec(*c.g, label(), *c.o, c.keep),
+                                                                c.g->transport.get());
                                   },
                                   &context};
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
@@ -128,7 +142,7 @@ void wait_for(std::shared_ptr<detail::RequestState> request, bool keeps_its_memo
 // it first (a clock read, the request's memory and fields) came before the send.
 Request post_send(GroupState& g, std::string_view op, std::span<const uint8_t> data, MessageKind kind, int dst,
                   const P2POptions& o, const Tensor* keep) {
-  auto req = send_lazily(g, op, data, kind, dst, o, keep);
+  auto req = send_lazily(g, op, data, kind, dst, o, keep, /*waited=*/false);
   if (!req) {
     req = detail::make_request(g, p2p_spec(g, detail::OpLabel::send_to(dst, o.tag), o, nullptr), g.transport.get());
     req->complete(-1, data.size());
@@ -155,7 +169,8 @@ int recv_and_wait(GroupState& g, std::string_view op, std::span<uint8_t> data, M
   const Envelope env{detail::p2p_context(g.id), o.tag, kind};
   g.transport->count_recv(data.size());
   const int world_source = g.transport->recv_blocking(
-      data, world_src, env, p2p_spec(g, detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag), o, keep));
+      data, world_src, env,
+      waited_spec(g, [&] { return detail::OpLabel::recv_from(src == kAnySource ? -1 : src, o.tag); }, o, keep));
   return g.id == 0 ? world_source : detail::position_in(*g.world_ranks, world_source);
 }
 
@@ -202,7 +217,8 @@ void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options)
   Tensor copy;
   const Tensor& src = contiguous_source(tensor, copy);
   const TensorMessage m = message_of(src);
-  wait_for(send_lazily(state(), "send", m.bytes, m.kind, dst, options, &src), /*keeps_its_memory=*/true);
+  wait_for(send_lazily(state(), "send", m.bytes, m.kind, dst, options, &src, /*waited=*/true),
+           /*keeps_its_memory=*/true);
 }
 
 int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
@@ -218,7 +234,7 @@ int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
 }
 
 void DataChannel::send_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
-  wait_for(send_lazily(state(), "send_bytes", data, bytes_kind(data.size()), dst, options, nullptr),
+  wait_for(send_lazily(state(), "send_bytes", data, bytes_kind(data.size()), dst, options, nullptr, /*waited=*/true),
            /*keeps_its_memory=*/false);
 }
 

@@ -46,8 +46,9 @@ bool wait_once(RequestState& s, net::Deadline until) {
 
 
 net::Deadline expiry(const RequestState& s) {
-  if (s.engine != nullptr || s.deadline == net::Deadline::max()) return s.deadline;
-  return s.deadline + kCompositeGrace;
+  const net::Deadline own = s.deadline();
+  if (s.engine != nullptr || own == net::Deadline::max()) return own;
+  return own + kCompositeGrace;
 }
 
 void rethrow_if_failed(const RequestState& s) {
@@ -87,7 +88,11 @@ bool Request::test() const {
 
 void Request::wait() const {
   if (!state_) return;
-  if (!detail::wait_until_interruptibly(*state_, expiry(*state_))) expire(state_);
+  // A point-to-point request's expiry is its own deadline, which its transport's
+  // waiter fixes at its first clock read if the request's call left it open.
+  const bool finished = state_->engine != nullptr ? detail::wait_own_interruptibly(*state_)
+                                                  : detail::wait_until_interruptibly(*state_, expiry(*state_));
+  if (!finished) expire(state_);
   rethrow_if_failed(*state_);
 }
 
@@ -168,6 +173,12 @@ bool wait_until_interruptibly(RequestState& s, net::Deadline until) {
     if (period_end >= until) return false;
     check_interrupt();
   }
+}
+
+bool wait_own_interruptibly(RequestState& s) {
+  if (s.finished()) return true;
+  if (s.engine == nullptr || interrupt_check_installed()) return wait_until_interruptibly(s, s.deadline());
+  return s.engine->wait_own(s);
 }
 
 }  // namespace thd::detail

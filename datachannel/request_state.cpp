@@ -34,6 +34,27 @@ std::optional<bool> RequestState::claim() noexcept {
   return (s & kBlockedBit) != 0;
 }
 
+net::Deadline RequestState::fix_deadline(net::Deadline now) const noexcept {
+  // As net::deadline_after: saturating, so that milliseconds::max() is "never".
+  return fix_deadline_at(
+      timeout_from_wait_ >= std::chrono::duration_cast<std::chrono::milliseconds>(net::Deadline::max() - now)
+          ? net::Deadline::max()
+          : now + timeout_from_wait_);
+}
+
+net::Deadline RequestState::fix_deadline_coarsely() const noexcept {
+  return fix_deadline_at(net::coarse_deadline_after(timeout_from_wait_));
+}
+
+net::Deadline RequestState::fix_deadline_at(net::Deadline at) const noexcept {
+  net::Clock::rep expected = kUnfixed;
+  // The first to fix it wins: every waiter then times out at the same moment.
+  if (deadline_at_.compare_exchange_strong(expected, at.time_since_epoch().count(), std::memory_order_relaxed)) {
+    return at;
+  }
+  return net::Deadline(net::Clock::duration(expected));
+}
+
 bool RequestState::complete(int source_world_rank, size_t nbytes) noexcept {
   const std::optional<bool> waiters = claim();
   if (!waiters) return false;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,12 @@ struct RequestSpec {
   bool passive_wait = false;
   std::chrono::microseconds yield_spin{0};
   const Tensor* keep = nullptr;
+  // Set for a call that waits for its request before it returns (a blocking
+  // receive): the deadline is this much after the wait's first clock read, and
+  // `deadline` is unused. A spinning waiter reads the clock first a few rounds in
+  // (PipeTransport::wait), so a wait that ends sooner never reads it: a read at
+  // the call was a measurable part of a small round trip's setup.
+  std::optional<std::chrono::milliseconds> timeout_from_wait = std::nullopt;
 };
 
 // Tells lane `lane` (numbered from 1) of the collective engine that a request one
@@ -43,15 +50,16 @@ struct RequestState {
   // `deadline` is the op's own; `engine` is the transport a waiter may drive
   // (nullptr: waiters only block).
   RequestState(OpLabel op, net::Deadline deadline, Transport* engine, int rank)
-      : op(std::move(op)), deadline(deadline), engine(engine), rank(rank) {}
+      : op(std::move(op)), engine(engine), rank(rank), deadline_at_(deadline.time_since_epoch().count()) {}
   // Everything of `spec` but its tensor (the caller decides whether to keep it).
   RequestState(const RequestSpec& spec, Transport* engine)
       : op(spec.op),
-        deadline(spec.deadline),
         engine(engine),
         rank(spec.rank),
         passive_wait(spec.passive_wait),
-        yield_spin(spec.yield_spin) {}
+        yield_spin(spec.yield_spin),
+        timeout_from_wait_(spec.timeout_from_wait.value_or(std::chrono::milliseconds(0))),
+        deadline_at_(spec.timeout_from_wait ? kUnfixed : spec.deadline.time_since_epoch().count()) {}
 
   // The first of complete()/fail() wins and wakes every waiter; later calls are
   // ignored and return false. Both are noexcept: they run on progress threads.
@@ -72,8 +80,23 @@ struct RequestState {
   // Blocks (without driving any engine) until finished or `until`; true if finished.
   bool block_until(net::Deadline until);
 
+  // The op's deadline. One counted from the wait (RequestSpec::timeout_from_wait)
+  // is fixed by the first call: from `now`, a clock read its caller just made, or
+  // else from the coarse clock (net::coarse_deadline_after: at most a few ms
+  // later, as a deadline fixed when the request is made); every later call
+  // returns the same.
+  net::Deadline deadline() const noexcept {
+    const net::Clock::rep at = deadline_at_.load(std::memory_order_relaxed);
+    return at != kUnfixed ? net::Deadline(net::Clock::duration(at)) : fix_deadline_coarsely();
+  }
+  net::Deadline deadline(net::Deadline now) const noexcept {
+    const net::Clock::rep at = deadline_at_.load(std::memory_order_relaxed);
+    return at != kUnfixed ? net::Deadline(net::Clock::duration(at)) : fix_deadline(now);
+  }
+  // False while a deadline counted from the wait has not been fixed yet.
+  bool deadline_fixed() const noexcept { return deadline_at_.load(std::memory_order_relaxed) != kUnfixed; }
+
   const OpLabel op;
-  const net::Deadline deadline;
   Transport* const engine;
   const int rank;  // this rank in the world, for error context
 
@@ -121,6 +144,15 @@ struct RequestState {
   // Publishes `status` and wakes blocked waiters, if any.
   void publish(int status, bool waiters) noexcept;
 
+  static constexpr net::Clock::rep kUnfixed = std::numeric_limits<net::Clock::rep>::min();
+  net::Deadline fix_deadline(net::Deadline now) const noexcept;
+  net::Deadline fix_deadline_coarsely() const noexcept;
+  net::Deadline fix_deadline_at(net::Deadline at) const noexcept;
+  const std::chrono::milliseconds timeout_from_wait_{0};
+  // The deadline's ticks, or kUnfixed. Atomic: any thread waiting on the request
+  // may fix it.
+  mutable std::atomic<net::Clock::rep> deadline_at_;
+
   std::atomic<uint32_t> state_{Pending};
 
  public:
@@ -134,5 +166,8 @@ struct RequestState {
 // check installed (thd/interrupt.h) the wait runs in periods with the check between
 // them; a check that throws ends the wait with its exception, `s` still pending.
 bool wait_until_interruptibly(RequestState& s, net::Deadline until);
+// The same until the request's own deadline, which a transport's waiter may fix
+// only when it first reads the clock (Transport::wait_own, RequestSpec::timeout_from_wait).
+bool wait_own_interruptibly(RequestState& s);
 
 }  // namespace thd::detail

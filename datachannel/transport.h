@@ -78,7 +78,7 @@ class Transport {
   virtual void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,
                          const std::shared_ptr<RequestState>& request) = 0;
   // A receive its caller waits for at once (DataChannel::recv_bytes, recv): posts
-  // it, waits until it finishes or `spec.deadline` passes (then withdraws it), and
+  // it, waits until it finishes or its deadline passes (then withdraws it), and
   // returns the world rank it came from; throws the request's error. The default
   // posts a request made from `spec` and waits on it. Backends override it to keep
   // the request on the stack: a request allocated, shared and dropped per message
@@ -97,6 +97,11 @@ class Transport {
   // default blocks on the request; backends override it to spin on their own
   // progress first (latency) and then block (no core burnt while idle).
   virtual bool wait(RequestState& request, net::Deadline until);
+  // wait() until the request's own deadline. The default fixes a deadline the
+  // request's call left open (RequestSpec::timeout_from_wait) at once; a transport
+  // that spins first overrides it to fix it at its first clock read, which a short
+  // wait never reaches.
+  virtual bool wait_own(RequestState& request) { return wait(request, request.deadline()); }
   // Bracket a sleep of a thread that waits for this transport's requests without
   // driving it and without blocking on one request (a collective engine lane with
   // tasks suspended on their messages). Meanwhile the transport's own progress

@@ -79,7 +79,7 @@ Request Runner::run(GroupState& g, Launch launch) {
   const int peer_world = launch.pair_peer < 0 ? -1 : (*g.world_ranks)[static_cast<size_t>(launch.pair_peer)];
   const CallSite site{launch.op, g.world_rank(), launch.source >= 0 ? launch.source : peer_world};
   auto request = make_request(g, launch.op, launch.timeout, &engine_);
-  const net::Deadline deadline = request->deadline;
+  const net::Deadline deadline = request->deadline();
   std::shared_ptr<Communicator> comm = communicator(g, launch, deadline, site);
 
   auto completion = std::make_shared<Completion>();

@@ -232,7 +232,11 @@ bool PipeTransport::drive_locked(std::unique_lock<std::mutex>& lock, net::Deadli
   return true;
 }
 
-bool PipeTransport::wait(RequestState& request, net::Deadline until) {
+bool PipeTransport::wait(RequestState& request, net::Deadline until) { return spin_then_block(request, &until); }
+
+bool PipeTransport::wait_own(RequestState& request) { return spin_then_block(request, nullptr); }
+
+bool PipeTransport::spin_then_block(RequestState& request, const net::Deadline* until) {
   // A caller's yield_spin (P2POptions) lengthens the spin and makes it yield.
   const auto spin_budget = std::max<std::chrono::microseconds>(tuning_.spin_budget, request.yield_spin);
   const bool yield_while_spinning = tuning_.yield_while_spinning || request.yield_spin.count() > 0;
@@ -256,7 +260,7 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
     for (unsigned round = 0; !request.finished(); ++round) {
       if ((round & 15U) == 15U) {
         const net::Deadline now = net::Clock::now();
-        if (!spin_end) spin_end = std::min(until, now + spin_budget);
+        if (!spin_end) spin_end = std::min(until != nullptr ? *until : request.deadline(now), now + spin_budget);
         if (now >= *spin_end) break;
         mark_drive();
       }
@@ -279,7 +283,7 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) {
   }
   // A blocked waiter needs the progress thread now.
   begin_external_wait();
-  const bool finished = request.block_until(until);
+  const bool finished = request.block_until(until != nullptr ? *until : request.deadline());
   end_external_wait();
   return finished;
 }

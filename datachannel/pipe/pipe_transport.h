@@ -84,6 +84,9 @@ class PipeTransport final : public Transport {
   int recv_blocking(std::span<uint8_t> data, int src, const Envelope& envelope, const RequestSpec& spec) override;
   void cancel(const std::shared_ptr<RequestState>& request, std::exception_ptr why) override;
   bool wait(RequestState& request, net::Deadline until) override;
+  // The deadline the request's call left open is fixed at the spin's first clock
+  // read, or when it blocks: a wait that ends within the first rounds reads no clock.
+  bool wait_own(RequestState& request) override;
   // A blocked waiter of its own, or a collective engine lane asleep: the progress
   // thread serves the pipe meanwhile.
   void begin_external_wait() noexcept override;
@@ -111,6 +114,9 @@ class PipeTransport final : public Transport {
   // Waits for a receive post_direct posted, withdrawing it at its deadline or when
   // an interrupt check throws; returns the world rank it came from or throws its error.
   int wait_direct(DirectRecv& recv);
+  // wait() until `*until`, or (null) the request's own deadline, fixed at the first
+  // clock read.
+  bool spin_then_block(RequestState& request, const net::Deadline* until);
   // Takes `recv` back from the pipe and fails it with `why`; a receive the library
   // already matched is waited for, as its bytes land in the caller's memory.
   void withdraw_direct(DirectRecv& recv, std::exception_ptr why);

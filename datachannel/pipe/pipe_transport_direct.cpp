@@ -37,7 +37,7 @@ int PipeTransport::wait_direct(DirectRecv& recv) {
     // Nothing may leave this frame with the receive still posted: the pipe holds
     // its op, and the library the caller's memory.
     try {
-      if (!wait_until_interruptibly(state, state.deadline)) {
+      if (!wait_own_interruptibly(state)) {
         withdraw_direct(recv, error_at<TimeoutError>(state.op, state.rank, -1, "did not complete before its deadline"));
       }
     } catch (...) {

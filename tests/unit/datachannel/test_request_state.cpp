@@ -136,6 +136,48 @@ TEST(RequestState, BlockingOnAnUnfinishedRequestEndsAtTheDeadline) {
   EXPECT_FALSE(r->finished());
 }
 
+RequestSpec counted_from_wait(std::chrono::milliseconds timeout) {
+  return RequestSpec{"recv from rank 1", {}, 0, false, {}, nullptr, timeout};
+}
+
+// A blocking call's deadline is counted from its wait's first clock read: a wait
+// that finds the request finished reads no clock and leaves the deadline open.
+TEST(RequestState, AWaitThatFindsTheRequestFinishedNeverFixesItsDeadline) {
+  RequestState s(counted_from_wait(1h), nullptr);
+  EXPECT_FALSE(s.deadline_fixed());
+  EXPECT_TRUE(s.complete(1, 8));
+  EXPECT_TRUE(wait_own_interruptibly(s));
+  EXPECT_FALSE(s.deadline_fixed());
+}
+
+TEST(RequestState, ADeadlineCountedFromTheWaitEndsTheWaitOnTime) {
+  RequestState s(counted_from_wait(100ms), nullptr);
+  const auto start = net::Clock::now();
+  EXPECT_FALSE(wait_own_interruptibly(s));
+  const auto waited = net::Clock::now() - start;
+  EXPECT_GE(waited, 100ms);
+  EXPECT_LT(waited, 2s);
+  ASSERT_TRUE(s.deadline_fixed());
+  // Fixed once: every later look (another waiter's, the expiry's) sees the same.
+  const net::Deadline fixed = s.deadline();
+  EXPECT_GE(fixed, start + 100ms);
+  EXPECT_LE(fixed, net::Clock::now());
+  EXPECT_EQ(s.deadline(net::Clock::now() + 1h), fixed);
+}
+
+TEST(RequestState, ADeadlineCountedFromTheWaitIsFixedFromTheFirstClockReadAndSaturates) {
+  const net::Deadline now = net::Clock::now();
+  RequestState s(counted_from_wait(250ms), nullptr);
+  EXPECT_EQ(s.deadline(now), now + 250ms);
+  EXPECT_EQ(s.deadline(now + 1s), now + 250ms);
+  RequestState never(counted_from_wait(std::chrono::milliseconds::max()), nullptr);
+  EXPECT_EQ(never.deadline(now), net::Deadline::max());
+  // A deadline given when the request is made is never moved.
+  RequestState fixed(RequestSpec{"recv from rank 1", now + 5ms, 0, false, {}, nullptr, std::nullopt}, nullptr);
+  EXPECT_TRUE(fixed.deadline_fixed());
+  EXPECT_EQ(fixed.deadline(now + 1h), now + 5ms);
+}
+
 struct Block {
   alignas(16) char bytes[200];
 };

@@ -56,6 +56,10 @@ class DirectPath : public ::testing::TestWithParam<std::string> {
   static RequestSpec spec(int rank, std::chrono::milliseconds timeout = kLong) {
     return {detail::OpLabel::recv_from(1 - rank, 0), net::deadline_after(timeout), rank, false, {}, nullptr};
   }
+  // DataChannel's blocking receive's: the deadline counted from the wait.
+  static RequestSpec waited_spec(int rank, std::chrono::milliseconds timeout) {
+    return {detail::OpLabel::recv_from(1 - rank, 0), {}, rank, false, {}, nullptr, timeout};
+  }
   // A blocking send as DataChannel's: through send_blocking, waiting for a
   // request it made only if the message did not leave at once.
   static void send(Transport& t, std::span<const uint8_t> data, int dst, const Envelope& e) {
@@ -273,6 +277,50 @@ TEST_P(DirectPath, AReceiveEndsAtItsDeadlineAndTakesNothingAfter) {
       const std::vector<uint8_t> message(8, 'm');
       send(t, message, 0, raw_envelope(9, 8));
     }
+  });
+}
+
+// A deadline counted from the wait (fixed at the spin's first clock read, or when
+// it blocks) ends the receive as one fixed at the call does, withdrawn.
+TEST_P(DirectPath, AReceiveWhoseDeadlineCountsFromItsWaitEndsOnTime) {
+  run_ranks(2, [&](int r) {
+    Transport& t = rank(r);
+    std::vector<uint8_t> in(8);
+    if (r == 0) {
+      const auto start = net::Clock::now();
+      try {
+        t.recv_blocking(in, 1, raw_envelope(13, 8), waited_spec(r, 200ms));
+        ADD_FAILURE() << "the receive did not time out";
+      } catch (const TimeoutError& e) {
+        EXPECT_NE(std::string(e.what()).find("did not complete before its deadline"), std::string::npos) << e.what();
+      }
+      const auto waited = net::Clock::now() - start;
+      EXPECT_GE(waited, 200ms);
+      EXPECT_LT(waited, 3s);
+      const std::vector<uint8_t> go(8, 'g');
+      send(t, go, 1, raw_envelope(14, 8));
+      EXPECT_EQ(t.recv_blocking(in, 1, raw_envelope(13, 8), waited_spec(r, kLong)), 1);
+      EXPECT_EQ(in, std::vector<uint8_t>(8, 'm'));
+    } else {
+      EXPECT_EQ(t.recv_blocking(in, 0, raw_envelope(14, 8), waited_spec(r, kLong)), 0);
+      const std::vector<uint8_t> message(8, 'm');
+      send(t, message, 0, raw_envelope(13, 8));
+    }
+  });
+}
+
+// A spinning waiter reads the clock a few rounds in: a request found finished
+// before then leaves a deadline counted from the wait open.
+TEST_P(DirectPath, ASpinThatEndsAtOnceLeavesTheDeadlineOpen) {
+  run_ranks(2, [&](int r) {
+    if (r != 0) return;
+    RequestState s(waited_spec(r, kLong), &rank(r));
+    ASSERT_TRUE(s.complete(1, 8));
+    EXPECT_TRUE(rank(r).wait_own(s));
+    EXPECT_FALSE(s.deadline_fixed());
+    RequestState pending(waited_spec(r, 50ms), &rank(r));
+    EXPECT_FALSE(rank(r).wait_own(pending));
+    EXPECT_TRUE(pending.deadline_fixed());
   });
 }
 
