@@ -113,15 +113,26 @@ SpinPolicy::Outcome TcpTransport::spin(RequestState& request, net::Deadline unti
   Outcome outcome = Outcome::RanOut;
   auto last_useful = Clock::now();
   auto prev_end = last_useful;
+  bool mid_stream = false;  // a frame is partly through one of this rank's connections
   while (!request.finished()) {
     const auto begin = Clock::now();
     size_t moved = 0;
     bool polled = false;
+    bool stalled = false;
     {
       std::unique_lock lock(mu_, std::try_to_lock);
       if (lock.owns_lock()) {
         moved = poll_locked();
         polled = true;
+        // Judged only after a look at the sockets of its own: another thread that
+        // holds the engine may be moving this very request's bytes. A frame part
+        // way through is looked up only once the budget is spent, so the quiet
+        // spin of a ping-pong never pays for it.
+        const nanoseconds quiet = Clock::now() - last_useful;
+        if (moved == 0 && quiet > budget) {
+          mid_stream = !tuning_.oversubscribed && frame_mid_stream();
+          stalled = quiet > SpinPolicy::stall_limit(budget, mid_stream);
+        }
       } else {
         net::cpu_relax();  // someone else is making progress
       }
@@ -138,7 +149,7 @@ SpinPolicy::Outcome TcpTransport::spin(RequestState& request, net::Deadline unti
     }
     prev_end = end;
     if (moved > 0) last_useful = end;
-    if (end >= until || end - last_useful > budget) break;
+    if (end >= until || stalled) break;
   }
   if (request.finished()) outcome = Outcome::Completed;
   stop_driving();
@@ -258,6 +269,18 @@ size_t TcpTransport::poll_locked() {
   const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, 0);
   if (n <= 0) return 0;
   return dispatch(events, n, /*as_poller=*/false);
+}
+
+bool TcpTransport::frame_mid_stream() const {
+  for (const Peer& p : peers_) {
+    if (p.rank == rank() || p.lost) continue;
+    if (p.rx == Rx::IntoRecv || p.rx == Rx::IntoBuffer || p.rx == Rx::Discard) return true;
+    // Cleared to send: the sender writes the data the moment it sees the answer.
+    if (!p.awaiting_data.empty()) return true;
+    // Frames waiting for room in a full socket buffer, which the peer is draining.
+    if (!p.sends.empty()) return true;
+  }
+  return false;
 }
 
 // ---- the progress thread ---------------------------------------------------------------

@@ -199,6 +199,9 @@ class TcpTransport final : public Transport {
   size_t dispatch(const epoll_event* events, int n, bool as_poller);
   // One nonblocking pass over the sockets for a spinning waiter; the bytes moved.
   size_t poll_locked();
+  // Whether a frame is partly written to or read from a connection (engine lock
+  // held): its next bytes come as fast as the peer's side of the stream keeps up.
+  bool frame_mid_stream() const;
   // Drives progress from the waiting thread until the request finishes, the
   // budget passes with no byte moved, or the thread is found descheduled.
   SpinPolicy::Outcome spin(RequestState& request, net::Deadline until, std::chrono::nanoseconds budget);

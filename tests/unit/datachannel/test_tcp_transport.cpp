@@ -13,6 +13,7 @@
 #include <set>
 #include <tuple>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include <thd/store.h>
@@ -643,6 +644,38 @@ TEST(TcpTransport, YieldSpinningWaiterPollsWhateverThePolicyAndThenBlocks) {
   const auto [cpu, blocked] = wait_for_late_message(10'000us, 8);
   EXPECT_LT(cpu, 100ms) << "the waiter polled past its yield_spin";
   EXPECT_GT(blocked, 0) << "the waiter never blocked";
+}
+
+TEST(TcpTransport, WaiterKeepsSpinningWhileItsMessageStreamsIn) {
+  // A large message reaches its receiver a socket buffer at a time, with gaps
+  // while the sender refills it that outlast a short spin budget. A waiter that
+  // blocked in such a gap took a wake-up per socket buffer (and made its sender
+  // block too); mid-stream it spins on, up to SpinPolicy::kMidStreamStall.
+  using detail::SpinPolicy;
+  EXPECT_EQ(SpinPolicy::stall_limit(20us, false), 20us);
+  EXPECT_EQ(SpinPolicy::stall_limit(20us, true), SpinPolicy::kMidStreamStall);
+  EXPECT_EQ(SpinPolicy::stall_limit(5000us, true), 5000us);
+
+  if (detail::usable_cpus() < 2) GTEST_SKIP() << "spinning needs two cores";
+  auto ts = thread_world(2, size_t{256} << 20, 20us);
+  const std::vector<uint8_t> out = test::pattern(size_t{32} << 20, 9);
+  std::vector<uint8_t> got(out.size());
+  // Another runnable thread can deschedule a spinner, which then blocks by
+  // design: the fewest blocks of a few transfers is what the policy decides.
+  long fewest = std::numeric_limits<long>::max();
+  for (int attempt = 0; attempt < 3 && fewest > 2; ++attempt) {
+    std::thread sender([&] { test::wait_ok(*ts[0], *test::isend(*ts[0], out, 1, 11 + attempt)); });
+    // Its announcement is here by then: the wait starts with the message cleared
+    // to send, not with a wait for a sender that may not have started.
+    std::this_thread::sleep_for(20ms);
+    auto r = test::irecv(*ts[1], got, 0, 11 + attempt);
+    const long blocked0 = thread_blocked_count();
+    test::wait_ok(*ts[1], *r);
+    fewest = std::min(fewest, thread_blocked_count() - blocked0);
+    sender.join();
+    ASSERT_EQ(got, out);
+  }
+  EXPECT_LE(fewest, 2) << "the receiver blocked between the socket buffers of one message";
 }
 
 TEST(TcpTransport, SpinningPausesWhileItCostsOthersTheirCpu) {
