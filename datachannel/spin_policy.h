@@ -26,7 +26,8 @@
 // in blocking (each one's spins fail because the other blocks).
 //
 // THD_TCP_SPIN_US sets the budget in microseconds (default 50; 0 never spins): a
-// spin ends when that long passes without this rank's I/O moving a byte.
+// spin ends when that long passes without this rank's I/O moving a byte (longer
+// mid-stream: stall_limit).
 // Thread-safe: waits on several threads share one policy.
 #pragma once
 
@@ -63,8 +64,8 @@ class SpinPolicy {
   // the next bytes are due as soon as the peer's side catches up (it drains or
   // refills a socket buffer, a few hundred microseconds at loopback speeds); a
   // waiter that blocked there would take a wake-up per socket buffer, and make its
-  // peer block too, which capped a large transfer at about 0.65x of a busy-polled
-  // plain socket.
+  // peer block too: a large transfer then runs at about 0.65x of a busy-polled
+  // plain socket on a 2-core VM.
   static std::chrono::nanoseconds stall_limit(std::chrono::nanoseconds budget, bool mid_stream) noexcept {
     return mid_stream ? std::max<std::chrono::nanoseconds>(budget, kMidStreamStall) : budget;
   }
