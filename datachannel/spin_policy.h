@@ -70,6 +70,9 @@ class SpinPolicy {
     return mid_stream ? std::max<std::chrono::nanoseconds>(budget, kMidStreamStall) : budget;
   }
 
+  // The budget asked for, paused or not.
+  std::chrono::nanoseconds configured_budget() const noexcept { return budget_; }
+
   // Waits that will still block at once, for tests and statistics.
   int pause() const noexcept { return pause_.load(); }
 

@@ -51,23 +51,35 @@ bool TcpTransport::wait(RequestState& request, net::Deadline until) {
   if (request.passive_wait) return request.block_until(until);
   // Asked for by the caller, whatever the policy says (and not counted in it).
   if (request.yield_spin.count() > 0 && spin_yielding(request, until)) return true;
-  const nanoseconds budget = spin_.budget();
-  if (budget.count() > 0) {
-    const SpinPolicy::Outcome outcome = spin(request, until, budget);
-    spin_.record_spin(outcome, outcome == SpinPolicy::Outcome::RanOut && run_queue_.busy());
-    if (request.finished()) return true;
-  }
-  if (Clock::now() >= until) return false;
-  // Block. The first blocked waiter blocks in epoll_wait itself, as the poller:
-  // the message that completes its request wakes it directly (one wake-up, as a
-  // blocking recv() would). Other waiters block on their requests while the
-  // poller, or once it leaves the progress thread, makes progress for them.
-  if (!stop_.load()) {
-    if (!poller_active_.exchange(true)) return poll_until(request, until);
+  nanoseconds budget = spin_.budget();
+  for (;;) {
+    if (budget.count() > 0) {
+      const SpinPolicy::Outcome outcome = spin(request, until, budget);
+      spin_.record_spin(outcome, outcome == SpinPolicy::Outcome::RanOut && run_queue_.busy());
+      if (request.finished()) return true;
+    }
+    if (Clock::now() >= until) return false;
+    // Block. The first blocked waiter blocks in epoll_wait itself, as the poller:
+    // the message that completes its request wakes it directly (one wake-up, as a
+    // blocking recv() would). Other waiters block on their requests while the
+    // poller, or once it leaves the progress thread, makes progress for them.
+    if (stop_.load()) break;
     // Someone polls already: often a long-lived listener (a worker's command loop)
     // while this thread waits for the message it needs next. The newest waiter
     // takes the poll over, so that message wakes it directly.
-    if (take_over_polling(until)) return poll_until(request, until);
+    if (poller_active_.exchange(true) && !take_over_polling(until)) break;
+    // A poll that sees a frame start streaming spins again, as a waiter does
+    // mid-stream (a large message whose announcement came after the spin ran out
+    // would otherwise be read one epoll_wait per socket buffer). Only where
+    // spinning pays now: never oversubscribed, and not during a pause.
+    budget = spin_.configured_budget();
+    const bool may_spin = budget.count() > 0 && !tuning_.oversubscribed && spin_.pause() == 0;
+    switch (poll_until(request, until, may_spin)) {
+      case PollEnd::Finished: return true;
+      case PollEnd::TimedOut: return false;
+      case PollEnd::Block: return block_on(request, until);
+      case PollEnd::Streaming: polls_turned_to_spins_.fetch_add(1, std::memory_order_relaxed); continue;
+    }
   }
   return block_on(request, until);
 }
@@ -174,7 +186,7 @@ bool TcpTransport::spin_yielding(RequestState& request, net::Deadline until) {
   return request.finished();
 }
 
-bool TcpTransport::poll_until(RequestState& request, net::Deadline until) {
+TcpTransport::PollEnd TcpTransport::poll_until(RequestState& request, net::Deadline until, bool may_spin) {
   // A bound on one epoll_wait, in case a wake-up is ever missed: the poller then
   // looks at its request at least this often.
   constexpr milliseconds kMaxPollSleep{100};
@@ -186,6 +198,7 @@ bool TcpTransport::poll_until(RequestState& request, net::Deadline until) {
   epoll_event events[kMaxEvents];
   bool failed = false;
   bool handed_over = false;
+  bool streaming = false;
   while (!request.finished() && !stop_.load()) {
     const auto now = Clock::now();
     if (now >= until) break;
@@ -203,7 +216,11 @@ bool TcpTransport::poll_until(RequestState& request, net::Deadline until) {
     }
     if (n == 0) continue;
     std::lock_guard lock(mu_);
-    dispatch(events, n, /*as_poller=*/true);
+    const size_t moved = dispatch(events, n, /*as_poller=*/true);
+    if (may_spin && moved > 0 && !request.finished() && frame_mid_stream()) {
+      streaming = true;
+      break;
+    }
   }
   {
     std::lock_guard lock(poll_mu_);
@@ -212,9 +229,10 @@ bool TcpTransport::poll_until(RequestState& request, net::Deadline until) {
   if (kicked_.exchange(false)) drain_kick();  // a kick may have come after the poll ended
   poller_active_.store(false);
   stop_driving();
-  if (request.finished()) return true;
-  if (!failed && !handed_over && !stop_.load()) return false;  // the deadline passed
-  return block_on(request, until);
+  if (request.finished()) return PollEnd::Finished;
+  if (streaming) return PollEnd::Streaming;
+  if (!failed && !handed_over && !stop_.load()) return PollEnd::TimedOut;  // the deadline passed
+  return PollEnd::Block;
 }
 
 void TcpTransport::stop_driving() {
@@ -252,8 +270,11 @@ size_t TcpTransport::poll_locked() {
       if (p.rank == rank() || p.lost) continue;
       if (!p.sends.empty()) moved += write_to(p);
       if (p.lost || p.rx == Rx::Parked) continue;
-      if (p.rend > p.rbegin) {
-        moved += read_from(p);  // bytes already buffered
+      // Bytes already buffered, or a payload part way through: its next bytes are
+      // due, and a poll() before every read of a streaming payload would double
+      // its system calls.
+      if (p.rend > p.rbegin || p.rx == Rx::IntoRecv || p.rx == Rx::IntoBuffer || p.rx == Rx::Discard) {
+        moved += read_from(p);
         continue;
       }
       fds[n] = {p.socket.fd(), POLLIN | POLLRDHUP, 0};

@@ -130,6 +130,9 @@ class TcpTransport final : public Transport {
   // them (twice what was set: the kernel's bookkeeping); zeros for this rank, a
   // lost peer or a failed look-up. For tests and statistics.
   std::pair<size_t, size_t> socket_buffers(int world_rank) const;
+  // How often a poller left epoll_wait to spin because a frame began streaming;
+  // for tests and statistics.
+  uint64_t polls_turned_to_spins() const noexcept { return polls_turned_to_spins_.load(std::memory_order_relaxed); }
 
  private:
   struct SendOp {
@@ -208,9 +211,13 @@ class TcpTransport final : public Transport {
   // Drives progress, yielding the core between polls, for the request's
   // yield_spin; true if it finished.
   bool spin_yielding(RequestState& request, net::Deadline until);
+  // How a poll ended: the request finished, the deadline passed, the poll was
+  // handed over or failed (block instead), or a frame began streaming through a
+  // connection (spin again: it arrives a socket buffer at a time).
+  enum class PollEnd { Finished, TimedOut, Block, Streaming };
   // As the poller: blocks in epoll_wait, handling what comes, until the request
-  // finishes or `until`.
-  bool poll_until(RequestState& request, net::Deadline until);
+  // finishes, `until`, or (when `may_spin`) a frame streams.
+  PollEnd poll_until(RequestState& request, net::Deadline until, bool may_spin);
   // Asks the poller to hand the poll to this thread; true once this thread has it.
   bool take_over_polling(net::Deadline until);
   bool block_on(RequestState& request, net::Deadline until);
@@ -294,6 +301,7 @@ class TcpTransport final : public Transport {
   std::condition_variable park_cv_;
   bool handoff_ = false;  // under park_mu_: a waiter blocked, resume now
   std::atomic<bool> poller_active_{false};
+  std::atomic<uint64_t> polls_turned_to_spins_{0};
   std::atomic<bool> handover_wanted_{false};  // a newer waiter wants the poll
   std::mutex poll_mu_;
   RequestState* poll_target_ = nullptr;  // under poll_mu_: the poller's request

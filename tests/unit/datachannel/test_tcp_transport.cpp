@@ -670,6 +670,35 @@ TEST(TcpTransport, WaiterKeepsSpinningWhileItsMessageStreamsIn) {
   EXPECT_EQ(got, out);
 }
 
+TEST(TcpTransport, APollerSpinsAgainOnceItsLateMessageStreams) {
+  // The receive's spin runs out before the sender announces its large message, so
+  // the waiter blocks in epoll_wait as the poller. Once the data streams it spins
+  // again, as a waiter does mid-stream: a poller that stayed in epoll_wait would be
+  // woken for every socket buffer of the message (on loopback, 60 to 300 wake-ups
+  // for these 32 MiB).
+  auto store = std::make_shared<HashStore>(test::kLong);
+  Tuning tune = tuning(2);
+  tune.spin_budget = 20us;
+  tune.oversubscribed = false;
+  // However loaded the test host, the spin that runs out is not held against
+  // spinning (that would rightly keep the poller in epoll_wait).
+  tune.cpus = 1 << 20;
+  std::vector<TransportPtr> ts(2);
+  test::run_ranks(2, [&](int r) { ts[static_cast<size_t>(r)] = tcp::make_transport(options_for(store, r, 2), tune); });
+  auto& receiver = dynamic_cast<tcp::TcpTransport&>(*ts[1]);
+  const std::vector<uint8_t> out = test::pattern(size_t{32} << 20, 5);
+  std::vector<uint8_t> got(out.size());
+  auto r = test::irecv(receiver, got, 0, 12);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(50ms);  // well past the receiver's spin
+    test::wait_ok(*ts[0], *test::isend(*ts[0], out, 1, 12));
+  });
+  test::wait_ok(receiver, *r);
+  sender.join();
+  EXPECT_EQ(got, out);
+  EXPECT_GE(receiver.polls_turned_to_spins(), 1u) << "the poller read the whole message from epoll_wait";
+}
+
 TEST(TcpTransport, SpinningPausesWhileItCostsOthersTheirCpu) {
   using Outcome = detail::SpinPolicy::Outcome;
   constexpr int kMaxPause = detail::SpinPolicy::kMaxPause;
