@@ -10,19 +10,18 @@
 #include <map>
 #include <mutex>
 
+#include "tensor/env_setting.h"
+
 namespace thd::detail {
+
+size_t cpu_cache_limit(const std::optional<std::string>& value) {
+  return parse_whole_number({.name = "THD_CPU_CACHE_BYTES", .unit = "bytes"}, value, "CPU allocator")
+      .value_or(CpuAllocator::kDefaultCacheBytes);
+}
+
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
-
-size_t cache_limit() {
-  if (const char* env = std::getenv("THD_CPU_CACHE_BYTES")) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(env, &end, 10);
-    if (end != env) return static_cast<size_t>(v);
-  }
-  return size_t{1} << 30;
-}
 
 // mmap'd, huge-page aligned memory of exactly `size` bytes (a multiple of 2 MiB).
 void* map_block(size_t size) {
@@ -49,7 +48,9 @@ struct State {
   std::multimap<size_t, void*> cached;  // block size -> block
   size_t cached_bytes = 0;              // guarded by mu, as the fields below
   int64_t num_cache_hits = 0;
-  size_t limit = cache_limit();
+  // Read by the first call that needs the state, never by a deallocate (which follows an
+  // allocate): a bad value fails that call, and every later one, with a ValueError.
+  size_t limit = cpu_cache_limit(env_value("THD_CPU_CACHE_BYTES"));
 
   // The kept blocks of small storages: kSmallSlots per size class of 64 bytes.
   static constexpr size_t kSmallClasses = CpuAllocator::kSmallCacheBytes / 64;

@@ -12,6 +12,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include <thd/memory.h>
 
@@ -21,6 +23,8 @@ class CpuAllocator {
  public:
   static constexpr size_t kAlignment = 64;
   static constexpr size_t kLargeBlock = size_t{1} << 20;
+  // The cache's bound when THD_CPU_CACHE_BYTES is unset.
+  static constexpr size_t kDefaultCacheBytes = size_t{1} << 30;
 
   // Returns nullptr when the system is out of memory. `size` is recorded in the
   // returned block's bookkeeping through `allocated`: pass it back to deallocate.
@@ -46,5 +50,10 @@ class CpuAllocator {
 
   static CpuAllocator& instance();
 };
+
+// The bound of the large blocks' cache: `value` (THD_CPU_CACHE_BYTES's) in bytes,
+// else kDefaultCacheBytes. ValueError naming the variable for anything but a whole
+// number of bytes.
+size_t cpu_cache_limit(const std::optional<std::string>& value);
 
 }  // namespace thd::detail

@@ -3,24 +3,17 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "tensor/env_setting.h"
+
 namespace thd::detail {
 namespace {
 
 thread_local bool t_in_parallel = false;
-
-int default_threads() {
-  if (const char* env = std::getenv("THD_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 // Workers sleep on a condition variable between jobs. A job is a chunk counter that
 // the caller and the workers drain together; the caller waits until every chunk it
@@ -141,11 +134,20 @@ class ThreadPool {
 };
 
 ThreadPool& pool() {
-  static ThreadPool p(default_threads());
+  // The setting is read by the first call that needs the pool (every one may throw):
+  // a bad value fails it, and every later one, with a ValueError.
+  static ThreadPool p(pool_threads(env_value("THD_NUM_THREADS")));
   return p;
 }
 
 }  // namespace
+
+int pool_threads(const std::optional<std::string>& value) {
+  const WholeNumberSetting setting{.name = "THD_NUM_THREADS", .max = kMaxThreads, .min_note = "one per core"};
+  const uint64_t n = parse_whole_number(setting, value, "parallel").value_or(0);
+  if (n == 0) return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return static_cast<int>(n);
+}
 
 int num_threads() { return pool().size(); }
 

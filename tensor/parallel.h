@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "tensor/function_ref.h"
 
@@ -12,9 +14,18 @@ namespace thd::detail {
 inline constexpr int64_t kGrainSize = 32768;
 
 // Threads the pool runs ops on (the caller included): THD_NUM_THREADS if set, else the
-// number of cores.
+// number of cores. The variable is read when the pool is first used (num_threads(),
+// set_num_threads() or a parallel_for large enough to split).
 int num_threads();
 void set_num_threads(int n);
+
+// The most threads THD_NUM_THREADS may ask for.
+inline constexpr int kMaxThreads = 4096;
+
+// The pool's threads for `value`, THD_NUM_THREADS's text: that many, or one per core
+// when it is unset, empty or 0. ValueError naming the variable for anything but a
+// whole number from 0 to kMaxThreads.
+int pool_threads(const std::optional<std::string>& value);
 
 // Calls fn(chunk_begin, chunk_end) over disjoint chunks covering [begin, end), each
 // at least `grain` long except possibly the last, in parallel when the range is
