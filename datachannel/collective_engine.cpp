@@ -3,9 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <charconv>
 #include <condition_variable>
-#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -18,6 +16,7 @@
 #include "datachannel/fiber.h"
 #include "datachannel/net/thread_name.h"
 #include "datachannel/transport.h"
+#include "tensor/env_setting.h"
 
 namespace thd::detail {
 
@@ -107,15 +106,9 @@ thread_local Job* t_job = nullptr;
 
 }  // namespace
 
-int collective_threads_from(const char* value) {
-  if (value == nullptr || *value == '\0') return 1;
-  const std::string s(value);
-  int n = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  THD_CHECK(ec == std::errc() && end == s.data() + s.size() && n >= 1 && n <= CollectiveEngine::kMaxThreads,
-            ValueError, "collective", "THD_COLLECTIVE_THREADS must be a whole number from 1 to {}, not '{}'",
-            CollectiveEngine::kMaxThreads, s);
-  return n;
+int collective_threads_from(const std::optional<std::string>& value) {
+  const WholeNumberSetting setting{.name = "THD_COLLECTIVE_THREADS", .min = 1, .max = CollectiveEngine::kMaxThreads};
+  return static_cast<int>(parse_whole_number(setting, value, "collective").value_or(1));
 }
 
 namespace {
@@ -141,7 +134,7 @@ CollectiveEngine& CollectiveEngine::instance() {
   if (CollectiveEngine* engine = g_engine.load(std::memory_order_acquire)) return *engine;
   static const int registered = ::pthread_atfork(nullptr, nullptr, &forget_engine_in_child);
   (void)registered;
-  auto* engine = new CollectiveEngine(collective_threads_from(std::getenv("THD_COLLECTIVE_THREADS")));
+  auto* engine = new CollectiveEngine(collective_threads_from(env_value("THD_COLLECTIVE_THREADS")));
   g_engine.store(engine, std::memory_order_release);
   return *engine;
 }

@@ -21,6 +21,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "datachannel/net/socket.h"
 #include "datachannel/request_state.h"
@@ -68,8 +70,8 @@ class CollectiveEngine {
   std::atomic<unsigned> next_lane_{0};
 };
 
-// THD_COLLECTIVE_THREADS read from `value` (unset: 1); ValueError naming the variable
-// and the range otherwise.
-int collective_threads_from(const char* value);
+// THD_COLLECTIVE_THREADS read from `value` (unset or empty: 1); ValueError naming the
+// variable and the range otherwise.
+int collective_threads_from(const std::optional<std::string>& value);
 
 }  // namespace thd::detail

@@ -9,6 +9,7 @@
 
 #include "datachannel/check.h"
 #include "datachannel/net/socket.h"
+#include "tensor/env_setting.h"
 
 namespace thd::detail {
 
@@ -89,16 +90,13 @@ int parse_runnable(std::string_view loadavg) {
 }
 
 std::optional<microseconds> parse_spin_us(const std::optional<std::string>& value) {
-  if (!value) return std::nullopt;
-  const std::string& s = *value;
-  int64_t us = -1;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), us);
-  THD_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size() && us >= 0 &&
-                us <= kMaxSpinSetting.count(),
-            ValueError, "tcp backend",
-            "THD_TCP_SPIN_US must be a whole number of microseconds from 0 (never spin) to {}, not '{}'",
-            kMaxSpinSetting.count(), s);
-  return microseconds(us);
+  const WholeNumberSetting setting{.name = "THD_TCP_SPIN_US",
+                                   .max = static_cast<uint64_t>(kMaxSpinSetting.count()),
+                                   .unit = "microseconds",
+                                   .min_note = "never spin"};
+  const auto us = parse_whole_number(setting, value, "tcp backend");
+  if (!us) return std::nullopt;
+  return microseconds(static_cast<int64_t>(*us));
 }
 
 int usable_cpus() noexcept {

@@ -113,8 +113,8 @@ class RunQueue {
 // gives 3); -1 for anything else.
 int parse_runnable(std::string_view loadavg);
 
-// THD_TCP_SPIN_US parsed: nullopt when unset; ValueError for anything but a
-// decimal count of microseconds (at most one second).
+// THD_TCP_SPIN_US parsed: nullopt when unset or empty; ValueError for anything but
+// a decimal count of microseconds (at most one second).
 std::optional<std::chrono::microseconds> parse_spin_us(const std::optional<std::string>& value);
 
 // The CPUs this process may run on (its affinity mask), at least 1.

@@ -1,9 +1,9 @@
 #include "datachannel/transport_options.h"
 
-#include <charconv>
 #include <string>
 
 #include "datachannel/check.h"
+#include "tensor/env_setting.h"
 
 namespace thd::detail {
 
@@ -19,15 +19,9 @@ void check_transport_options(const DataChannelOptions& options, std::string_view
 }
 
 size_t max_unexpected_bytes(std::string_view op, size_t default_bytes, const net::EnvLookup& env) {
-  constexpr uint64_t kMin = uint64_t{1} << 20;
-  const std::optional<std::string> value = env("THD_MAX_UNEXPECTED_BYTES");
-  if (!value || value->empty()) return default_bytes;
-  const std::string& s = *value;
-  uint64_t bytes = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), bytes);
-  THD_CHECK(ec == std::errc() && end == s.data() + s.size() && bytes >= kMin, ValueError, std::string(op),
-            "THD_MAX_UNEXPECTED_BYTES must be a whole number of bytes, at least {} (1 MiB), not '{}'", kMin, s);
-  return static_cast<size_t>(bytes);
+  const WholeNumberSetting setting{
+      .name = "THD_MAX_UNEXPECTED_BYTES", .min = uint64_t{1} << 20, .unit = "bytes", .min_note = "1 MiB"};
+  return parse_whole_number(setting, env("THD_MAX_UNEXPECTED_BYTES"), op).value_or(default_bytes);
 }
 
 }  // namespace thd::detail

@@ -3,7 +3,6 @@
 // (size-1 groups copy, empty buffers do nothing) and the choice of algorithm.
 #include "datachannel/collectives/select.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <string_view>
 
@@ -12,6 +11,7 @@
 #include "datachannel/collectives/float32_accumulation.h"
 #include "datachannel/collectives/reduce_kernels.h"
 #include "datachannel/host_collectives.h"
+#include "tensor/env_setting.h"
 
 namespace thd::detail {
 
@@ -30,13 +30,7 @@ std::string_view env_choice(const char* name) {
 
 // A crossover in bytes: the variable `name` when set, else `fallback`.
 size_t crossover_bytes(const char* name, size_t fallback) {
-  const std::string_view v = env_choice(name);
-  if (v.empty()) return fallback;
-  size_t n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  THD_CHECK(ec == std::errc() && end == v.data() + v.size(), ValueError, "collective algorithm",
-            "{}={} is not a number of bytes", name, v);
-  return n;
+  return read_whole_number({.name = name, .unit = "bytes"}, "collective algorithm").value_or(fallback);
 }
 
 void check_root(const Comm& comm, int root) {

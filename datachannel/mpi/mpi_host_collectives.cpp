@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -19,6 +18,7 @@
 #include "datachannel/envelope.h"
 #include "datachannel/mpi/mpi_library.h"
 #include "datachannel/net/auth.h"
+#include "tensor/env_setting.h"
 
 namespace thd::detail::mpi {
 
@@ -110,15 +110,8 @@ NativeLimits parse_native_limits(std::string_view text) {
   NativeLimits limits{kDefaultAllReduceBytes, kDefaultBroadcastBytes, kDefaultAllGatherBytes, kDefaultAllToAllBytes,
                       kDefaultReduceScatterBytes};
   if (text.empty()) return limits;
-  const auto bytes_of = [&](std::string_view v) {
-    size_t n = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    THD_CHECK(!v.empty() && ec == std::errc() && end == v.data() + v.size(), ValueError, kOp,
-              "THD_MPI_NATIVE_MAX_BYTES: '{}' is not a number of bytes (in '{}')", v, text);
-    return n;
-  };
   if (text.find('=') == std::string_view::npos) {  // one bound for every collective
-    const size_t all = bytes_of(text);
+    const size_t all = parse_whole_number_text({.name = "THD_MPI_NATIVE_MAX_BYTES", .unit = "bytes"}, text, kOp);
     return {all, all, all, all, all};
   }
   const std::pair<std::string_view, size_t NativeLimits::*> names[] = {
@@ -140,7 +133,8 @@ NativeLimits parse_native_limits(std::string_view text) {
               "THD_MPI_NATIVE_MAX_BYTES: unknown collective '{}' (known: all_reduce, broadcast, all_gather, "
               "all_to_all, reduce_scatter)",
               name);
-    limits.*(found->second) = bytes_of(item.substr(eq + 1));
+    const std::string bound = fmt::format("the {} bound of THD_MPI_NATIVE_MAX_BYTES", name);
+    limits.*(found->second) = parse_whole_number_text({.name = bound, .unit = "bytes"}, item.substr(eq + 1), kOp);
   }
   return limits;
 }

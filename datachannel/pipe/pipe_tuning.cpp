@@ -9,6 +9,7 @@
 #include "datachannel/pipe/yield_backoff.h"
 #include "datachannel/spin_policy.h"
 #include "datachannel/transport_options.h"
+#include "tensor/env_setting.h"
 
 namespace thd::detail::pipe {
 
@@ -16,15 +17,9 @@ namespace {
 
 // The variable `name` as a whole number in [min, max] of `unit`, nullopt when it is
 // unset or empty; ValueError naming it otherwise.
-std::optional<long long> env_number(const net::EnvLookup& env, const char* name, long long min, long long max,
-                                    const char* unit) {
-  const auto v = env(name);
-  if (!v || v->empty()) return std::nullopt;
-  char* end = nullptr;
-  const long long n = std::strtoll(v->c_str(), &end, 10);
-  THD_CHECK(end && *end == '\0' && n >= min && n <= max, ValueError, "DataChannel::create",
-            "{} must be a number of {} in [{}, {}], got '{}'", name, unit, min, max, *v);
-  return n;
+std::optional<uint64_t> env_number(const net::EnvLookup& env, const char* name, uint64_t min, uint64_t max,
+                                   const char* unit) {
+  return parse_whole_number({.name = name, .min = min, .max = max, .unit = unit}, env(name), "DataChannel::create");
 }
 
 // The on/off variable `name`: "1" on, "0" off, nullopt when it is unset or empty;

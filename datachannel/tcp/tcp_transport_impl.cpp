@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdint>
 #include <fstream>
 #include <optional>
@@ -20,6 +19,7 @@
 #include "datachannel/check.h"
 #include "datachannel/net/thread_name.h"
 #include "datachannel/transport_options.h"
+#include "tensor/env_setting.h"
 #include "tensor/log.h"
 
 namespace thd::detail::tcp {
@@ -424,35 +424,28 @@ void TcpTransport::fail_rendezvous(Peer& p, const std::function<std::exception_p
 
 namespace {
 
-// A byte count from the environment variable `name`, within [min_bytes, max_bytes];
-// `range` says so in the error ("from 1 ... to N").
-std::optional<size_t> parse_bytes_setting(const std::optional<std::string>& value, std::string_view name,
-                                          uint64_t min_bytes, uint64_t max_bytes, std::string_view range) {
-  if (!value) return std::nullopt;
-  const std::string& s = *value;
-  uint64_t bytes = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), bytes);
-  THD_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size() && bytes >= min_bytes &&
-                bytes <= max_bytes,
-            ValueError, "tcp backend", "{} must be a whole number of bytes {}, not '{}'", name, range, s);
-  return static_cast<size_t>(bytes);
-}
-
 // The largest THD_TCP_RENDEZVOUS_BYTES: 1 TiB (in effect, never).
 constexpr uint64_t kMaxRendezvousSetting = uint64_t{1} << 40;
 
-std::optional<size_t> parse_rendezvous_bytes(const std::optional<std::string>& value) {
-  return parse_bytes_setting(value, "THD_TCP_RENDEZVOUS_BYTES", 1, kMaxRendezvousSetting,
-                             fmt::format("from 1 (every message by rendezvous) to {}", kMaxRendezvousSetting));
+std::optional<uint64_t> parse_rendezvous_bytes(const std::optional<std::string>& value) {
+  const WholeNumberSetting setting{.name = "THD_TCP_RENDEZVOUS_BYTES",
+                                   .min = 1,
+                                   .max = kMaxRendezvousSetting,
+                                   .unit = "bytes",
+                                   .min_note = "every message by rendezvous"};
+  return parse_whole_number(setting, value, "tcp backend");
 }
 
 // The largest THD_TCP_SOCKET_BUFFER_BYTES: 1 GiB (setsockopt takes an int, and
 // the kernel doubles it).
 constexpr uint64_t kMaxSocketBufferSetting = uint64_t{1} << 30;
 
-std::optional<size_t> parse_socket_buffer_bytes(const std::optional<std::string>& value) {
-  return parse_bytes_setting(value, "THD_TCP_SOCKET_BUFFER_BYTES", 0, kMaxSocketBufferSetting,
-                             fmt::format("up to {} (0: the kernel's autotuning)", kMaxSocketBufferSetting));
+std::optional<uint64_t> parse_socket_buffer_bytes(const std::optional<std::string>& value) {
+  const WholeNumberSetting setting{.name = "THD_TCP_SOCKET_BUFFER_BYTES",
+                                   .max = kMaxSocketBufferSetting,
+                                   .unit = "bytes",
+                                   .min_note = "the kernel's autotuning"};
+  return parse_whole_number(setting, value, "tcp backend");
 }
 
 // The smaller of net.core.wmem_max and net.core.rmem_max: the kernel clamps

@@ -247,7 +247,7 @@ TEST(CollectiveEngine, AChildOfForkRunsTasksOnThreadsOfItsOwn) {
 }
 
 TEST(CollectiveEngine, ThreadsSettingIsCheckedAndNamed) {
-  EXPECT_EQ(collective_threads_from(nullptr), 1);
+  EXPECT_EQ(collective_threads_from(std::nullopt), 1);
   EXPECT_EQ(collective_threads_from(""), 1);
   EXPECT_EQ(collective_threads_from("4"), 4);
   EXPECT_EQ(collective_threads_from("64"), 64);

@@ -156,7 +156,7 @@ TEST(TcpTransport, InvalidOptionsAreValueErrors) {
   if (detail::usable_cpus() > 1) {
     EXPECT_EQ(tcp::tuning_for(options_for(store, 0, 1), spin7).spin_budget, 7us);
   }
-  for (const char* bad : {"0", "-1", "1M", "", "2000000000000"}) {
+  for (const char* bad : {"0", "-1", "1M", "2000000000000"}) {
     const auto env_bad = [bad](const char* name) -> std::optional<std::string> {
       if (std::string(name) == "THD_TCP_RENDEZVOUS_BYTES") return bad;
       return std::nullopt;
@@ -170,6 +170,16 @@ TEST(TcpTransport, InvalidOptionsAreValueErrors) {
   };
   EXPECT_EQ(tcp::tuning_for(options_for(store, 0, 1), rndv4k).rendezvous_bytes, 4096u);
   EXPECT_EQ(tcp::tuning_for(options_for(store, 0, 1), spin7).rendezvous_bytes, tcp::kDefaultRendezvousBytes);
+  // Set but empty counts as unset, as for every whole-number setting.
+  const auto empty = [](const char* name) -> std::optional<std::string> {
+    if (std::string(name) == "THD_TCP_RENDEZVOUS_BYTES" || std::string(name) == "THD_TCP_SPIN_US") return "";
+    return std::nullopt;
+  };
+  const tcp::Tuning defaults = tcp::tuning_for(options_for(store, 0, 1), empty);
+  EXPECT_EQ(defaults.rendezvous_bytes, tcp::kDefaultRendezvousBytes);
+  if (detail::usable_cpus() > 1) {
+    EXPECT_EQ(defaults.spin_budget, detail::kDefaultSpinBudget);
+  }
 }
 
 // Loopback connections get fixed socket buffers (kernel autotuning grows them
@@ -190,7 +200,7 @@ TEST(TcpTransport, SocketBuffersFollowTheHostAndTheirVariable) {
     };
     EXPECT_EQ(tcp::tuning_for(o, env).socket_buffer_bytes, std::stoul(value)) << value;
   }
-  for (const char* bad : {"-1", "1M", "", "2000000000000"}) {
+  for (const char* bad : {"-1", "1M", " 1", "2000000000000"}) {
     const auto env = [bad](const char* name) -> std::optional<std::string> {
       if (std::string(name) == "THD_TCP_SOCKET_BUFFER_BYTES") return bad;
       return std::nullopt;
