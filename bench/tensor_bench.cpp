@@ -25,15 +25,14 @@
 //   ratio.<op>.f32.16           the reference's time / thd's time            x
 #include <cblas.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include <thd/tensor.h>
 
 #include "bench/harness.h"
 #include "bench/reference.h"
+#include "tensor/parallel.h"
 
 namespace thd::bench {
 namespace {
@@ -62,13 +61,6 @@ Tensor filled(const Shape& shape, uint32_t seed) {
 // Keeps a result observable.
 volatile float g_sink = 0;
 
-int core_count() {
-  if (const char* env = std::getenv("THD_NUM_THREADS")) {
-    if (int n = std::atoi(env); n > 0) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 void bench_add(Context& ctx) {
   ctx.begin_group("add");
   const int64_t n = ctx.options().quick ? (int64_t{1} << 18) : (int64_t{1} << 24);
@@ -79,7 +71,8 @@ void bench_add(Context& ctx) {
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* pc = c.data<float>();
-  const int threads = core_count();
+  // As many threads as thd's own pool runs.
+  const int threads = thd::detail::num_threads();
   const std::vector<double> t = ctx.time({
       {"tensor.add.f32." + sz, [&] { (void)a.add(b); }},
       {"tensor.add_.f32." + sz, [&] { x.add_(b); }},
@@ -111,7 +104,7 @@ void bench_sum(Context& ctx) {
   const std::string sz = size_label(n * 4);
   const Tensor a = filled({n}, 4);
   const float* pa = a.data<float>();
-  const int threads = core_count();
+  const int threads = thd::detail::num_threads();
   const std::vector<double> t = ctx.time({
       {"tensor.sum.f32." + sz, [&] { (void)a.sum(); }},
       {"ref.sum.f32." + sz, [&] { g_sink = ref::sum(pa, n); }},

@@ -12,6 +12,7 @@
 
 #include "protocol/framing.h"
 #include "tensor/check.h"
+#include "tensor/env_setting.h"
 #include "worker/devices.h"
 #include "worker/ops.h"
 
@@ -26,14 +27,10 @@ size_t physical_memory() {
   return static_cast<size_t>(pages) * static_cast<size_t>(page);
 }
 
-// A test hook's latch key from the environment; 0 (no hook) when unset or not a
-// positive number.
+// A test hook's latch key from the environment; 0 (no hook) when unset, empty or 0,
+// and ValueError naming the variable when it is not a whole number.
 uint64_t env_latch(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return 0;
-  char* end = nullptr;
-  const unsigned long long key = std::strtoull(v, &end, 10);
-  return *end == '\0' ? key : 0;
+  return detail::read_whole_number({.name = name}, "worker").value_or(0);
 }
 
 }  // namespace
