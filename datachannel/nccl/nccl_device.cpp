@@ -1,22 +1,20 @@
 #include "datachannel/nccl/nccl_device.h"
 
-#include <charconv>
+#include <climits>
 #include <string>
 
 #include <thd/cuda.h>
 
 #include "datachannel/check.h"
 #include "datachannel/net/auth.h"
+#include "tensor/env_setting.h"
 
 namespace thd::detail::nccl {
 
 int local_rank() {
   for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
-    const auto value = net::process_env(name);
-    if (!value || value->empty()) continue;
-    int rank = -1;
-    const auto [ptr, ec] = std::from_chars(value->data(), value->data() + value->size(), rank);
-    if (ec == std::errc() && ptr == value->data() + value->size() && rank >= 0) return rank;
+    const WholeNumberSetting rank{.name = name, .max = INT_MAX};
+    if (auto n = parse_whole_number(rank, net::process_env(name), "nccl backend")) return static_cast<int>(*n);
   }
   return 0;
 }

@@ -8,7 +8,8 @@
 
 namespace thd::detail::nccl {
 
-// The launcher's local rank of this process, 0 when no launcher says.
+// The launcher's local rank of this process, 0 when no launcher says; ValueError
+// naming the variable when the first one set holds anything but a whole number.
 int local_rank();
 
 // local_rank() % the number of GPUs. ValueError saying there is no CUDA device

@@ -1,7 +1,7 @@
 #include "datachannel/pipe/pipe_tuning.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <climits>
 #include <optional>
 #include <string>
 
@@ -56,12 +56,11 @@ namespace {
 
 // Ranks of this job on this host: the launcher's count (thdrun, Open MPI, MPICH),
 // else the whole world when it listens on loopback (one host), else unknown (1).
+// A count that is set but not a positive whole number is a ValueError naming it.
 int local_ranks(const DataChannelOptions& options) {
   for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (auto v = net::process_env(name); v && !v->empty()) {
-      const int n = std::atoi(v->c_str());
-      if (n > 0) return n;
-    }
+    const WholeNumberSetting count{.name = name, .min = 1, .max = INT_MAX};
+    if (auto n = parse_whole_number(count, net::process_env(name), "DataChannel::create")) return static_cast<int>(*n);
   }
   const std::string& host = options.bind_host;
   const bool loopback = host.starts_with("127.") || host == "localhost" || host == "::1" || host == "[::1]";

@@ -990,6 +990,17 @@ TEST(PipeTuning, TheDirectPathIsOnUnlessTheEnvironmentTurnsItOff) {
                        "THD_PIPE_DIRECT must be 0 (off) or 1 (on), got 'on'");
 }
 
+TEST(PipeTuning, ALauncherCountThatIsNotACountIsRefusedNamingIt) {
+  DataChannelOptions o;
+  o.world_size = 2;
+  for (const char* bad : {"0", "two", "4x", "-1"}) {
+    SCOPED_TRACE(bad);
+    ScopedEnv local("LOCAL_WORLD_SIZE", bad);
+    THD_EXPECT_THROW_MSG((void)detail::pipe::pipe_tuning_for(o), ValueError,
+                         std::string("LOCAL_WORLD_SIZE must be a whole number from 1 to 2147483647, not '") + bad + "'");
+  }
+}
+
 TEST(PipeTuning, LoopbackWorldCountsAsOneHost) {
   ScopedEnv spin("THD_PIPE_SPIN_US", nullptr);
   ScopedEnv local("LOCAL_WORLD_SIZE", nullptr);
