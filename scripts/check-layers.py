@@ -66,6 +66,7 @@ FACES = {
         "tensor/op_util.h",  # a tensor op's argument checks, which the master runs before it emits an op
         "tensor/shape_util.h",  # shape arithmetic (strides, broadcasting) the master's inference shares with the ops
         "tensor/cpu_allocator.h",  # the CPU allocator's byte count read without a lock: a worker's per-op memory limit
+        "tensor/env_setting.h",  # the one reader of whole-number settings from the environment, for every layer
         # Ops written into an existing tensor: a worker's graph replays reuse storage.
         "tensor/into.h",
         "tensor/into_creation.h",
