@@ -22,7 +22,7 @@ bool PipeTransport::post_direct(DirectRecv& recv) {
   {
     std::lock_guard lock(mu_);
     if (!engine_.direct_recv_allowed(recv.source()) ||
-        !engine_.pipe().recv_direct(recv.source(), recv.envelope(), recv.data(), recv.sender_tag(), &recv)) {
+        !engine_.pipe().recv_direct(recv.source(), recv.envelope(), recv.data(), recv.tags(), &recv)) {
       return false;
     }
     ++direct_counts_.recvs;
