@@ -19,6 +19,16 @@ class OpLabel {
   OpLabel(std::string text) : text_(std::move(text)) {}  // NOLINT: implicit, as the string it replaces
   OpLabel(const char* text) : text_(text) {}             // NOLINT
 
+  // A label of a kind other than text copies no string: a blocking receive's
+  // request copies its call's label once per message.
+  OpLabel(const OpLabel& other) : kind_(other.kind_), peer_(other.peer_), tag_(other.tag_) {
+    if (other.kind_ == Kind::Text) [[unlikely]] text_ = other.text_;
+  }
+  OpLabel(OpLabel&&) noexcept = default;
+  OpLabel& operator=(const OpLabel&) = default;
+  OpLabel& operator=(OpLabel&&) noexcept = default;
+  ~OpLabel() = default;
+
   static OpLabel send_to(int peer, int64_t tag) noexcept { return OpLabel(Kind::SendTo, peer, tag); }
   // peer < 0: from any rank.
   static OpLabel recv_from(int peer, int64_t tag) noexcept { return OpLabel(Kind::RecvFrom, peer, tag); }

@@ -56,6 +56,15 @@ net::Deadline RequestState::fix_deadline_at(net::Deadline at) const noexcept {
 }
 
 bool RequestState::complete(int source_world_rank, size_t nbytes) noexcept {
+  if (finished_by_its_waiter) {
+    if ((state_.load(std::memory_order_relaxed) & kStatusMask) != Pending) return false;
+    source = source_world_rank;
+    bytes = nbytes;
+    const uint32_t lane = on_finish;
+    state_.store(Done, std::memory_order_release);
+    if (lane != 0) collective_lane_request_finished(lane);
+    return true;
+  }
   const std::optional<bool> waiters = claim();
   if (!waiters) return false;
   source = source_world_rank;

@@ -160,6 +160,13 @@ struct RequestState {
   // once the request finishes; 0: none. After state_, in what was its padding:
   // every request pays for it one load when it finishes, and no bytes.
   uint32_t on_finish = 0;
+  // Set by the request's only waiter while it drives its transport under the lock
+  // that every finisher of the request holds (a blocking receive on PipeTransport's
+  // direct path, whose request lives on the waiter's stack): complete() then runs
+  // on that thread, which nobody else can finish the request from or be blocked
+  // on it meanwhile, and publishes with a plain store rather than a
+  // compare-and-swap on the way from the message's arrival to the answer.
+  bool finished_by_its_waiter = false;
 };
 
 // Waits until `s` finishes or `until` passes; true if it finished. With an interrupt

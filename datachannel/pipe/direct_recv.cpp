@@ -5,10 +5,15 @@
 namespace thd::detail::pipe {
 
 void DirectRecv::done(std::exception_ptr error, size_t bytes) noexcept {
-  const MessagePipe::NativeOrigin origin = pipe_.native_origin(sender_tag_);
-  // The message the receive was posted for: its envelope differs from the
-  // receive's in nothing else (the library matched the rest of it).
-  if (error == nullptr && bytes == data_.size() && origin.dtype == envelope_.kind.dtype) [[likely]] {
+  // The message the receive was posted for, to the bit: nothing to decode.
+  if (error == nullptr && tags_.arrived == tags_.expected && tags_.expected != 0 && bytes == data_.size()) [[likely]] {
+    state.complete(source_, bytes);
+    return;
+  }
+  const MessagePipe::NativeOrigin origin = pipe_.native_origin(tags_.arrived);
+  // Decoded (a pipe that expects no tag): the message the receive was posted for
+  // when its dtype and length are the receive's (the library matched the rest).
+  if (error == nullptr && bytes == data_.size() && origin.dtype == envelope_.kind.dtype) {
     state.complete(origin.sender, bytes);
     return;
   }

@@ -6,7 +6,9 @@
 // The checks are the engine's for a message the library matched (pipe_engine.h):
 // the message's dtype, from its tag, and its length against the receive's; a
 // message of another kind or length fails the request with the mismatch, named as
-// any is.
+// any is. The common case, a message carrying exactly the tag the pipe expects
+// (MessagePipe::DirectTags), is checked without decoding its tag: its completion
+// sits between the message's arrival and the answer.
 #pragma once
 
 #include <cstddef>
@@ -35,8 +37,8 @@ class DirectRecv final : public PipeOp {
   const Envelope& envelope() const noexcept { return envelope_; }
   // The world rank it receives from (never kAnySource: see PipeEngine::direct_recv_allowed).
   int source() const noexcept { return source_; }
-  // Where the pipe writes the message's own tag, before done().
-  uint64_t* sender_tag() noexcept { return &sender_tag_; }
+  // Where the pipe writes the tag it expects and the message's own (before done()).
+  MessagePipe::DirectTags* tags() noexcept { return &tags_; }
 
   RequestState state;
 
@@ -45,7 +47,7 @@ class DirectRecv final : public PipeOp {
   const std::span<uint8_t> data_;
   const Envelope& envelope_;
   const int source_;
-  uint64_t sender_tag_ = 0;
+  MessagePipe::DirectTags tags_;
 };
 
 }  // namespace thd::detail::pipe

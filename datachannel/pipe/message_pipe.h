@@ -208,11 +208,20 @@ class MessagePipe {
   virtual bool send_direct(int /*peer*/, const Envelope& /*envelope*/, std::span<const uint8_t> /*data*/) {
     return false;
   }
+  // What recv_direct tells its caller of tags: `expected`, the tag a message of
+  // exactly the receive's envelope from its peer carries, written before the
+  // receive is posted (0: the pipe gives none); `arrived`, the message's own tag,
+  // written before op->done(). A message whose tag is the expected one needs no
+  // decoding (native_origin) to be checked.
+  struct DirectTags {
+    uint64_t expected = 0;
+    uint64_t arrived = 0;
+  };
   // recv_tagged() of the next message with `envelope` from `peer` (another rank),
-  // the message's tag written to *sender_tag before op->done(): true when posted;
-  // false, with nothing posted, when the envelope does not fit the tag.
+  // with `tags` filled as above: true when posted; false, with nothing posted,
+  // when the envelope does not fit the tag.
   virtual bool recv_direct(int /*peer*/, const Envelope& /*envelope*/, std::span<uint8_t> /*data*/,
-                           uint64_t* /*sender_tag*/, PipeOp* /*op*/) {
+                           DirectTags* /*tags*/, PipeOp* /*op*/) {
     return false;
   }
 

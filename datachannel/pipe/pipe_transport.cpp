@@ -220,7 +220,7 @@ void PipeTransport::cancel(const std::shared_ptr<RequestState>& request, std::ex
   engine_.cancel(request, std::move(why), driver(lock));
 }
 
-bool PipeTransport::drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until,
+bool PipeTransport::drive_locked(std::unique_lock<EngineLock>& lock, net::Deadline until,
                                  const std::function<bool()>& finished) {
   while (!finished()) {
     if (net::Clock::now() >= until) return false;
@@ -236,7 +236,7 @@ bool PipeTransport::wait(RequestState& request, net::Deadline until) { return sp
 
 bool PipeTransport::wait_own(RequestState& request) { return spin_then_block(request, nullptr); }
 
-bool PipeTransport::spin_then_block(RequestState& request, const net::Deadline* until) {
+bool PipeTransport::spin_then_block(RequestState& request, const net::Deadline* until, bool sole_waiter) {
   // A caller's yield_spin (P2POptions) lengthens the spin and makes it yield.
   const auto spin_budget = std::max<std::chrono::microseconds>(tuning_.spin_budget, request.yield_spin);
   const bool yield_while_spinning = tuning_.yield_while_spinning || request.yield_spin.count() > 0;
@@ -264,10 +264,21 @@ bool PipeTransport::spin_then_block(RequestState& request, const net::Deadline* 
         if (now >= *spin_end) break;
         mark_drive();
       }
+      // A thread waiting for the lock goes first (engine_lock.h): taken back at
+      // once, it would starve that thread, the progress thread's heartbeats among
+      // them. On a host with more ranks than cores it may need this core to run.
+      // Another waiter that spins meanwhile finds its request finished by this
+      // one's rounds.
+      if (mu_.wanted()) {
+        if (yield_while_spinning) std::this_thread::yield();
+        continue;
+      }
       std::unique_lock lock(mu_, std::try_to_lock);
       if (!lock.owns_lock() || engine_.closing()) continue;
       drove = true;
+      request.finished_by_its_waiter = sole_waiter;
       const int n = engine_.drive_once();
+      request.finished_by_its_waiter = false;
       lock.unlock();
       if (n == 0 && yield_while_spinning && ++idle_rounds >= (adaptive_yield ? yield_backoff_.every() : 1U)) {
         idle_rounds = 0;

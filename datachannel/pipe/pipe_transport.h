@@ -35,6 +35,7 @@
 
 #include "datachannel/net/auth.h"
 #include "datachannel/pipe/direct_recv.h"
+#include "datachannel/pipe/engine_lock.h"
 #include "datachannel/pipe/liveness.h"
 #include "datachannel/pipe/lost_peers.h"
 #include "datachannel/pipe/message_pipe.h"
@@ -116,16 +117,19 @@ class PipeTransport final : public Transport {
   int wait_direct(DirectRecv& recv);
   // wait() until `*until`, or (null) the request's own deadline, fixed at the first
   // clock read.
-  bool spin_then_block(RequestState& request, const net::Deadline* until);
+  // `sole_waiter`: this thread is the request's only waiter, and every finisher
+  // of it holds the engine lock (a direct receive's): its own rounds finish it
+  // without an atomic handshake (RequestState::finished_by_its_waiter).
+  bool spin_then_block(RequestState& request, const net::Deadline* until, bool sole_waiter = false);
   // Takes `recv` back from the pipe and fails it with `why`; a receive the library
   // already matched is waited for, as its bytes land in the caller's memory.
   void withdraw_direct(DirectRecv& recv, std::exception_ptr why);
 
   void prove_token(const PipeAuth& auth);
   // Drives the pipe until `finished` holds or `until` passes; false on timeout.
-  bool drive_locked(std::unique_lock<std::mutex>& lock, net::Deadline until, const std::function<bool()>& finished);
+  bool drive_locked(std::unique_lock<EngineLock>& lock, net::Deadline until, const std::function<bool()>& finished);
   // drive_locked as the engine's Drive, for a call holding `lock`.
-  PipeEngine::Drive driver(std::unique_lock<std::mutex>& lock) {
+  PipeEngine::Drive driver(std::unique_lock<EngineLock>& lock) {
     return [this, &lock](net::Deadline until, const std::function<bool()>& finished) {
       return drive_locked(lock, until, finished);
     };
@@ -149,7 +153,7 @@ class PipeTransport final : public Transport {
   std::vector<std::shared_ptr<const RequestState>> heartbeat_out_;  // by rank: the latest heartbeat
   // Who is lost and why, read from any thread.
   LostPeers lost_peers_;
-  mutable std::mutex mu_;  // the engine lock: every engine call and so every pipe call
+  mutable EngineLock mu_;  // the engine lock: every engine call and so every pipe call
   PipeEngine engine_;
   // The pipe takes direct sends and receives (MessagePipe::offers_direct), the
   // engine has it match natively, and the tuning allows it (THD_PIPE_DIRECT).

@@ -1,5 +1,7 @@
 // PipeTransport's direct path (pipe_transport.h): small blocking sends and
 // receives of messages the library matches itself, straight to the pipe.
+#include <thd/interrupt.h>
+
 #include "datachannel/check.h"
 #include "datachannel/pipe/pipe_transport.h"
 
@@ -20,7 +22,7 @@ bool PipeTransport::post_direct(DirectRecv& recv) {
   {
     std::lock_guard lock(mu_);
     if (!engine_.direct_recv_allowed(recv.source()) ||
-        !engine_.pipe().recv_direct(recv.source(), recv.envelope(), recv.data(), recv.sender_tag(), &recv)) {
+        !engine_.pipe().recv_direct(recv.source(), recv.envelope(), recv.data(), recv.tags(), &recv)) {
       return false;
     }
     ++direct_counts_.recvs;
@@ -37,7 +39,11 @@ int PipeTransport::wait_direct(DirectRecv& recv) {
     // Nothing may leave this frame with the receive still posted: the pipe holds
     // its op, and the library the caller's memory.
     try {
-      if (!wait_own_interruptibly(state)) {
+      // Without an interrupt check the wait is this transport's own spin, on a
+      // request only this thread waits for (wait_own_interruptibly otherwise).
+      const bool finished =
+          interrupt_check_installed() ? wait_own_interruptibly(state) : spin_then_block(state, nullptr, true);
+      if (!finished) {
         withdraw_direct(recv, error_at<TimeoutError>(state.op, state.rank, -1, "did not complete before its deadline"));
       }
     } catch (...) {

@@ -2,6 +2,7 @@
 set(THD_DC_PIPE_SOURCES
   pipe/address_book.cpp
   pipe/direct_recv.cpp
+  pipe/engine_lock.cpp
   pipe/liveness.cpp
   pipe/lost_peers.cpp
   pipe/pipe_engine.cpp

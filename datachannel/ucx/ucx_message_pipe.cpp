@@ -321,14 +321,16 @@ bool UcxMessagePipe::send_direct(int peer, const Envelope& envelope, std::span<c
                     data);
 }
 
-bool UcxMessagePipe::recv_direct(int peer, const Envelope& envelope, std::span<uint8_t> data, uint64_t* sender_tag,
+bool UcxMessagePipe::recv_direct(int peer, const Envelope& envelope, std::span<uint8_t> data, DirectTags* tags,
                                  pipe::PipeOp* op) {
   if (!fits_native(envelope, peer)) [[unlikely]] return false;
   const auto match = ucx::native_match(envelope, peer);
+  // The tag `peer`'s send_direct gives a message of this very envelope.
+  tags->expected = pack_native({native_dtype(envelope.kind.dtype), peer, envelope.context / 2, envelope.tag});
   if (peers_[static_cast<size_t>(peer)].error != nullptr) [[unlikely]] {
     // What a lost peer sent before it went can still be taken (post_recv looks).
     post_recv(peer, match.tag, match.mask, data.data(), data.size(), UCS_MEMORY_TYPE_HOST, RequestSlot::Kind::Recv,
-              static_cast<uint32_t>(envelope.tag), op, sender_tag);
+              static_cast<uint32_t>(envelope.tag), op, &tags->arrived);
     return true;
   }
   if (!spent_.empty()) free_spent();
@@ -336,7 +338,7 @@ bool UcxMessagePipe::recv_direct(int peer, const Envelope& envelope, std::span<u
   // through the callback (UCP_OP_ATTR_FLAG_NO_IMM_CMPL), which gives its length
   // and tag as any completion does, so complete() reports it from the staged slot.
   RequestSlot slot{op, peer, static_cast<uint32_t>(envelope.tag), data.size(), RequestSlot::Kind::Recv};
-  slot.sender_out = sender_tag;
+  slot.sender_out = &tags->arrived;
   posting_ = &slot;
   adopt(ucp_tag_recv_nbx(worker_.get(), data.data(), data.size(), match.tag, match.mask, &direct_recv_param_), slot,
         0);

@@ -133,7 +133,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   // that completes through its callback only (no probe first).
   bool offers_direct() const noexcept override { return matches_natively(); }
   bool send_direct(int peer, const Envelope& envelope, std::span<const uint8_t> data) override;
-  bool recv_direct(int peer, const Envelope& envelope, std::span<uint8_t> data, uint64_t* sender_tag,
+  bool recv_direct(int peer, const Envelope& envelope, std::span<uint8_t> data, DirectTags* tags,
                    pipe::PipeOp* op) override;
 
  private:

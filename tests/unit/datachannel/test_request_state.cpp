@@ -29,6 +29,30 @@ std::shared_ptr<RequestState> request() {
   return std::make_shared<RequestState>("test", net::Deadline::max(), nullptr, 0);
 }
 
+// Finished by its only waiter's own progress round (finished_by_its_waiter): the
+// same outcome as any finish, the first finish still the only one, and the
+// collective lane still told.
+TEST(RequestState, ItsOwnWaitersRoundFinishesItOnceWithItsFields) {
+  auto r = request();
+  r->finished_by_its_waiter = true;
+  EXPECT_TRUE(r->complete(3, 8));
+  EXPECT_EQ(r->status(), RequestState::Done);
+  EXPECT_EQ(r->source, 3);
+  EXPECT_EQ(r->bytes, 8U);
+  EXPECT_FALSE(r->complete(4, 16));
+  EXPECT_EQ(r->source, 3);
+  r->finished_by_its_waiter = false;
+  EXPECT_FALSE(r->fail(std::make_exception_ptr(ValueError("late"))));
+  EXPECT_EQ(r->status(), RequestState::Done);
+  EXPECT_TRUE(r->block_until(net::Deadline::max()));
+
+  auto failed = request();
+  ASSERT_TRUE(failed->fail(std::make_exception_ptr(ValueError("first"))));
+  failed->finished_by_its_waiter = true;
+  EXPECT_FALSE(failed->complete(1, 8)) << "a failed request was completed after all";
+  EXPECT_EQ(failed->status(), RequestState::Failed);
+}
+
 TEST(RequestState, TheFirstOfCompleteAndFailWinsAndItsFieldsAreSeen) {
   for (int round = 0; round < 200; ++round) {
     auto r = request();

@@ -324,6 +324,94 @@ TEST_P(DirectPath, ASpinThatEndsAtOnceLeavesTheDeadlineOpen) {
   });
 }
 
+// A spinning waiter takes the engine lock for one round at a time and defers to
+// a thread blocked on it (engine_lock.h): another thread of its rank that needs
+// the lock (here, to send the very message that answers the waiter) gets it
+// within a round, not when the spin ends. The spin here would last 20 s.
+TEST_P(DirectPath, ASpinningWaiterLetsAnotherThreadOfItsRankIn) {
+  TearDown();
+  detail::pipe::PipeTuning tuning;
+  tuning.spin_budget = 20s;
+  make_ranks(tuning);
+  std::atomic<bool> spinning{false};
+  run_ranks(2, [&](int r) {
+    Transport& t = rank(r);
+    std::vector<uint8_t> in(8);
+    if (r == 1) {
+      EXPECT_EQ(t.recv_blocking(in, 0, raw_envelope(20, 8), spec(r)), 0);
+      send(t, in, 0, raw_envelope(21, 8));
+      return;
+    }
+    std::thread sender([&] {
+      while (!spinning.load()) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(20ms);  // the waiter spins by now
+      const std::vector<uint8_t> ask(8, 'q');
+      send(t, ask, 1, raw_envelope(20, 8));
+    });
+    const auto start = net::Clock::now();
+    spinning.store(true);
+    int from = -1;
+    try {
+      from = t.recv_blocking(in, 1, raw_envelope(21, 8), spec(r));
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+    }
+    const auto waited = net::Clock::now() - start;
+    sender.join();
+    EXPECT_EQ(from, 1);
+    EXPECT_LT(waited, 5s) << "the sender waited for the spin to end";
+    EXPECT_EQ(in, std::vector<uint8_t>(8, 'q'));
+  });
+}
+
+// Threads of each rank ping-pong at once, each on its own tag, through blocking
+// sends and receives: they post while others spin on the engine lock, and one
+// thread's rounds finish others' receives. A short spin makes some of them block,
+// so the progress thread finishes those. Every message lands in its own receive.
+TEST_P(DirectPath, ThreadsPingPongingAtOnceEachGetTheirOwnMessages) {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 300;
+  for (auto spin : {std::chrono::microseconds(1000), std::chrono::microseconds(5)}) {
+    TearDown();
+    detail::pipe::PipeTuning tuning;
+    tuning.spin_budget = spin;
+    make_ranks(tuning);
+    run_ranks(2, [&](int r) {
+      Transport& t = rank(r);
+      std::vector<std::thread> threads;
+      for (int k = 0; k < kThreads; ++k) {
+        threads.emplace_back([&, k] {
+          const int64_t tag = 30 + k;
+          std::vector<uint8_t> out(8), in(8);
+          for (int i = 0; i < kRounds; ++i) {
+            const int word = k * 100000 + i;
+            if (r == 0) {
+              std::memcpy(out.data(), &word, sizeof(word));
+              send(t, out, 1, raw_envelope(tag, 8));
+              ASSERT_EQ(t.recv_blocking(in, 1, raw_envelope(tag, 8), spec(r)), 1);
+              int back = -1;
+              std::memcpy(&back, in.data(), sizeof(back));
+              ASSERT_EQ(back, word + 7) << "thread " << k << " round " << i;
+            } else {
+              ASSERT_EQ(t.recv_blocking(in, 0, raw_envelope(tag, 8), spec(r)), 0);
+              int got = -1;
+              std::memcpy(&got, in.data(), sizeof(got));
+              ASSERT_EQ(got, word) << "thread " << k << " round " << i;
+              got += 7;
+              std::memcpy(out.data(), &got, sizeof(got));
+              send(t, out, 0, raw_envelope(tag, 8));
+            }
+          }
+        });
+      }
+      for (auto& thread : threads) thread.join();
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(rank(r).direct_counts().recvs, static_cast<uint64_t>(kThreads * kRounds)) << "rank " << r;
+    }
+  }
+}
+
 // The host's interrupt check (thd/interrupt.h) ends a wait the way its deadline
 // does: the receive is withdrawn before the check's exception leaves, and takes
 // nothing after.
