@@ -36,7 +36,8 @@ std::optional<uint64_t> parse_whole_number(const WholeNumberSetting& setting, co
 // the empty text is refused too.
 uint64_t parse_whole_number_text(const WholeNumberSetting& setting, std::string_view text, std::string_view op);
 
-// parse_whole_number of setting.name's value in this process's environment.
+// parse_whole_number of setting.name's value in this process's environment (it
+// copies the name to look it up: for settings read once, not on a hot path).
 std::optional<uint64_t> read_whole_number(const WholeNumberSetting& setting, std::string_view op);
 
 }  // namespace thd::detail

@@ -28,9 +28,12 @@ std::string_view env_choice(const char* name) {
             value, accepted);
 }
 
-// A crossover in bytes: the variable `name` when set, else `fallback`.
+// A crossover in bytes: the variable `name` when set, else `fallback`. Asked on
+// every collective call: an unset variable costs a getenv and nothing more.
 size_t crossover_bytes(const char* name, size_t fallback) {
-  return read_whole_number({.name = name, .unit = "bytes"}, "collective algorithm").value_or(fallback);
+  const std::string_view v = env_choice(name);
+  if (v.empty()) return fallback;
+  return parse_whole_number_text({.name = name, .unit = "bytes"}, v, "collective algorithm");
 }
 
 void check_root(const Comm& comm, int root) {

@@ -4,8 +4,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <climits>
-
 namespace thd::detail::pipe {
 
 namespace {
