@@ -88,15 +88,23 @@ detail::RequestSpec waited_spec(const GroupState& g, Label label_of, const P2POp
   return {label_of(), {}, g.world_rank(), o.passive_wait, o.yield_spin, keep, detail::resolve_timeout(g, o.timeout)};
 }
 
-// Checks and sends through Transport::send_blocking, which makes the request
-// (through `make`) only when the message does not leave within the call; null
-// when it left. What send, send_bytes and isend share, so that theirs is the only
-// call between the caller and the transport.
+// A small message the transport hands to its library within the call
+// (Transport::send_now): no request, no request maker. `world_dst` is checked.
+bool send_at_once(GroupState& g, std::span<const uint8_t> data, MessageKind kind, int world_dst,
+                  const P2POptions& o) {
+  if (!g.transport->send_now(data, world_dst, Envelope{detail::p2p_context(g.id), o.tag, kind})) return false;
+  g.transport->count_send(data.size());
+  return true;
+}
+
+// Sends through Transport::send_blocking, which makes the request (through
+// `make`) only when the message does not leave within the call; null when it
+// left. What send, send_bytes and isend share after send_at_once; `world_dst` is
+// `dst` checked (checked_peer).
 // `waited`: the caller waits for the request before it returns (send, send_bytes).
-std::shared_ptr<detail::RequestState> send_lazily(GroupState& g, std::string_view op,
-                                                  std::span<const uint8_t> data, MessageKind kind, int dst,
-                                                  const P2POptions& o, const Tensor* keep, bool waited) {
-  const int world_dst = checked_peer(g, dst, op, "destination", /*any_ok=*/false, o.tag);
+std::shared_ptr<detail::RequestState> send_lazily(GroupState& g, std::span<const uint8_t> data, MessageKind kind,
+                                                  int dst, int world_dst, const P2POptions& o, const Tensor* keep,
+                                                  bool waited) {
   struct Context {
     GroupState* g;
     int dst;
@@ -142,7 +150,9 @@ void wait_for(std::shared_ptr<detail::RequestState> request, bool keeps_its_memo
 // it first (a clock read, the request's memory and fields) came before the send.
 Request post_send(GroupState& g, std::string_view op, std::span<const uint8_t> data, MessageKind kind, int dst,
                   const P2POptions& o, const Tensor* keep) {
-  auto req = send_lazily(g, op, data, kind, dst, o, keep, /*waited=*/false);
+  const int world_dst = checked_peer(g, dst, op, "destination", /*any_ok=*/false, o.tag);
+  std::shared_ptr<detail::RequestState> req;
+  if (!send_at_once(g, data, kind, world_dst, o)) req = send_lazily(g, data, kind, dst, world_dst, o, keep, false);
   if (!req) {
     req = detail::make_request(g, p2p_spec(g, detail::OpLabel::send_to(dst, o.tag), o, nullptr), g.transport.get());
     req->complete(-1, data.size());
@@ -217,7 +227,10 @@ void DataChannel::send(const Tensor& tensor, int dst, const P2POptions& options)
   Tensor copy;
   const Tensor& src = contiguous_source(tensor, copy);
   const TensorMessage m = message_of(src);
-  wait_for(send_lazily(state(), "send", m.bytes, m.kind, dst, options, &src, /*waited=*/true),
+  GroupState& g = state();
+  const int world_dst = checked_peer(g, dst, "send", "destination", /*any_ok=*/false, options.tag);
+  if (send_at_once(g, m.bytes, m.kind, world_dst, options)) return;
+  wait_for(send_lazily(g, m.bytes, m.kind, dst, world_dst, options, &src, /*waited=*/true),
            /*keeps_its_memory=*/true);
 }
 
@@ -234,8 +247,11 @@ int DataChannel::recv(Tensor& tensor, int src, const P2POptions& options) {
 }
 
 void DataChannel::send_bytes(std::span<const uint8_t> data, int dst, const P2POptions& options) {
-  wait_for(send_lazily(state(), "send_bytes", data, bytes_kind(data.size()), dst, options, nullptr, /*waited=*/true),
-           /*keeps_its_memory=*/false);
+  GroupState& g = state();
+  const MessageKind kind = bytes_kind(data.size());
+  const int world_dst = checked_peer(g, dst, "send_bytes", "destination", /*any_ok=*/false, options.tag);
+  if (send_at_once(g, data, kind, world_dst, options)) return;
+  wait_for(send_lazily(g, data, kind, dst, world_dst, options, nullptr, /*waited=*/true), /*keeps_its_memory=*/false);
 }
 
 int DataChannel::recv_bytes(std::span<uint8_t> data, int src, const P2POptions& options) {

@@ -73,6 +73,15 @@ class Transport {
   // per message was a measurable part of a small round trip.
   virtual std::shared_ptr<RequestState> send_blocking(std::span<const uint8_t> data, int dst, const Envelope& envelope,
                                                       const RequestMaker& make_request);
+  // A small message handed to the library to leave within the call: true when it
+  // left; false when it did not, with nothing done (the caller then takes
+  // send_blocking). What DataChannel's blocking sends and isend try first, before
+  // they set up send_blocking's request maker: a message's answer waits for every
+  // instruction between a receive's return and the send. The default sends
+  // nothing.
+  virtual bool send_now(std::span<const uint8_t> /*data*/, int /*dst*/, const Envelope& /*envelope*/) {
+    return false;
+  }
   // src: a world rank or kAnySource. The request completes with the source rank
   // and data.size() bytes.
   virtual void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,

@@ -141,7 +141,7 @@ void PipeTransport::post_send(std::span<const uint8_t> data, int dst, const Enve
 
 std::shared_ptr<RequestState> PipeTransport::send_blocking(std::span<const uint8_t> data, int dst,
                                                            const Envelope& envelope, const RequestMaker& make_request) {
-  if (send_direct(data, dst, envelope)) return nullptr;
+  // Its callers tried send_now (the direct path) first.
   std::unique_lock lock(mu_);
   if (engine_.send_native_at_once(data, dst, envelope)) {
     lock.unlock();

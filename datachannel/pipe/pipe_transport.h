@@ -78,6 +78,10 @@ class PipeTransport final : public Transport {
   std::string_view name() const noexcept override { return name_; }
   void post_send(std::span<const uint8_t> data, int dst, const Envelope& envelope,
                  const std::shared_ptr<RequestState>& request) override;
+  // The direct path (send_direct).
+  bool send_now(std::span<const uint8_t> data, int dst, const Envelope& envelope) override {
+    return send_direct(data, dst, envelope);
+  }
   std::shared_ptr<RequestState> send_blocking(std::span<const uint8_t> data, int dst, const Envelope& envelope,
                                               const RequestMaker& make_request) override;
   void post_recv(std::span<uint8_t> data, int src, const Envelope& envelope,

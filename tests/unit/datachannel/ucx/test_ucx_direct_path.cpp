@@ -60,9 +60,10 @@ class DirectPath : public ::testing::TestWithParam<std::string> {
   static RequestSpec waited_spec(int rank, std::chrono::milliseconds timeout) {
     return {detail::OpLabel::recv_from(1 - rank, 0), {}, rank, false, {}, nullptr, timeout};
   }
-  // A blocking send as DataChannel's: through send_blocking, waiting for a
-  // request it made only if the message did not leave at once.
+  // A blocking send as DataChannel's: send_now, else through send_blocking,
+  // waiting for a request it made only if the message did not leave at once.
   static void send(Transport& t, std::span<const uint8_t> data, int dst, const Envelope& e) {
+    if (t.send_now(data, dst, e)) return;
     struct Maker {
       Transport* t;
       static std::shared_ptr<RequestState> make(const void* p) {
@@ -116,6 +117,32 @@ TEST_P(DirectPath, SmallBlockingMessagesGoStraightToThePipeBothWays) {
     EXPECT_EQ(counts.sends, static_cast<uint64_t>(kRounds)) << "rank " << r;
     EXPECT_EQ(counts.recvs, static_cast<uint64_t>(kRounds)) << "rank " << r;
   }
+}
+
+// DataChannel's blocking sends try send_now first: it takes a small message the
+// library matches itself and nothing else, and what it refuses it leaves
+// untouched for send_blocking.
+TEST_P(DirectPath, SendNowTakesOnlyWhatLeavesAtOnce) {
+  run_ranks(2, [&](int r) {
+    Transport& t = rank(r);
+    const size_t large = detail::pipe::PipeEngine::kDirectBytes + 1;
+    if (r == 0) {
+      const std::vector<uint8_t> small(8, 7), big(large, 9);
+      EXPECT_FALSE(t.send_now(big, 1, raw_envelope(4, big.size())));
+      EXPECT_FALSE(t.send_now(small, 0, raw_envelope(4, small.size())));  // itself
+      EXPECT_FALSE(t.send_now(small, 2, raw_envelope(4, small.size())));  // no such rank
+      EXPECT_EQ(rank(0).direct_counts().sends, 0U);
+      send(t, big, 1, raw_envelope(4, big.size()));
+      EXPECT_TRUE(t.send_now(small, 1, raw_envelope(4, small.size())));
+      EXPECT_EQ(rank(0).direct_counts().sends, 1U);
+    } else {
+      std::vector<uint8_t> big(large), small(8);
+      EXPECT_EQ(t.recv_blocking(big, 0, raw_envelope(4, big.size()), spec(r)), 0);
+      EXPECT_EQ(big, std::vector<uint8_t>(large, 9));
+      EXPECT_EQ(t.recv_blocking(small, 0, raw_envelope(4, small.size()), spec(r)), 0);
+      EXPECT_EQ(small, std::vector<uint8_t>(8, 7));
+    }
+  });
 }
 
 TEST_P(DirectPath, TheTuningSwitchSendsEverythingThroughTheEngine) {
