@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "datachannel/check.h"
+#include "datachannel/pipe/direct_recv.h"
 #include "tensor/log.h"
 
 namespace thd::detail::ucx {
@@ -96,7 +97,7 @@ UcxMessagePipe::UcxMessagePipe(int rank, int size, UniqueContext context, Unique
   host_send_param_ = request_param(this, UCS_MEMORY_TYPE_HOST);
   host_send_param_.cb.send = &UcxMessagePipe::on_send_done;
   direct_recv_param_ = request_param(this, UCS_MEMORY_TYPE_HOST);
-  direct_recv_param_.cb.recv = &UcxMessagePipe::on_recv_done;
+  direct_recv_param_.cb.recv = &UcxMessagePipe::on_direct_recv_done;
   direct_recv_param_.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   at_once_param_.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
   at_once_param_.memory_type = UCS_MEMORY_TYPE_HOST;
@@ -446,6 +447,25 @@ void UcxMessagePipe::on_recv_done(void* request, ucs_status_t status, const ucp_
   static_cast<UcxMessagePipe*>(user_data)->complete(request, status, length, sender_tag);
 }
 
+void UcxMessagePipe::on_direct_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                                         void* user_data) noexcept {
+  RequestSlot& held = slot_of(request);
+  // complete()'s common case, for an op recv_direct posted: a live request's
+  // message, whole. A message already here when the receive was posted completes
+  // it inside ucp_tag_recv_nbx, before the request is live: complete() takes that.
+  if (held.live && status == UCS_OK && !held.orphaned && info != nullptr) [[likely]] {
+    auto* self = static_cast<UcxMessagePipe*>(user_data);
+    auto* recv = static_cast<pipe::DirectRecv*>(held.op);
+    self->unlink(held);
+    ++self->completed_;
+    held.live = false;
+    self->retire(request);
+    recv->arrived(info->sender_tag, info->length);
+    return;
+  }
+  on_recv_done(request, status, info, user_data);
+}
+
 void UcxMessagePipe::complete(void* request, ucs_status_t status, size_t length, ucp_tag_t sender_tag) noexcept {
   RequestSlot& held = slot_of(request);
   // The common case first, without finish()'s cases: a live receive of an op
@@ -457,11 +477,7 @@ void UcxMessagePipe::complete(void* request, ucs_status_t status, size_t length,
     if (held.sender_out != nullptr) *held.sender_out = sender_tag;
     held.op->done(nullptr, length);
     held.live = false;
-    if (spent_.size() < kSpentRequests) {
-      spent_.push_back(request);
-    } else {
-      ucp_request_free(request);
-    }
+    retire(request);
     return;
   }
   if (!held.live) {

@@ -159,6 +159,14 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   void repost_goodbye_recvs();
   // Frees the requests complete() left in spent_.
   void free_spent() noexcept;
+  // A received message's request, done with: kept in spent_, or freed when it is full.
+  void retire(void* request) noexcept {
+    if (spent_.size() < kSpentRequests) {
+      spent_.push_back(request);
+    } else {
+      ucp_request_free(request);
+    }
+  }
   void goodbye_from(ucp_tag_t sender_tag) noexcept;
 
   // Takes over what ucp_*_nbx returned: a request becomes live and pending; an
@@ -170,6 +178,10 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   static void on_send_done(void* request, ucs_status_t status, void* user_data) noexcept;
   static void on_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                            void* user_data) noexcept;
+  // recv_direct's: a direct receive's message, whole, goes straight to its
+  // DirectRecv::arrived; anything else to on_recv_done.
+  static void on_direct_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                                  void* user_data) noexcept;
   static void on_peer_error(void* arg, ucp_ep_h ep, ucs_status_t status) noexcept;
   void complete(void* request, ucs_status_t status, size_t length, ucp_tag_t sender_tag) noexcept;
   // Reports an op's outcome to its done() (or handles a goodbye).
@@ -211,6 +223,7 @@ class UcxMessagePipe final : public pipe::MessagePipe {
   ucp_request_param_t host_send_param_{};             // every send's from host memory
   ucp_request_param_t at_once_param_{};               // send_at_once's
   ucp_request_param_t direct_recv_param_{};           // recv_direct's: completes through its callback only
+                                                      // (on_direct_recv_done)
   int completed_ = 0;                                 // done() calls since progress() began
   std::vector<int> newly_lost_;                       // peers lost since the last settle_lost_peers()
   pipe::PipeOp* withdrawn_ = nullptr;                 // the op ucp_request_cancel just withdrew
