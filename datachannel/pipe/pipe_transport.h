@@ -11,7 +11,7 @@
 //
 // The direct path (pipe_transport_direct.cpp): a small blocking send or receive
 // of a point-to-point message the library matches itself goes from
-// send_blocking/recv_blocking straight to the pipe (MessagePipe::send_direct,
+// send_now/recv_blocking straight to the pipe (MessagePipe::send_direct,
 // recv_direct), under the lock but past the engine's records, match queues and
 // shared requests; the receive's op and request live on the waiter's stack
 // (direct_recv.h). The engine says when order allows it (PipeEngine::
