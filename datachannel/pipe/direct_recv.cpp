@@ -5,8 +5,7 @@
 namespace thd::detail::pipe {
 
 void DirectRecv::done(std::exception_ptr error, size_t bytes) noexcept {
-  // The message the receive was posted for, to the bit: nothing to decode.
-  if (error == nullptr && tags_.arrived == tags_.expected && tags_.expected != 0 && bytes == data_.size()) [[likely]] {
+  if (error == nullptr && is_posted_message(bytes)) [[likely]] {
     state.complete(source_, bytes);
     return;
   }

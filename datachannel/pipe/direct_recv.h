@@ -38,7 +38,7 @@ class DirectRecv final : public PipeOp {
   // answer).
   void arrived(uint64_t tag, size_t bytes) noexcept {
     tags_.arrived = tag;
-    if (tag == tags_.expected && tag != 0 && bytes == data_.size()) [[likely]] {
+    if (is_posted_message(bytes)) [[likely]] {
       state.complete(source_, bytes);
       return;
     }
@@ -55,6 +55,12 @@ class DirectRecv final : public PipeOp {
   RequestState state;
 
  private:
+  // The message arrived (tags_.arrived) is the one the receive was posted for, to
+  // the bit: nothing to decode.
+  bool is_posted_message(size_t bytes) const noexcept {
+    return tags_.arrived == tags_.expected && tags_.expected != 0 && bytes == data_.size();
+  }
+
   const MessagePipe& pipe_;
   const std::span<uint8_t> data_;
   const Envelope& envelope_;
